@@ -1,0 +1,53 @@
+"""The one owner of terminal output: status and tables to stderr, data to stdout.
+
+Formatting is done by pure functions in flowrate/cli/format.py; this module only prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = Console(highlight=False, soft_wrap=True)
+
+
+def status(message: str, quiet: bool = False) -> None:
+    if not quiet:
+        _err.print(f"[dim]{escape(message)}[/dim]")
+
+
+def warn(message: str) -> None:
+    _err.print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def error(message: str) -> None:
+    _err.print(f"[bold red]error:[/bold red] {escape(message)}")
+
+
+def data(text: str) -> None:
+    """Machine-readable output (JSON) on stdout, exactly as given."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def key_value_table(title: str, rows: Sequence[tuple[str, str]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(escape(key), escape(value))
+    _err.print(table)
+
+
+def grid(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], to_stdout: bool = True) -> None:
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(header):
+        table.add_column(escape(name), justify="left" if i < 2 else "right")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    (_out if to_stdout else _err).print(table)

@@ -1,0 +1,180 @@
+"""`flowrate run`: benchmark one configuration and report it.
+
+Parses flags into a RunConfig (whose defaults are the only defaults), calls the library, and
+displays: the summary on stderr, the JSON result on stdout with --json or in a file with --out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from typing import Any
+
+import click
+
+from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
+
+_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
+_SHAPE_OPTIONS = ("seq_len", "image_size", "layers", "heads", "hidden", "vocab_size")
+
+
+def _default(name: str) -> str:
+    return f" [default: {_DEFAULTS[name]}]"
+
+
+@click.command("run")
+@click.option(
+    "-p",
+    "--problem",
+    help="Zoo problem (see `flowrate list`) or PATH.py:FACTORY." + _default("problem"),
+)
+@click.option(
+    "--size",
+    help="Named size of the problem family, e.g. debug or gpt2-medium. [default: the family's]",
+)
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in Mode] + ["training", "inference"], case_sensitive=False),
+    help="train: forward, backward, optimizer step; infer: forward only." + _default("mode"),
+)
+@click.option(
+    "-b",
+    "--batch-size",
+    help="Samples per step, or 'auto' to halve from --max-batch-size "
+    "until a step fits in memory. [default: the problem's]",
+)
+@click.option(
+    "--max-batch-size",
+    type=int,
+    help="Where --batch-size auto starts." + _default("max_batch_size"),
+)
+@click.option("--seq-len", type=int, help="Sequence length of token problems.")
+@click.option("--image-size", type=int, help="Image side of image problems.")
+@click.option("--sample-shape", type=int, help="Seed 003's name: sequence length or image side, per problem.")
+@click.option("--layers", type=int, help="Transformer layers.")
+@click.option("--heads", type=int, help="Attention heads.")
+@click.option("--hidden", type=int, help="Hidden size.")
+@click.option("--vocab-size", type=int, help="Vocabulary size.")
+@click.option(
+    "--precision",
+    type=click.Choice([p.value for p in Precision], case_sensitive=False),
+    help="fp32, tf32 (CUDA), bf16 / fp16 autocast (fp16 with loss scaling), pure-bf16."
+    + _default("precision"),
+)
+@click.option(
+    "--optimizer",
+    type=click.Choice([o.value for o in OptimizerName], case_sensitive=False),
+    help="Optimizer of training steps." + _default("optimizer"),
+)
+@click.option("--lr", "learning_rate", type=float, help="Learning rate." + _default("learning_rate"))
+@click.option(
+    "--execution",
+    type=click.Choice([e.value for e in Execution], case_sensitive=False),
+    help="Where the weights live." + _default("execution"),
+)
+@click.option(
+    "--device", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N." + _default("device")
+)
+@click.option("--seed", type=int, help="Seed of weights and synthetic data." + _default("seed"))
+@click.option(
+    "--threads",
+    type=int,
+    help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
+)
+@click.option(
+    "--preheat",
+    "preheat_steps",
+    type=int,
+    help="Untimed warm-up steps." + _default("preheat_steps"),
+)
+@click.option(
+    "--steps", type=int, help="Time exactly this many steps (overrides --duration and --min-steps)."
+)
+@click.option("--min-steps", type=int, help="Time at least this many steps." + _default("min_steps"))
+@click.option(
+    "--duration",
+    "duration_s",
+    type=float,
+    help="Time at least this many seconds." + _default("duration_s"),
+)
+@click.option(
+    "--sample-every",
+    type=int,
+    help="Steps between sample points. [default: enough for --target-interval]",
+)
+@click.option(
+    "--target-interval",
+    "target_interval_s",
+    type=float,
+    help="Seconds an interval should last when --sample-every is automatic." + _default("target_interval_s"),
+)
+@click.option("--smoothing", type=float, help="Rate's smoothing factor α." + _default("smoothing"))
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout.")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (warnings still show).")
+def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | None, **flags: Any) -> None:
+    """Benchmark one problem: train or infer, timed with Rate and GlobalRate."""
+    import sys
+
+    from flowrate.cli import console
+    from flowrate.cli.format import si, summary_rows
+    from flowrate.errors import ConfigError
+    from flowrate.problems.registry import FAMILIES, SIZE_ALIASES, get_problem
+    from flowrate.runner import run_config
+
+    try:
+        config = _make_config(flags, sample_shape, FAMILIES, SIZE_ALIASES)
+        problem = get_problem(config.problem, config.size, config.problem_options)
+    except ConfigError as mistake:  # name the flag the user typed, not the field behind it
+        raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
+    target = (
+        f"{config.steps} steps" if config.steps else f"{config.min_steps} steps and {config.duration_s:g} s"
+    )
+    console.status(
+        f"flowrate: {problem.name}/{problem.size} ({si(problem.parameter_count(), digits=3)} parameters) "
+        f"{config.mode.value} {config.precision.value}: {config.preheat_steps} preheat steps, "
+        f"then timing at least {target}",
+        quiet,
+    )
+    result = run_config(config, problem, argv=sys.argv)
+    if out:
+        result.save(out)
+        console.status(f"result written to {out}", quiet)
+    if not quiet:
+        console.key_value_table(f"flowrate run {result.run_id}", summary_rows(result))
+    for warning in result.warnings:
+        console.warn(warning)
+    if as_json:
+        console.data(result.to_json())
+
+
+# RunConfig fields whose flag is not simply the field's name with dashes
+_FLAGS = {
+    "duration_s": "duration",
+    "preheat_steps": "preheat",
+    "learning_rate": "lr",
+    "target_interval_s": "target_interval",
+}
+
+
+def _make_config(flags: dict[str, Any], sample_shape: int | None, families: Any, aliases: Any) -> RunConfig:
+    options = {k: flags.pop(k) for k in _SHAPE_OPTIONS if flags.get(k) is not None}
+    for k in _SHAPE_OPTIONS:
+        flags.pop(k, None)
+    given = {k: v for k, v in flags.items() if v is not None}
+    if sample_shape is not None:
+        options[_sample_shape_field(given.get("problem", _DEFAULTS["problem"]), families, aliases)] = (
+            sample_shape
+        )
+    if options:
+        given["problem_options"] = options
+    return RunConfig(**given)
+
+
+def _sample_shape_field(problem: str, families: Any, aliases: Any) -> str:
+    name = problem.lower()
+    family = families.get(name) or (families[aliases[name][0]] if name in aliases else None)
+    if family is None or family.sample_shape_option is None:
+        from flowrate.errors import ConfigError
+
+        raise ConfigError("sample_shape", f"{problem} has no sample shape to set")
+    return str(family.sample_shape_option)

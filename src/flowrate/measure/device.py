@@ -1,0 +1,54 @@
+"""Device resolution and synchronization: the only places flowrate waits for the device."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+
+import torch
+
+from flowrate.config import AUTO
+from flowrate.errors import ConfigError
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' is cuda when a CUDA device is present, else cpu; a named cuda device must exist."""
+    if name == AUTO:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                "device",
+                f"{name} asked for, but this PyTorch sees no CUDA device; use --device cpu",
+            )
+        index = device.index or 0
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise ConfigError("device", f"{name} asked for, but only {count} CUDA device(s) are visible")
+        return torch.device("cuda", index)
+    return device
+
+
+def synchronizer(device: torch.device) -> Callable[[], None]:
+    """A function that returns once all queued work on ``device`` has finished."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None  # CPU ops run synchronously in the calling thread
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for CUDA OOM and for the CPU allocator's failure to allocate."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError | MemoryError) and (
+        "out of memory" in text or "can't allocate memory" in text or isinstance(error, MemoryError)
+    )
+
+
+def release_memory(device: torch.device) -> None:
+    """Give cached blocks back after an out-of-memory failure so a smaller attempt can fit."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

@@ -1,0 +1,99 @@
+"""The Problem interface: what every zoo entry and every user problem provides.
+
+A problem owns its model factory, its synthetic batches, its loss, and its analytic costs
+(parameter count and model FLOPs per sample), plus the ordered blocks of its model that weight
+streaming will load one at a time. Executors and the measurement loop see nothing else.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from flowrate.config import Mode
+
+# A batch is a tuple of tensors on the device: inputs first, then targets.
+Batch = tuple[torch.Tensor, ...]
+
+
+class Problem(abc.ABC):
+    """A benchmark problem. Subclass it for your own model (see examples/custom_problem.py)."""
+
+    #: Family name shown in results and `flowrate list`, e.g. "transformer".
+    name: str = "custom"
+    #: Named size within the family, e.g. "gpt2" or "debug".
+    size: str = "default"
+    #: Batch size used when the user gives none.
+    default_batch_size: int = 8
+
+    @abc.abstractmethod
+    def build_model(self) -> nn.Module:
+        """Create the model in fp32 on the current default device, with its own initialisation."""
+
+    @abc.abstractmethod
+    def make_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """Synthetic data with realistic statistics, made directly on ``device``.
+
+        ``generator`` lives on ``device`` and is the only source of randomness, so a seed gives
+        the same batch every time.
+        """
+
+    @abc.abstractmethod
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        """Run the model on ``batch`` and return the scalar loss (mean over the batch)."""
+
+    @abc.abstractmethod
+    def parameter_count(self) -> int:
+        """Trainable parameters, computed analytically from the configuration (no model built)."""
+
+    @abc.abstractmethod
+    def forward_flops_per_sample(self) -> int:
+        """Model FLOPs of one forward pass per sample; one multiply-add counts 2 FLOPs."""
+
+    def train_flops_per_sample(self) -> int:
+        """Model FLOPs of one training step per sample.
+
+        The backward pass costs twice the forward (a gradient for the weights and one for the
+        inputs of each matmul), so training is 3 x forward. Problems whose first layer reads the
+        data directly override this: no gradient flows into the data.
+        """
+        return 3 * self.forward_flops_per_sample()
+
+    def flops_per_sample(self, mode: Mode) -> int:
+        if mode is Mode.TRAIN:
+            return self.train_flops_per_sample()
+        return self.forward_flops_per_sample()
+
+    @abc.abstractmethod
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        """The model's blocks in execution order; together they hold every parameter."""
+
+    @property
+    def tokens_per_sample(self) -> int | None:
+        """Tokens in one sample for language problems (tokens/s is reported); None otherwise."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """Shape settings recorded in every result (sequence length, hidden size, …)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class Family:
+    """A zoo entry: named sizes of one model family and how to build a Problem from one."""
+
+    name: str
+    summary: str
+    # size name -> the family's frozen config dataclass; every family has a "debug" size
+    sizes: Mapping[str, Any]
+    default_size: str
+    build: Callable[[Any], Problem]
+    # config fields a user may override from the command line, e.g. ("seq_len", "layers")
+    options: tuple[str, ...] = ()
+    # which option --sample-shape sets (sequence length or image side)
+    sample_shape_option: str | None = None

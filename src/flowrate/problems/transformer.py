@@ -1,0 +1,267 @@
+"""transformer: a GPT-2-style decoder-only language model, from a debug size to 6.7B parameters.
+
+Learned token and position embeddings, pre-LayerNorm blocks with biases, causal attention through
+``scaled_dot_product_attention``, a 4x GELU MLP, a final LayerNorm and an LM head tied to the
+token embedding (Radford et al. 2019; sizes from Brown et al. 2020, table 2.1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from flowrate.errors import ConfigError
+from flowrate.problems.base import Batch, Family, Problem
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    # Transformer blocks.
+    layers: int
+    # Attention heads; must divide hidden.
+    heads: int
+    # Model width (embedding size).
+    hidden: int
+    # Tokens per sample; the position table has exactly this many rows.
+    seq_len: int
+    # Token vocabulary size (50257 for GPT-2's BPE).
+    vocab_size: int
+    # Batch size used when the user gives none.
+    default_batch_size: int = 8
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for field in ("layers", "heads", "hidden", "seq_len", "vocab_size"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(field, f"must be a positive integer, got {value!r}")
+        if self.hidden % self.heads:
+            raise ConfigError("heads", f"must divide hidden ({self.hidden}); got {self.heads} heads")
+
+
+def layer_parameters(hidden: int) -> int:
+    """Parameters of one transformer layer with biases and two LayerNorms: 12·h² + 13·h."""
+    h = hidden
+    attention = (3 * h * h + 3 * h) + (h * h + h)  # fused q,k,v + output projection
+    mlp = (4 * h * h + 4 * h) + (4 * h * h + h)  # h -> 4h -> h
+    return attention + mlp + 2 * (2 * h)  # + two LayerNorms (weight and bias)
+
+
+def layer_flops_per_token(hidden: int, seq_len: int) -> int:
+    """Forward FLOPs of one layer per token: 24·h² + 4·T·h.
+
+    24·h²: the q,k,v (6h²), output (2h²) and MLP (16h²) matmuls at 2 FLOPs per multiply-add,
+    i.e. 2 FLOPs per non-embedding parameter (Kaplan et al. 2020, table 1).
+    4·T·h: attention scores Q·Kᵀ (2·T·h) and the weighted sum of values (2·T·h) over the full
+    T x T matrix (PaLM, Chowdhery et al. 2022, appendix B: 12·L·H·Q·T per token for training is
+    3 x this). The causal mask is not subtracted: FlopCounterMode does not know it either.
+    """
+    return 24 * hidden * hidden + 4 * seq_len * hidden
+
+
+def synthetic_tokens(
+    shape: tuple[int, ...], vocab_size: int, device: torch.device, generator: torch.Generator
+) -> torch.Tensor:
+    """Token ids over the whole vocabulary: half Zipf-like, half uniform.
+
+    The Zipf half is id = ⌊V^u⌋ - 1 with u uniform in [0, 1), so P(id) ∝ 1/(id + 1) (exponent 1,
+    like word frequencies; BPE ids are roughly ordered by frequency). The uniform half reaches the
+    rare ids so every row of the embedding and the LM head sees traffic.
+    """
+    u = torch.rand(shape, device=device, generator=generator)
+    zipf = torch.pow(float(vocab_size), u).long() - 1
+    uniform = torch.randint(0, vocab_size, shape, device=device, generator=generator)
+    pick_zipf = torch.rand(shape, device=device, generator=generator) < 0.5
+    return torch.where(pick_zipf, zipf, uniform).clamp_(0, vocab_size - 1)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention: (B, T, C) -> (B, T, C); causal or bidirectional."""
+
+    def __init__(self, hidden: int, heads: int, causal: bool) -> None:
+        super().__init__()
+        self.heads = heads
+        self.causal = causal
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (B, nh, T, hd)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    """(B, T, C) -> (B, T, 4C) -> GELU -> (B, T, C)."""
+
+    def __init__(self, hidden: int, gelu_approximate: str) -> None:
+        super().__init__()
+        self.fc = nn.Linear(hidden, 4 * hidden)
+        self.gelu = nn.GELU(approximate=gelu_approximate)
+        self.proj = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.gelu(self.fc(x)))
+
+
+class Embeddings(nn.Module):
+    """Token ids (B, T) -> token + position embeddings (B, T, C)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.token = nn.Embedding(config.vocab_size, config.hidden)
+        self.position = nn.Embedding(config.seq_len, config.hidden)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device)  # (T,)
+        return self.token(ids) + self.position(positions)  # (B, T, C)
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: (B, T, C) -> (B, T, C)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.hidden)
+        self.attention = SelfAttention(config.hidden, config.heads, causal=True)
+        self.ln2 = nn.LayerNorm(config.hidden)
+        self.mlp = MLP(config.hidden, gelu_approximate="tanh")  # GPT-2's "gelu_new"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class LMHead(nn.Module):
+    """Final LayerNorm and the tied output projection: (B, T, C) -> logits (B, T, V)."""
+
+    def __init__(self, hidden: int, embeddings: Embeddings) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(hidden)
+        # Tied weights: a plain tuple, so the token embedding stays registered in the
+        # embeddings block only (one Parameter, counted once, streamed with that block).
+        self._tied = (embeddings,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.ln(x), self._tied[0].token.weight)  # (B, T, V)
+
+
+class GPT(nn.Module):
+    """blocks = [embeddings, block_0 … block_{L-1}, head]; each block's output is the next one's
+    only input: ids (B, T) -> (B, T, C) -> … -> (B, T, C) -> logits (B, T, V)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        embeddings = Embeddings(config)
+        self.blocks = nn.ModuleList(
+            [
+                embeddings,
+                *(Block(config) for _ in range(config.layers)),
+                LMHead(config.hidden, embeddings),
+            ]
+        )
+        # GPT-2 initialisation: N(0, 0.02) everywhere, residual projections scaled by
+        # 1/√(2L) (one per residual add), zero biases, LayerNorms at (1, 0).
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                std = 0.02 / math.sqrt(2 * config.layers) if name.endswith("proj") else 0.02
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = ids  # (B, T) token ids
+        for block in self.blocks:
+            x = block(x)
+        return x  # (B, T, V)
+
+
+class TransformerLM(Problem):
+    name = "transformer"
+
+    def __init__(self, config: TransformerConfig) -> None:
+        self.config = config
+        self.default_batch_size = config.default_batch_size
+
+    def build_model(self) -> nn.Module:
+        return GPT(self.config)
+
+    def make_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        c = self.config
+        tokens = synthetic_tokens((batch_size, c.seq_len + 1), c.vocab_size, device, generator)
+        return tokens[:, :-1], tokens[:, 1:]  # inputs (B, T), next-token targets (B, T)
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        ids, targets = batch
+        logits = model(ids)  # (B, T, V)
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+    def parameter_count(self) -> int:
+        c = self.config
+        embeddings = (c.vocab_size + c.seq_len) * c.hidden
+        final_norm = 2 * c.hidden  # the LM head reuses the token embedding
+        return embeddings + c.layers * layer_parameters(c.hidden) + final_norm
+
+    def forward_flops_per_sample(self) -> int:
+        # Per token: L·(24·h² + 4·T·h) for the layers (see layer_flops_per_token) plus 2·h·V for
+        # the LM head ("de-embed", Kaplan et al. 2020, table 1); embedding lookups cost 0.
+        c = self.config
+        per_token = c.layers * layer_flops_per_token(c.hidden, c.seq_len)
+        return c.seq_len * (per_token + 2 * c.hidden * c.vocab_size)
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        blocks = model.blocks
+        if not isinstance(blocks, nn.ModuleList):
+            raise TypeError(f"expected a GPT, got {type(model).__name__}")
+        return list(blocks)
+
+    @property
+    def tokens_per_sample(self) -> int:
+        return self.config.seq_len
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "layers": c.layers,
+            "heads": c.heads,
+            "hidden": c.hidden,
+            "seq_len": c.seq_len,
+            "vocab_size": c.vocab_size,
+        }
+
+
+GPT2_VOCAB = 50257
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        name="transformer",
+        summary="GPT-2-style decoder-only language model (pre-LN, tied LM head)",
+        sizes={
+            "debug": TransformerConfig(2, 2, 64, 32, 512, default_batch_size=4),
+            "mini": TransformerConfig(4, 4, 256, 128, 8192),
+            "gpt2": TransformerConfig(12, 12, 768, 1024, GPT2_VOCAB),
+            "gpt2-medium": TransformerConfig(24, 16, 1024, 1024, GPT2_VOCAB),
+            "gpt2-large": TransformerConfig(36, 20, 1280, 1024, GPT2_VOCAB),
+            "gpt2-xl": TransformerConfig(48, 25, 1600, 1024, GPT2_VOCAB),
+            # GPT-3 XL, 2.7B and 6.7B shapes (Brown et al. 2020, table 2.1).
+            "gpt-1.3b": TransformerConfig(24, 16, 2048, 2048, GPT2_VOCAB),
+            "gpt-2.7b": TransformerConfig(32, 32, 2560, 2048, GPT2_VOCAB),
+            "gpt-6.7b": TransformerConfig(32, 32, 4096, 2048, GPT2_VOCAB),
+        },
+        default_size="mini",
+        build=TransformerLM,
+        options=("seq_len", "layers", "heads", "hidden", "vocab_size"),
+        sample_shape_option="seq_len",
+    ),
+)

@@ -1,0 +1,143 @@
+"""The result record: a versioned, self-describing account of one benchmark run.
+
+Units are in the field names. Readers accept every version up to SCHEMA_VERSION and refuse newer
+ones with a message saying to upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from flowrate.errors import FlowrateError
+
+# History of the result format (bump on any change a reader must know about):
+#   1 (flowrate 0.1.0): config, problem, environment, raw intervals, per-step losses, summary.
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class IntervalRecord:
+    """The raw measurement between two sample points."""
+
+    index: int
+    kind: str  # "compute" (checkpoint intervals will be their own kind)
+    first_step: int
+    steps: int
+    samples: int
+    seconds: float
+    samples_per_sec: float  # local throughput of this interval
+    rate_samples_per_sec: float  # Rate (smoothed) at the end of the interval
+    global_samples_per_sec: float  # GlobalRate at the end of the interval
+    elapsed_s: float  # since the clock started
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The headline numbers. samples_per_sec is GlobalRate over the whole timed window."""
+
+    samples_per_sec: float
+    rate_samples_per_sec: float  # Rate at the last sample point
+    steps_per_sec: float
+    tokens_per_sec: float | None  # token problems only
+    model_flops_per_sec: float  # analytic model FLOPs per sample x samples_per_sec
+    median_samples_per_sec: float  # over intervals
+    mean_samples_per_sec: float
+    stdev_samples_per_sec: float
+    cv: float
+    min_samples_per_sec: float
+    max_samples_per_sec: float
+    p5_samples_per_sec: float | None  # None with fewer than 20 intervals
+    p95_samples_per_sec: float | None
+    ci95_low_samples_per_sec: float | None  # 95% CI of the mean interval rate
+    ci95_high_samples_per_sec: float | None
+    timed_steps: int
+    timed_samples: int
+    timed_duration_s: float
+    intervals: int
+    sample_every_steps: int
+    preheat_steps: int
+    preheat_s: float
+    final_loss: float | None
+
+
+@dataclass(frozen=True)
+class Result:
+    config: dict[str, Any]
+    problem: dict[str, Any]
+    batch_size: int
+    environment: dict[str, Any]
+    intervals: list[IntervalRecord]
+    losses: list[float]
+    summary: RunSummary
+    warnings: list[str] = field(default_factory=list)
+    # attempts of --batch-size auto, largest first: [{"batch_size": 256, "fits": false}, …]
+    batch_size_search: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str = ""
+    created_at: str = ""
+    flowrate_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        version = data.get("schema_version")
+        if not isinstance(version, int):
+            raise FlowrateError("not a flowrate result: it has no integer schema_version")
+        if version > SCHEMA_VERSION:
+            raise FlowrateError(
+                f"this result has schema_version {version}, newer than this flowrate reads "
+                f"({SCHEMA_VERSION}); upgrade flowrate to read it"
+            )
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["intervals"] = [IntervalRecord(**i) for i in data.get("intervals", [])]
+        values["summary"] = RunSummary(**data["summary"])
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise FlowrateError(f"not a flowrate result: invalid JSON ({error})") from None
+        if not isinstance(data, dict):
+            raise FlowrateError("not a flowrate result: the JSON is not an object")
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> None:
+        write_atomic(Path(path), self.to_json() + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Result:
+        try:
+            text = Path(path).read_text()
+        except OSError as error:
+            raise FlowrateError(f"cannot read result {path}: {error.strerror}") from None
+        return cls.from_json(text)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path`` and rename it over: never a half-written file."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as error:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise FlowrateError(f"cannot write {path}: {error.strerror or error}") from None

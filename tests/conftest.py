@@ -1,0 +1,42 @@
+"""Shared test helpers: run the CLI in-process and capture what a user would see."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from flowrate.cli.main import main
+
+
+@dataclass
+class CliOutcome:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Call `flowrate ARGS…` in this process; return its exit code, stdout and stderr."""
+
+    def call(*args: str) -> CliOutcome:
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as done:
+            code = int(done.code or 0)
+        captured = capsys.readouterr()
+        return CliOutcome(code, captured.out, captured.err)
+
+    return call
+
+
+# Small, fast settings for end-to-end runs.
+FAST = ("--preheat", "1", "--steps", "4")

@@ -1,0 +1,193 @@
+"""`flowrate run` end to end on tiny sizes: the JSON result checked field by field."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from flowrate.results.schema import SCHEMA_VERSION, Result
+
+FAST = ("--preheat", "1")
+
+
+def test_run_json_field_by_field(run_cli) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli(
+        "run",
+        "--problem",
+        "transformer",
+        "--size",
+        "debug",
+        "--steps",
+        "9",
+        "--sample-every",
+        "3",
+        "--batch-size",
+        "3",
+        "--json",
+        *FAST,
+    )
+    assert out.code == 0, out.stderr
+    data = out.json()
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert len(data["run_id"]) == 12
+    config = data["config"]
+    assert (config["problem"], config["size"], config["mode"], config["precision"]) == (
+        "transformer",
+        "debug",
+        "train",
+        "fp32",
+    )
+    assert (config["steps"], config["sample_every"], config["preheat_steps"]) == (9, 3, 1)
+    assert data["batch_size"] == 3
+    problem = data["problem"]
+    assert problem["name"] == "transformer" and problem["size"] == "debug"
+    assert problem["parameters"] == problem["parameters_built"] > 0
+    assert problem["tokens_per_sample"] == problem["settings"]["seq_len"] == 32
+    assert problem["model_flops_per_sample"] == problem["train_flops_per_sample"]
+    assert problem["blocks"] == 2 + problem["settings"]["layers"]
+
+    intervals = data["intervals"]
+    assert [(i["index"], i["first_step"], i["steps"], i["samples"]) for i in intervals] == [
+        (0, 0, 3, 9),
+        (1, 3, 3, 9),
+        (2, 6, 3, 9),
+    ]
+    assert all(i["kind"] == "compute" for i in intervals)
+    rate = None
+    elapsed = 0.0
+    total = 0
+    for i in intervals:  # the recorded Rate and GlobalRate follow from the raw intervals
+        assert i["samples_per_sec"] == pytest.approx(i["samples"] / i["seconds"])
+        rate = i["samples_per_sec"] if rate is None else 0.6 * i["samples_per_sec"] + 0.4 * rate
+        assert i["rate_samples_per_sec"] == pytest.approx(rate)
+        elapsed += i["seconds"]
+        total += i["samples"]
+        assert i["elapsed_s"] == pytest.approx(elapsed)
+        assert i["global_samples_per_sec"] == pytest.approx(total / elapsed)
+
+    s = data["summary"]
+    assert (s["timed_steps"], s["timed_samples"], s["intervals"], s["sample_every_steps"]) == (
+        9,
+        27,
+        3,
+        3,
+    )
+    assert s["samples_per_sec"] == pytest.approx(27 / s["timed_duration_s"])
+    assert s["rate_samples_per_sec"] == pytest.approx(rate)
+    assert s["steps_per_sec"] == pytest.approx(s["samples_per_sec"] / 3)
+    assert s["tokens_per_sec"] == pytest.approx(s["samples_per_sec"] * 32)
+    assert s["model_flops_per_sec"] == pytest.approx(s["samples_per_sec"] * problem["train_flops_per_sample"])
+    local = sorted(i["samples_per_sec"] for i in intervals)
+    assert s["median_samples_per_sec"] == pytest.approx(local[1])
+    assert s["min_samples_per_sec"] == local[0] and s["max_samples_per_sec"] == local[2]
+    assert s["p5_samples_per_sec"] is None  # fewer than 20 intervals
+    assert s["ci95_low_samples_per_sec"] < s["mean_samples_per_sec"] < s["ci95_high_samples_per_sec"]
+    assert len(data["losses"]) == 9 and all(math.isfinite(v) for v in data["losses"])
+    assert s["final_loss"] == data["losses"][-1]
+    assert abs(data["losses"][0] - math.log(512)) < 1.0  # near ln(vocab) at the start
+
+    env = data["environment"]
+    for key in (
+        "flowrate",
+        "command_line",
+        "python",
+        "torch",
+        "device",
+        "cpu",
+        "memory",
+        "os",
+        "env_vars",
+    ):
+        assert key in env
+    assert env["device"]["type"] == "cpu"
+    assert env["torch"]["version"].startswith("2.")
+    assert "transformer/debug" in out.stderr  # the human summary goes to stderr
+
+
+def test_run_infer_writes_result_file(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "results" / "r.json"
+    out = run_cli(
+        "run",
+        "-p",
+        "fc_mnist",
+        "--size",
+        "debug",
+        "--mode",
+        "inference",
+        "--steps",
+        "4",
+        "--out",
+        str(target),
+        "--quiet",
+        *FAST,
+    )
+    assert out.code == 0, out.stderr
+    assert out.stdout == ""  # no --json: nothing on stdout
+    result = Result.load(target)
+    assert result.config["mode"] == "infer"
+    assert result.problem["model_flops_per_sample"] == result.problem["forward_flops_per_sample"]
+    assert result.summary.timed_steps == 4
+    assert Result.from_json(result.to_json()) == result  # round trip is exact
+    assert not list(target.parent.glob(".*tmp"))  # atomic write leaves no temporary file
+
+
+def test_sample_shape_and_shape_options(run_cli) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli(
+        "run",
+        "-p",
+        "transformer",
+        "--size",
+        "debug",
+        "--sample-shape",
+        "16",
+        "--layers",
+        "1",
+        "--steps",
+        "2",
+        "--json",
+        "--quiet",
+        *FAST,
+    )
+    assert out.code == 0, out.stderr
+    data = out.json()
+    assert data["problem"]["settings"]["seq_len"] == 16
+    assert data["problem"]["settings"]["layers"] == 1
+    assert data["problem"]["size"] == "debug+custom"
+    assert data["config"]["problem_options"] == {"seq_len": 16, "layers": 1}
+
+
+def test_duration_mode_measures_until_both_minimums(run_cli) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli(
+        "run",
+        "-p",
+        "fc_mnist",
+        "--size",
+        "debug",
+        "--duration",
+        "0.3",
+        "--min-steps",
+        "5",
+        "--json",
+        "--quiet",
+        *FAST,
+    )
+    assert out.code == 0, out.stderr
+    s = out.json()["summary"]
+    assert s["timed_steps"] >= 5 and s["timed_duration_s"] >= 0.3
+
+
+def test_list_shows_every_family(run_cli) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli("list", "--json")
+    assert out.code == 0
+    rows = json.loads(out.stdout)
+    families = {r["family"] for r in rows}
+    assert families == {"fc_mnist", "transformer", "bert-base", "roberta-large", "resnet50"}
+    sizes = {(r["family"], r["size"]): r["parameters"] for r in rows}
+    assert sizes[("transformer", "gpt2")] == 124_439_808
+    assert sizes[("resnet50", "default")] == 25_557_032
+    assert all(("debug" in {s for f, s in sizes if f == fam}) for fam in families)
+    table = run_cli("list")
+    assert "gpt2-xl" in table.stdout and "roberta-large" in table.stdout

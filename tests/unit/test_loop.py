@@ -1,0 +1,98 @@
+"""The timed loop with a fake clock and a fake step: exact intervals, stopping, non-finite losses."""
+
+import pytest
+import torch
+
+from flowrate.errors import NonFiniteLoss
+from flowrate.measure.loop import LoopPlan, choose_sample_every, timed_loop
+
+
+class FakeDevice:
+    """A step that takes ``step_s`` seconds of fake time; counts syncs."""
+
+    def __init__(self, step_s: float, losses: list[float] | None = None) -> None:
+        self.now = 0.0
+        self.step_s = step_s
+        self.calls = 0
+        self.syncs = 0
+        self.losses = losses
+
+    def clock(self) -> float:
+        return self.now
+
+    def step(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        self.now += self.step_s
+        value = self.losses[self.calls] if self.losses else 1.0 / (self.calls + 1)
+        self.calls += 1
+        return torch.tensor(value)
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+
+def plan(**changes: object) -> LoopPlan:
+    base = dict(
+        preheat_steps=3,
+        steps=None,
+        min_steps=10,
+        duration_s=1.0,
+        sample_every=None,
+        target_interval_s=0.2,
+        smoothing=0.4,
+    )
+    base.update(changes)
+    return LoopPlan(**base)  # type: ignore[arg-type]
+
+
+BATCHES = [(torch.zeros(1),), (torch.ones(1),)]
+
+
+def test_sample_every_is_chosen_from_preheat_step_time() -> None:
+    dev = FakeDevice(step_s=0.05)
+    record = timed_loop(dev.step, BATCHES, batch_size=8, sync=dev.sync, plan=plan(), clock=dev.clock)
+    assert record.preheat_step_s == pytest.approx(0.05)
+    assert record.sample_every == 4  # ceil(0.2 / 0.05)
+    # duration 1 s at 0.2 s per interval: 5 intervals = 20 steps (>= min_steps 10)
+    assert [i.steps for i in record.intervals] == [4] * 5
+    assert all(i.reading.local_samples_per_sec == pytest.approx(32 / 0.2) for i in record.intervals)
+    assert record.intervals[-1].reading.global_samples_per_sec == pytest.approx(160.0)
+    assert len(record.losses) == 20
+    # preheat: one sync per step; timed: one before the clock starts and one per sample point
+    assert dev.syncs == 3 + 1 + 5
+    assert dev.calls == 23
+
+
+def test_min_steps_keeps_measuring_after_the_duration() -> None:
+    dev = FakeDevice(step_s=0.5)
+    record = timed_loop(dev.step, BATCHES, 1, dev.sync, plan(min_steps=6, duration_s=0.1), clock=dev.clock)
+    assert record.sample_every == 1
+    assert sum(i.steps for i in record.intervals) == 6
+
+
+def test_fixed_steps_are_exact_with_a_shorter_last_interval() -> None:
+    dev = FakeDevice(step_s=0.01)
+    record = timed_loop(dev.step, BATCHES, 2, dev.sync, plan(steps=7, sample_every=3), clock=dev.clock)
+    assert [(i.first_step, i.steps) for i in record.intervals] == [(0, 3), (3, 3), (6, 1)]
+    assert record.losses == pytest.approx([1 / (4 + i) for i in range(7)])  # after 3 preheat steps
+
+
+def test_choose_sample_every_bounds() -> None:
+    assert choose_sample_every(plan(), None) == 1
+    assert choose_sample_every(plan(), 1.0) == 1
+    assert choose_sample_every(plan(steps=2), 0.001) == 2
+    assert choose_sample_every(plan(sample_every=5), 0.001) == 5
+
+
+def test_non_finite_loss_names_the_timed_step() -> None:
+    losses = [1.0] * 3 + [1.0, 1.0, 1.0, 1.0, float("nan"), 1.0, 1.0]
+    dev = FakeDevice(step_s=0.01, losses=losses)
+    with pytest.raises(NonFiniteLoss) as caught:
+        timed_loop(dev.step, BATCHES, 1, dev.sync, plan(steps=7, sample_every=2), clock=dev.clock)
+    assert caught.value.step == 4
+    assert "timed step 4" in str(caught.value)
+
+
+def test_non_finite_loss_in_preheat() -> None:
+    dev = FakeDevice(step_s=0.01, losses=[1.0, float("inf")])
+    with pytest.raises(NonFiniteLoss, match="preheat step 1"):
+        timed_loop(dev.step, BATCHES, 1, dev.sync, plan(steps=2), clock=dev.clock)
