@@ -102,7 +102,7 @@ def test_unknown_problem_suggests_close_names(run_cli) -> None:  # type: ignore[
         ("missing.py:make", "no such file"),
         ("flaky.py:make_problem", "defines no 'make_problem'"),
         ("flaky.py:not_a_problem", "returned int"),
-        ("flaky.py:explodes", "no such checkpoint"),
+        ("flaky.py:explodes", "ValueError: no such checkpoint (flaky.py:"),
         ("flaky.py:bad-name", "is not a Python name"),
     ],
 )

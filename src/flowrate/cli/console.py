@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
-_out = Console(highlight=False, soft_wrap=True)
+# piped output is not cut at 80 columns: tables stay one row per line for grep and files
+_out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def status(message: str, quiet: bool = False) -> None:
@@ -44,10 +45,16 @@ def key_value_table(title: str, rows: Sequence[tuple[str, str]]) -> None:
     _err.print(table)
 
 
-def grid(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], to_stdout: bool = True) -> None:
+def grid(
+    title: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right_aligned: Sequence[int] = (),
+    to_stdout: bool = True,
+) -> None:
     table = Table(title=title, title_justify="left")
     for i, name in enumerate(header):
-        table.add_column(escape(name), justify="left" if i < 2 else "right")
+        table.add_column(escape(name), justify="right" if i in right_aligned else "left")
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     (_out if to_stdout else _err).print(table)

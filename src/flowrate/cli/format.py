@@ -18,6 +18,14 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
     return f"{_sig(value, digits)} {unit}".rstrip()
 
 
+def count(value: float) -> str:
+    """Parameter counts as people say them: 124.4 M, 6.658 B."""
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{_sig(value / scale, 4)} {suffix}"
+    return str(int(value))
+
+
 def _sig(value: float, digits: int) -> str:
     text = f"{value:.{digits}g}"
     if "e" in text:  # keep fixed notation for human tables
@@ -39,7 +47,7 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
     rows = [
         (
             "problem",
-            f"{p['name']}/{p['size']}  ({si(p['parameters'], digits=4)} parameters, {p['blocks']} blocks)",
+            f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters, {p['blocks']} blocks)",
         ),
         ("run", f"{c['mode']}  {c['precision']}  batch {result.batch_size}  {optimizer}".rstrip()),
         ("device", str(device)),

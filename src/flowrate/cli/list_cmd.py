@@ -12,28 +12,27 @@ import click
 def command(as_json: bool) -> None:
     """List the problem zoo: families, sizes and parameter counts."""
     from flowrate.cli import console
-    from flowrate.cli.format import si
+    from flowrate.cli.format import count
     from flowrate.problems.registry import SIZE_ALIASES, list_problems
 
     rows = list_problems()
     if as_json:
         console.data(json.dumps([vars(r) for r in rows], indent=2))
         return
-    table = []
-    for row in rows:
-        alias = " (--problem " + row.size + ")" if row.size in SIZE_ALIASES else ""
-        settings = " ".join(f"{k}={v}" for k, v in row.settings.items())
-        table.append(
-            [
-                row.family,
-                row.size + (" *" if row.is_default else "") + alias,
-                si(row.parameters, digits=4),
-                f"{row.parameters:,}",
-                settings,
-            ]
-        )
+    table = [
+        [
+            row.family,
+            row.size + (" *" if row.is_default else ""),
+            count(row.parameters),
+            ", ".join(f"{k} {v}" for k, v in row.settings.items()),
+        ]
+        for row in rows
+    ]
     console.grid(
-        "flowrate problems (* = default size; pick one with --problem NAME --size SIZE)",
-        ["problem", "size", "params", "exact", "settings"],
+        "flowrate problems (* = default size)",
+        ["problem", "size", "parameters", "shape"],
         table,
+        right_aligned=(2,),
     )
+    aliases = ", ".join(sorted(SIZE_ALIASES))
+    console.status(f"run one with --problem NAME --size SIZE; these sizes also work as --problem: {aliases}")

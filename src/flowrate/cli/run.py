@@ -116,7 +116,7 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
     import sys
 
     from flowrate.cli import console
-    from flowrate.cli.format import si, summary_rows
+    from flowrate.cli.format import count, summary_rows
     from flowrate.errors import ConfigError
     from flowrate.problems.registry import FAMILIES, SIZE_ALIASES, get_problem
     from flowrate.runner import run_config
@@ -130,7 +130,7 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
         f"{config.steps} steps" if config.steps else f"{config.min_steps} steps and {config.duration_s:g} s"
     )
     console.status(
-        f"flowrate: {problem.name}/{problem.size} ({si(problem.parameter_count(), digits=3)} parameters) "
+        f"flowrate: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
         f"{config.mode.value} {config.precision.value}: {config.preheat_steps} preheat steps, "
         f"then timing at least {target}",
         quiet,

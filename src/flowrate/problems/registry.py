@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
-import inspect
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,38 +152,43 @@ def load_user_problem(spec: str) -> Problem:
         raise FlowrateError(f"cannot import {path_text!r} as a Python module")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:  # let the user's file import its neighbours, as a script would
+        sys.path.insert(0, folder)
     try:
         module_spec.loader.exec_module(module)
     except Exception as error:
-        raise FlowrateError(f"importing {path_text} failed: {type(error).__name__}: {error}") from error
+        raise FlowrateError(f"importing {path_text} failed: {_describe(error)}") from error
     factory = getattr(module, factory_name, None)
     if factory is None:
         found = [
-            n
-            for n, v in vars(module).items()
-            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == module_name
+            name
+            for name, value in vars(module).items()
+            if callable(value)
+            and not name.startswith("_")
+            and getattr(value, "__module__", None) == module_name
         ]
         hint = f"; callables there: {', '.join(found)}" if found else ""
         raise ConfigError("problem", f"{path_text} defines no {factory_name!r}{hint}")
-    if (inspect.isclass(factory) and issubclass(factory, Problem)) or callable(factory):
-        try:
-            problem = factory()
-        except Exception as error:
-            raise FlowrateError(
-                f"{path_text}:{factory_name}() failed: {type(error).__name__}: {error}"
-            ) from error
-    else:
+    if not callable(factory):
         raise ConfigError("problem", f"{path_text}:{factory_name} is not callable")
-    missing = [m for m in _REQUIRED if not callable(getattr(problem, m, None))]
-    if not isinstance(problem, Problem) and missing:
-        raise ConfigError(
-            "problem",
-            f"{path_text}:{factory_name}() returned {type(problem).__name__}, not a "
-            f"flowrate.Problem (missing: {', '.join(missing)}); subclass flowrate.Problem",
-        )
+    try:
+        problem = factory()
+    except Exception as error:
+        raise FlowrateError(f"{path_text}:{factory_name}() failed: {_describe(error)}") from error
     if not isinstance(problem, Problem):
+        missing = [m for m in _REQUIRED if not callable(getattr(problem, m, None))]
+        detail = f" (missing: {', '.join(missing)})" if missing else ""
         raise ConfigError(
             "problem",
-            f"{path_text}:{factory_name}() returned {type(problem).__name__}; subclass flowrate.Problem",
+            f"{path_text}:{factory_name}() returned {type(problem).__name__}, not a flowrate.Problem"
+            f"{detail}; subclass flowrate.Problem",
         )
     return problem
+
+
+def _describe(error: BaseException) -> str:
+    """'ValueError: bad (my_model.py:12)': the error and the user's line that raised it."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
