@@ -92,7 +92,7 @@ class _Prepared:
     batch_size: int
     search: list[dict[str, Any]]
     parameters_built: int
-    block_count: int
+    block_count: int | None  # None: the problem declares no blocks (fine for resident runs)
 
 
 def _prepare_with_batch_search(config: RunConfig, problem: Problem, policy: PrecisionPolicy) -> _Prepared:
@@ -134,7 +134,7 @@ def _prepare(
     with torch.device(device):
         model = problem.build_model()
     parameters_built = sum(p.numel() for p in model.parameters())
-    block_count = len(problem.blocks(model))
+    block_count = _count_blocks(problem, model)
     executor = ResidentExecutor(problem, model, policy, config.mode, config.optimizer, config.learning_rate)
     generator = torch.Generator(device=device).manual_seed(config.seed)
     batches = [problem.make_batch(batch_size, device, generator) for _ in range(BATCH_POOL)]
@@ -142,6 +142,13 @@ def _prepare(
         executor.step(batches[0])
         synchronizer(device)()
     return _Prepared(executor, batches, batch_size, [], parameters_built, block_count)
+
+
+def _count_blocks(problem: Problem, model: torch.nn.Module) -> int | None:
+    try:
+        return len(problem.blocks(model))
+    except FlowrateError:
+        return None
 
 
 def _plan(config: RunConfig) -> LoopPlan:

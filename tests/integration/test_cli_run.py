@@ -191,3 +191,39 @@ def test_list_shows_every_family(run_cli) -> None:  # type: ignore[no-untyped-de
     assert all(("debug" in {s for f, s in sizes if f == fam}) for fam in families)
     table = run_cli("list")
     assert "gpt2-xl" in table.stdout and "roberta-large" in table.stdout
+
+
+NO_BLOCKS = """
+import torch
+from torch import nn
+import flowrate
+
+class NoBlocks(flowrate.Problem):
+    def build_model(self):
+        return nn.Linear(8, 4)
+
+    def make_batch(self, batch_size, device, generator):
+        x = torch.randn(batch_size, 8, device=device, generator=generator)
+        return x, torch.randint(0, 4, (batch_size,), device=device, generator=generator)
+
+    def loss(self, model, batch):
+        return nn.functional.cross_entropy(model(batch[0]), batch[1])
+
+    def parameter_count(self):
+        return 36
+
+    def forward_flops_per_sample(self):
+        return 64
+"""
+
+
+def test_user_problem_without_blocks_runs_resident(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "plain.py"
+    path.write_text(NO_BLOCKS)
+    out = run_cli("run", "--problem", f"{path}:NoBlocks", "--steps", "3", "--json", *FAST)
+    assert out.code == 0, out.stderr
+    data = out.json()
+    assert data["problem"]["blocks"] is None
+    assert data["problem"]["name"] == "custom"
+    assert data["problem"]["model_flops_per_sample"] == 3 * 64
+    assert "no blocks declared" in out.stderr

@@ -267,3 +267,27 @@ def test_encoder_seq_len_must_fit_the_position_table() -> None:
         get_problem("roberta-large", options={"seq_len": 513})
     with pytest.raises(ConfigError, match="seq_len"):
         get_problem("bert-base", options={"seq_len": 1024})
+
+
+def test_a_model_without_blocks_is_told_how_to_declare_them() -> None:
+    from flowrate.errors import FlowrateError
+    from flowrate.problems.base import Problem
+
+    class Plain(Problem):
+        def build_model(self) -> torch.nn.Module:
+            return torch.nn.Linear(2, 2)
+
+        def make_batch(self, batch_size, device, generator):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def loss(self, model, batch):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def parameter_count(self) -> int:
+            return 6
+
+        def forward_flops_per_sample(self) -> int:
+            return 8
+
+    with pytest.raises(FlowrateError, match=r"self.blocks = nn.ModuleList"):
+        Plain().blocks(Plain().build_model())

@@ -47,7 +47,7 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
     rows = [
         (
             "problem",
-            f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters, {p['blocks']} blocks)",
+            f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters, {_blocks(p['blocks'])})",
         ),
         ("run", f"{c['mode']}  {c['precision']}  batch {result.batch_size}  {optimizer}".rstrip()),
         ("device", str(device)),
@@ -81,6 +81,10 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         )
         rows.append(("batch search", tried))
     return rows
+
+
+def _blocks(count: int | None) -> str:
+    return "no blocks declared" if count is None else f"{count} blocks"
 
 
 def _interval_line(result: Result) -> str:

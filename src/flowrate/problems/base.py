@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from flowrate.config import Mode
+from flowrate.errors import FlowrateError
 
 # A batch is a tuple of tensors on the device: inputs first, then targets.
 Batch = tuple[torch.Tensor, ...]
@@ -69,9 +70,21 @@ class Problem(abc.ABC):
             return self.train_flops_per_sample()
         return self.forward_flops_per_sample()
 
-    @abc.abstractmethod
     def blocks(self, model: nn.Module) -> list[nn.Module]:
-        """The model's blocks in execution order; together they hold every parameter."""
+        """The model's blocks in execution order; together they hold every parameter.
+
+        By default, the modules of the model's ``blocks`` ModuleList (the zoo's convention).
+        Weight streaming loads the model one block at a time, so override this when your model
+        keeps its layers elsewhere.
+        """
+        blocks = getattr(model, "blocks", None)
+        if not isinstance(blocks, nn.ModuleList):
+            raise FlowrateError(
+                f"{type(self).__name__} declares no blocks: give {type(model).__name__} a "
+                "`self.blocks = nn.ModuleList([...])` that forward() runs in order, or override "
+                "Problem.blocks(model) to return its blocks in execution order"
+            )
+        return list(blocks)
 
     @property
     def tokens_per_sample(self) -> int | None:

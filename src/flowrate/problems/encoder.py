@@ -198,12 +198,6 @@ class MaskedLM(Problem):
         per_token = c.layers * layer_flops_per_token(h, c.seq_len) + 2 * h * h + 2 * h * c.vocab_size
         return c.seq_len * per_token
 
-    def blocks(self, model: nn.Module) -> list[nn.Module]:
-        blocks = model.blocks
-        if not isinstance(blocks, nn.ModuleList):
-            raise TypeError(f"expected an Encoder, got {type(model).__name__}")
-        return list(blocks)
-
     @property
     def tokens_per_sample(self) -> int:
         return self.config.seq_len

@@ -113,12 +113,6 @@ class FCMnist(Problem):
         # which needs no gradient, so autograd never computes that matmul.
         return 3 * self.forward_flops_per_sample() - 2 * INPUTS * self.config.hidden
 
-    def blocks(self, model: nn.Module) -> list[nn.Module]:
-        blocks = model.blocks
-        if not isinstance(blocks, nn.ModuleList):
-            raise TypeError(f"expected an FCNet, got {type(model).__name__}")
-        return list(blocks)
-
     def describe(self) -> dict[str, Any]:
         return {"inputs": INPUTS, "hidden": self.config.hidden, "classes": CLASSES}
 

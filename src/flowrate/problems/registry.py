@@ -127,7 +127,6 @@ _REQUIRED = (
     "loss",
     "parameter_count",
     "forward_flops_per_sample",
-    "blocks",
 )
 
 

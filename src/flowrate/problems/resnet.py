@@ -221,12 +221,6 @@ class ResNet50(Problem):
         cin, cout, k, side = next(_convolutions(self.config))
         return 3 * self.forward_flops_per_sample() - 2 * cin * cout * k * k * side * side
 
-    def blocks(self, model: nn.Module) -> list[nn.Module]:
-        blocks = model.blocks
-        if not isinstance(blocks, nn.ModuleList):
-            raise TypeError(f"expected a ResNet, got {type(model).__name__}")
-        return list(blocks)
-
     def describe(self) -> dict[str, Any]:
         c = self.config
         return {

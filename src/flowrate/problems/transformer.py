@@ -220,12 +220,6 @@ class TransformerLM(Problem):
         per_token = c.layers * layer_flops_per_token(c.hidden, c.seq_len)
         return c.seq_len * (per_token + 2 * c.hidden * c.vocab_size)
 
-    def blocks(self, model: nn.Module) -> list[nn.Module]:
-        blocks = model.blocks
-        if not isinstance(blocks, nn.ModuleList):
-            raise TypeError(f"expected a GPT, got {type(model).__name__}")
-        return list(blocks)
-
     @property
     def tokens_per_sample(self) -> int:
         return self.config.seq_len
