@@ -208,3 +208,11 @@ def test_real_entry_point_has_no_traceback(tmp_path: Path) -> None:
     )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["summary"]["timed_steps"] == 2
+
+
+def test_unwritable_out_fails_before_the_run(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out = run_cli("run", "--size", "debug", "--steps", "2", "--out", str(blocker / "r.json"))
+    assert_one_line_error(out, USAGE, "--out: cannot create the folder")
+    assert "flowrate: transformer" not in out.stderr  # refused before anything ran

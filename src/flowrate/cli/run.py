@@ -126,6 +126,8 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
         problem = get_problem(config.problem, config.size, config.problem_options)
     except ConfigError as mistake:  # name the flag the user typed, not the field behind it
         raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
+    if out:
+        _check_writable(out)  # fail now, not after a long run
     target = (
         f"{config.steps} steps" if config.steps else f"{config.min_steps} steps and {config.duration_s:g} s"
     )
@@ -154,6 +156,21 @@ _FLAGS = {
     "learning_rate": "lr",
     "target_interval_s": "target_interval",
 }
+
+
+def _check_writable(out: str) -> None:
+    import os
+    from pathlib import Path
+
+    from flowrate.errors import ConfigError
+
+    folder = Path(out).resolve().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError("out", f"cannot create the folder {folder}: {error.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise ConfigError("out", f"the folder {folder} is not writable; choose another --out")
 
 
 def _make_config(flags: dict[str, Any], sample_shape: int | None, families: Any, aliases: Any) -> RunConfig:
