@@ -153,10 +153,6 @@ class RunConfig:
             _positive_int(key, value)
         _check_device(self.device)
 
-    @property
-    def timed_steps_fixed(self) -> bool:
-        return self.steps is not None
-
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 

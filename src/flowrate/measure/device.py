@@ -39,12 +39,10 @@ def synchronizer(device: torch.device) -> Callable[[], None]:
 
 def is_out_of_memory(error: BaseException) -> bool:
     """True for CUDA OOM and for the CPU allocator's failure to allocate."""
-    if isinstance(error, torch.OutOfMemoryError):
+    if isinstance(error, torch.OutOfMemoryError | MemoryError):
         return True
     text = str(error)
-    return isinstance(error, RuntimeError | MemoryError) and (
-        "out of memory" in text or "can't allocate memory" in text or isinstance(error, MemoryError)
-    )
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def release_memory(device: torch.device) -> None:

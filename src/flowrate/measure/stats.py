@@ -82,15 +82,15 @@ def measurement_warnings(rates: Summary, interval_seconds: list[float]) -> list[
             f"(>= {CV_WARN:.0%}); close other programs, fix the thread count with --threads, "
             "raise --preheat, or measure longer with --duration"
         )
-    shortest = statistics.median(interval_seconds) if interval_seconds else 0.0
-    if shortest < TINY_INTERVAL_S:
+    typical = statistics.median(interval_seconds) if interval_seconds else 0.0
+    if typical < TINY_INTERVAL_S:
         warnings.append(
-            f"intervals are far too short ({shortest * 1e3:.3f} ms median, under 1 ms): "
+            f"intervals are far too short ({typical * 1e3:.3f} ms median, under 1 ms): "
             "timer resolution dominates; raise --sample-every"
         )
-    elif shortest < MIN_INTERVAL_S:
+    elif typical < MIN_INTERVAL_S:
         warnings.append(
-            f"intervals are short ({shortest * 1e3:.1f} ms median, under 100 ms): the sync at each "
+            f"intervals are short ({typical * 1e3:.1f} ms median, under 100 ms): the sync at each "
             "sample point weighs on them; raise --sample-every or use the automatic setting"
         )
     return warnings
