@@ -67,7 +67,7 @@ def run_config(
     policy = PrecisionPolicy(config.precision, device)
     with matmul_settings(config.precision), _threads(config.threads):
         prepared = _prepare_with_batch_search(config, problem, policy)
-        try:
+        with _oom_says_what_to_lower(prepared.batch_size, device):
             record = timed_loop(
                 prepared.executor.step,
                 prepared.batches,
@@ -77,10 +77,6 @@ def run_config(
                 clock=clock,
                 on_interval=on_interval,
             )
-        except Exception as error:
-            if is_out_of_memory(error):
-                raise _oom_error(prepared.batch_size, device) from None
-            raise
         environment = collect_environment(device, argv)
     return _assemble(config, problem, prepared, record, environment)
 
@@ -99,12 +95,8 @@ def _prepare_with_batch_search(config: RunConfig, problem: Problem, policy: Prec
     """Build model, executor and batches; with batch size "auto", halve until one step fits."""
     if config.batch_size != AUTO:
         batch_size = int(config.batch_size or problem.default_batch_size)
-        try:
+        with _oom_says_what_to_lower(batch_size, policy.device):
             return _prepare(config, problem, policy, batch_size, trial_step=False)
-        except Exception as error:
-            if is_out_of_memory(error):
-                raise _oom_error(batch_size, policy.device) from None
-            raise
     search: list[dict[str, Any]] = []
     batch_size = config.max_batch_size
     while batch_size >= 1:
@@ -163,11 +155,18 @@ def _plan(config: RunConfig) -> LoopPlan:
     )
 
 
-def _oom_error(batch_size: int, device: torch.device) -> OutOfMemory:
-    return OutOfMemory(
-        f"out of memory at batch size {batch_size} on {device}: lower --batch-size, use "
-        "--precision bf16, or let flowrate search with --batch-size auto"
-    )
+@contextlib.contextmanager
+def _oom_says_what_to_lower(batch_size: int, device: torch.device) -> Iterator[None]:
+    """Turn an out-of-memory failure into a one-line OutOfMemory that says what to lower."""
+    try:
+        yield
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        raise OutOfMemory(
+            f"out of memory at batch size {batch_size} on {device}: lower --batch-size, use "
+            "--precision bf16, or let flowrate search with --batch-size auto"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -216,3 +216,10 @@ def test_unwritable_out_fails_before_the_run(run_cli, tmp_path: Path) -> None:  
     out = run_cli("run", "--size", "debug", "--steps", "2", "--out", str(blocker / "r.json"))
     assert_one_line_error(out, USAGE, "--out: cannot create the folder")
     assert "flowrate: transformer" not in out.stderr  # refused before anything ran
+
+
+def test_sample_shape_needs_a_zoo_problem_that_has_one(run_cli, flaky: str) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli("run", "--problem", "fc_mnist", "--sample-shape", "64")
+    assert_one_line_error(out, USAGE, "--sample-shape: fc_mnist has no sample shape to set")
+    out = run_cli("run", "--problem", f"{flaky}:fits_8", "--sample-shape", "64")
+    assert_one_line_error(out, USAGE, "--sample-shape: applies to zoo problems only")

@@ -118,11 +118,11 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
     from flowrate.cli import console
     from flowrate.cli.format import count, summary_rows
     from flowrate.errors import ConfigError
-    from flowrate.problems.registry import FAMILIES, SIZE_ALIASES, get_problem
+    from flowrate.problems.registry import get_problem
     from flowrate.runner import run_config
 
     try:
-        config = _make_config(flags, sample_shape, FAMILIES, SIZE_ALIASES)
+        config = _make_config(flags, sample_shape)
         problem = get_problem(config.problem, config.size, config.problem_options)
     except ConfigError as mistake:  # name the flag the user typed, not the field behind it
         raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
@@ -173,25 +173,24 @@ def _check_writable(out: str) -> None:
         raise ConfigError("out", f"the folder {folder} is not writable; choose another --out")
 
 
-def _make_config(flags: dict[str, Any], sample_shape: int | None, families: Any, aliases: Any) -> RunConfig:
-    options = {k: flags.pop(k) for k in _SHAPE_OPTIONS if flags.get(k) is not None}
-    for k in _SHAPE_OPTIONS:
-        flags.pop(k, None)
+def _make_config(flags: dict[str, Any], sample_shape: int | None) -> RunConfig:
+    options = {k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None}
     given = {k: v for k, v in flags.items() if v is not None}
     if sample_shape is not None:
-        options[_sample_shape_field(given.get("problem", _DEFAULTS["problem"]), families, aliases)] = (
-            sample_shape
-        )
+        options[_sample_shape_field(given.get("problem", _DEFAULTS["problem"]))] = sample_shape
     if options:
         given["problem_options"] = options
     return RunConfig(**given)
 
 
-def _sample_shape_field(problem: str, families: Any, aliases: Any) -> str:
-    name = problem.lower()
-    family = families.get(name) or (families[aliases[name][0]] if name in aliases else None)
-    if family is None or family.sample_shape_option is None:
-        from flowrate.errors import ConfigError
+def _sample_shape_field(problem: str) -> str:
+    """The shape option --sample-shape sets for this zoo problem (seq_len or image_size)."""
+    from flowrate.errors import ConfigError
+    from flowrate.problems.registry import is_user_problem, resolve_family
 
-        raise ConfigError("sample_shape", f"{problem} has no sample shape to set")
-    return str(family.sample_shape_option)
+    if is_user_problem(problem):
+        raise ConfigError("sample_shape", "applies to zoo problems only; a user problem sets its own shapes")
+    family, _size = resolve_family(problem)
+    if family.sample_shape_option is None:
+        raise ConfigError("sample_shape", f"{family.name} has no sample shape to set")
+    return family.sample_shape_option

@@ -52,7 +52,7 @@ def get_problem(spec: str, size: str | None = None, options: dict[str, int] | No
         if size is not None or options:
             raise ConfigError("size", "sizes and shape options apply to zoo problems only")
         return load_user_problem(spec)
-    family, alias_size = _resolve_family(spec)
+    family, alias_size = resolve_family(spec)
     if size is not None and alias_size is not None and size != alias_size:
         raise ConfigError("size", f"{spec!r} already names size {alias_size!r}; drop --size")
     chosen = size or alias_size or family.default_size
@@ -88,7 +88,8 @@ def list_problems() -> list[ProblemInfo]:
     return rows
 
 
-def _resolve_family(spec: str) -> tuple[Family, str | None]:
+def resolve_family(spec: str) -> tuple[Family, str | None]:
+    """The zoo family a name means, and the size it names when it is a size alias (gpt2)."""
     key = spec.lower()
     if key in FAMILIES:
         return FAMILIES[key], None
