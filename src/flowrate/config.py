@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowrate.errors import ConfigError
+from flowrate.errors import ConfigError, FlowrateError
 
 
 class Mode(enum.StrEnum):
@@ -92,9 +92,10 @@ class RunConfig:
     problem: str = "transformer"
     # Named size of the problem family ("debug", "gpt2-medium", …); None takes the family default.
     size: str | None = None
-    # Overrides of the problem's shape (seq_len, image_size, layers, heads, hidden, vocab_size).
+    # Overrides of the problem's shape (seq_len, image_size, layers, …; kernels: m, n, k, …).
     problem_options: dict[str, int] = field(default_factory=dict)
-    mode: Mode = Mode.TRAIN
+    # None takes the problem's default mode (train for models, infer for kernels).
+    mode: Mode | None = None
     # Samples per step; None takes the problem's default; "auto" halves from max_batch_size
     # until a step fits in memory.
     batch_size: int | str | None = None
@@ -124,7 +125,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed enums in place
-        set_(self, "mode", Mode.parse(self.mode))
+        if self.mode is not None:
+            set_(self, "mode", Mode.parse(self.mode))
         set_(self, "precision", Precision.parse(self.precision))
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
@@ -150,8 +152,23 @@ class RunConfig:
         if not 0.0 <= self.smoothing < 1.0:
             raise ConfigError("smoothing", f"must be in [0, 1), got {self.smoothing!r}")
         for key, value in self.problem_options.items():
-            _positive_int(key, value)
+            _option_int(key, value)
         _check_device(self.device)
+
+    @property
+    def settled_mode(self) -> Mode:
+        """The mode, once for_problem() has settled it."""
+        if self.mode is None:
+            raise FlowrateError("the run's mode is not settled: call RunConfig.for_problem first")
+        return self.mode
+
+    def for_problem(self, modes: tuple[Mode, ...], default_mode: Mode, name: str) -> RunConfig:
+        """This config with the mode settled for a problem that runs ``modes``."""
+        mode = self.mode or default_mode
+        if mode not in modes:
+            only = " or ".join(m.value for m in modes)
+            raise ConfigError("mode", f"{name} runs {only} only; use --mode {modes[0].value}")
+        return self if mode is self.mode else self.replace(mode=mode)
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
@@ -179,6 +196,12 @@ def _to_int(name: str, value: str) -> int:
 def _positive_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(name, f"must be a positive integer, got {value!r}")
+
+
+def _option_int(name: str, value: object) -> None:
+    # 0 is a valid option value (causal=0); each family's config rejects what it cannot take
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(name, f"must be an integer 0 or more, got {value!r}")
 
 
 def _positive_number(name: str, value: object) -> None:

@@ -62,6 +62,7 @@ def run_config(
     """Run the benchmark that ``config`` describes."""
     if problem is None:
         problem = get_problem(config.problem, config.size, config.problem_options)
+    config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     device = resolve_device(config.device)
     check_supported(config.precision, device)
     policy = PrecisionPolicy(config.precision, device)
@@ -127,7 +128,9 @@ def _prepare(
         model = problem.build_model()
     parameters_built = sum(p.numel() for p in model.parameters())
     block_count = _count_blocks(problem, model)
-    executor = ResidentExecutor(problem, model, policy, config.mode, config.optimizer, config.learning_rate)
+    executor = ResidentExecutor(
+        problem, model, policy, config.settled_mode, config.optimizer, config.learning_rate
+    )
     generator = torch.Generator(device=device).manual_seed(config.seed)
     batches = [problem.make_batch(batch_size, device, generator) for _ in range(BATCH_POOL)]
     if trial_step:
@@ -206,7 +209,7 @@ def _assemble(
     ]
     last = record.intervals[-1].reading
     stats = summarize([i.samples_per_sec for i in intervals])
-    flops_per_sample = problem.flops_per_sample(config.mode)
+    flops_per_sample = problem.flops_per_sample(config.settled_mode)
     tokens = problem.tokens_per_sample
     samples_per_sec = last.global_samples_per_sec
     timed_steps = sum(i.steps for i in intervals)

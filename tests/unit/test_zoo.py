@@ -252,7 +252,7 @@ def test_misspelt_problem_suggests_the_right_name() -> None:
 
 
 def test_option_that_does_not_apply_is_refused() -> None:
-    with pytest.raises(ConfigError, match="--seq-len does not apply to resnet50"):
+    with pytest.raises(ConfigError, match="does not apply to resnet50"):
         get_problem("resnet50", options={"seq_len": 128})
 
 

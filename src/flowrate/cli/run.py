@@ -6,6 +6,7 @@ displays: the summary on stderr, the JSON result on stdout with --json or in a f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -21,93 +22,117 @@ def _default(name: str) -> str:
     return f" [default: {_DEFAULTS[name]}]"
 
 
+_RUN_OPTIONS = [
+    click.option(
+        "-p",
+        "--problem",
+        help="Zoo problem (see `flowrate list`) or PATH.py:FACTORY." + _default("problem"),
+    ),
+    click.option(
+        "--size",
+        help="Named size of the problem family, e.g. debug or gpt2-medium. [default: the family's]",
+    ),
+    click.option(
+        "--mode",
+        type=click.Choice([m.value for m in Mode] + ["training", "inference"], case_sensitive=False),
+        help="train: forward, backward, optimizer step; infer: forward only. "
+        "[default: train; infer for kernels]",
+    ),
+    click.option(
+        "-b",
+        "--batch-size",
+        help="Samples per step, or 'auto' to halve from --max-batch-size "
+        "until a step fits in memory. [default: the problem's]",
+    ),
+    click.option(
+        "--max-batch-size",
+        type=int,
+        help="Where --batch-size auto starts." + _default("max_batch_size"),
+    ),
+    click.option("--seq-len", type=int, help="Sequence length of token problems."),
+    click.option("--image-size", type=int, help="Image side of image problems."),
+    click.option(
+        "--sample-shape", type=int, help="Seed 003's name: sequence length or image side, per problem."
+    ),
+    click.option("--layers", type=int, help="Transformer layers."),
+    click.option("--heads", type=int, help="Attention heads."),
+    click.option("--hidden", type=int, help="Hidden size."),
+    click.option("--vocab-size", type=int, help="Vocabulary size."),
+    click.option(
+        "--precision",
+        type=click.Choice([p.value for p in Precision], case_sensitive=False),
+        help="fp32, tf32 (CUDA), bf16 / fp16 autocast (fp16 with loss scaling), pure-bf16."
+        + _default("precision"),
+    ),
+    click.option(
+        "--optimizer",
+        type=click.Choice([o.value for o in OptimizerName], case_sensitive=False),
+        help="Optimizer of training steps." + _default("optimizer"),
+    ),
+    click.option("--lr", "learning_rate", type=float, help="Learning rate." + _default("learning_rate")),
+    click.option(
+        "--execution",
+        type=click.Choice([e.value for e in Execution], case_sensitive=False),
+        help="Where the weights live." + _default("execution"),
+    ),
+    click.option(
+        "--device", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N." + _default("device")
+    ),
+    click.option("--seed", type=int, help="Seed of weights and synthetic data." + _default("seed")),
+    click.option(
+        "--threads",
+        type=int,
+        help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
+    ),
+    click.option(
+        "--preheat",
+        "preheat_steps",
+        type=int,
+        help="Untimed warm-up steps." + _default("preheat_steps"),
+    ),
+    click.option(
+        "--steps", type=int, help="Time exactly this many steps (overrides --duration and --min-steps)."
+    ),
+    click.option("--min-steps", type=int, help="Time at least this many steps." + _default("min_steps")),
+    click.option(
+        "--duration",
+        "duration_s",
+        type=float,
+        help="Time at least this many seconds." + _default("duration_s"),
+    ),
+    click.option(
+        "--sample-every",
+        type=int,
+        help="Steps between sample points. [default: enough for --target-interval]",
+    ),
+    click.option(
+        "--target-interval",
+        "target_interval_s",
+        type=float,
+        help="Seconds an interval should last when --sample-every is automatic."
+        + _default("target_interval_s"),
+    ),
+    click.option("--smoothing", type=float, help="Rate's smoothing factor α." + _default("smoothing")),
+    click.option(
+        "-O",
+        "--option",
+        "extra_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Any shape option of the problem, e.g. -O m=4096 for gemm (see `flowrate list`).",
+    ),
+]
+
+
+def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that define a run, shared by `flowrate run` and `flowrate check`."""
+    for option in reversed(_RUN_OPTIONS):
+        function = option(function)
+    return function
+
+
 @click.command("run")
-@click.option(
-    "-p",
-    "--problem",
-    help="Zoo problem (see `flowrate list`) or PATH.py:FACTORY." + _default("problem"),
-)
-@click.option(
-    "--size",
-    help="Named size of the problem family, e.g. debug or gpt2-medium. [default: the family's]",
-)
-@click.option(
-    "--mode",
-    type=click.Choice([m.value for m in Mode] + ["training", "inference"], case_sensitive=False),
-    help="train: forward, backward, optimizer step; infer: forward only." + _default("mode"),
-)
-@click.option(
-    "-b",
-    "--batch-size",
-    help="Samples per step, or 'auto' to halve from --max-batch-size "
-    "until a step fits in memory. [default: the problem's]",
-)
-@click.option(
-    "--max-batch-size",
-    type=int,
-    help="Where --batch-size auto starts." + _default("max_batch_size"),
-)
-@click.option("--seq-len", type=int, help="Sequence length of token problems.")
-@click.option("--image-size", type=int, help="Image side of image problems.")
-@click.option("--sample-shape", type=int, help="Seed 003's name: sequence length or image side, per problem.")
-@click.option("--layers", type=int, help="Transformer layers.")
-@click.option("--heads", type=int, help="Attention heads.")
-@click.option("--hidden", type=int, help="Hidden size.")
-@click.option("--vocab-size", type=int, help="Vocabulary size.")
-@click.option(
-    "--precision",
-    type=click.Choice([p.value for p in Precision], case_sensitive=False),
-    help="fp32, tf32 (CUDA), bf16 / fp16 autocast (fp16 with loss scaling), pure-bf16."
-    + _default("precision"),
-)
-@click.option(
-    "--optimizer",
-    type=click.Choice([o.value for o in OptimizerName], case_sensitive=False),
-    help="Optimizer of training steps." + _default("optimizer"),
-)
-@click.option("--lr", "learning_rate", type=float, help="Learning rate." + _default("learning_rate"))
-@click.option(
-    "--execution",
-    type=click.Choice([e.value for e in Execution], case_sensitive=False),
-    help="Where the weights live." + _default("execution"),
-)
-@click.option(
-    "--device", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N." + _default("device")
-)
-@click.option("--seed", type=int, help="Seed of weights and synthetic data." + _default("seed"))
-@click.option(
-    "--threads",
-    type=int,
-    help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
-)
-@click.option(
-    "--preheat",
-    "preheat_steps",
-    type=int,
-    help="Untimed warm-up steps." + _default("preheat_steps"),
-)
-@click.option(
-    "--steps", type=int, help="Time exactly this many steps (overrides --duration and --min-steps)."
-)
-@click.option("--min-steps", type=int, help="Time at least this many steps." + _default("min_steps"))
-@click.option(
-    "--duration",
-    "duration_s",
-    type=float,
-    help="Time at least this many seconds." + _default("duration_s"),
-)
-@click.option(
-    "--sample-every",
-    type=int,
-    help="Steps between sample points. [default: enough for --target-interval]",
-)
-@click.option(
-    "--target-interval",
-    "target_interval_s",
-    type=float,
-    help="Seconds an interval should last when --sample-every is automatic." + _default("target_interval_s"),
-)
-@click.option("--smoothing", type=float, help="Rate's smoothing factor α." + _default("smoothing"))
+@run_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (warnings still show).")
@@ -124,6 +149,7 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
     try:
         config = _make_config(flags, sample_shape)
         problem = get_problem(config.problem, config.size, config.problem_options)
+        config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     except ConfigError as mistake:  # name the flag the user typed, not the field behind it
         raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
     if out:
@@ -133,7 +159,7 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
     )
     console.status(
         f"flowrate: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
-        f"{config.mode.value} {config.precision.value}: {config.preheat_steps} preheat steps, "
+        f"{config.mode} {config.precision.value}: {config.preheat_steps} preheat steps, "
         f"then timing at least {target}",
         quiet,
     )
@@ -174,13 +200,32 @@ def _check_writable(out: str) -> None:
 
 
 def _make_config(flags: dict[str, Any], sample_shape: int | None) -> RunConfig:
-    options = {k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None}
+    options = _parse_extra_options(flags.pop("extra_options", ()))
+    options.update({k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None})
     given = {k: v for k, v in flags.items() if v is not None}
     if sample_shape is not None:
         options[_sample_shape_field(given.get("problem", _DEFAULTS["problem"]))] = sample_shape
     if options:
         given["problem_options"] = options
     return RunConfig(**given)
+
+
+def _parse_extra_options(pairs: tuple[str, ...]) -> dict[str, int]:
+    """-O key=value pairs as problem options; true/false are 1/0, dashes in keys are underscores."""
+    from flowrate.errors import ConfigError
+
+    options: dict[str, int] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError("option", f"expected KEY=VALUE, got {pair!r} (e.g. -O m=4096)")
+        value = {"true": "1", "false": "0", "yes": "1", "no": "0"}.get(text.strip().lower(), text.strip())
+        try:
+            options[key] = int(value)
+        except ValueError:
+            raise ConfigError("option", f"{key} must be an integer, got {text!r}") from None
+    return options
 
 
 def _sample_shape_field(problem: str) -> str:

@@ -31,6 +31,10 @@ class Problem(abc.ABC):
     size: str = "default"
     #: Batch size used when the user gives none.
     default_batch_size: int = 8
+    #: Modes the problem can run; kernel problems are forward-only.
+    modes: tuple[Mode, ...] = (Mode.TRAIN, Mode.INFER)
+    #: Mode used when the user gives none.
+    default_mode: Mode = Mode.TRAIN
 
     @abc.abstractmethod
     def build_model(self) -> nn.Module:
@@ -85,6 +89,21 @@ class Problem(abc.ABC):
                 "Problem.blocks(model) to return its blocks in execution order"
             )
         return list(blocks)
+
+    def bytes_per_sample(self, mode: Mode) -> int | None:
+        """Bytes moved per sample by memory-bound kernels (bytes/s is reported); None otherwise."""
+        return None
+
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """A batch of a synthetic task the model can really learn, for `flowrate check`.
+
+        Same shapes and dtypes as make_batch, but structured (class clusters, a copy language)
+        so the loss falls when training works. Optional: problems without one cannot be checked.
+        """
+        raise FlowrateError(
+            f"{type(self).__name__} has no learnable task for `flowrate check`: implement "
+            "Problem.learnable_batch(batch_size, device, generator)"
+        )
 
     @property
     def tokens_per_sample(self) -> int | None:

@@ -112,9 +112,10 @@ def _suggest(word: str, choices: Any) -> str:
 def _apply_options(family: Family, config: Any, options: dict[str, int]) -> Any:
     for key in options:
         if key not in family.options:
-            flag = "--" + key.replace("_", "-")
-            allowed = ", ".join("--" + o.replace("_", "-") for o in family.options) or "none"
-            raise ConfigError(key, f"{flag} does not apply to {family.name} (it takes: {allowed})")
+            allowed = ", ".join(family.options) or "none"
+            raise ConfigError(
+                key, f"does not apply to {family.name} (its options: {allowed}; set one with -O KEY=VALUE)"
+            )
     config = dataclasses.replace(config, **options)
     validate = getattr(config, "validate", None)
     if validate is not None:
