@@ -1,0 +1,541 @@
+"""Datasheet peaks per device and precision: the denominator of MFU.
+
+MFU = model FLOP/s ÷ the device's *dense* datasheet peak for the precision the run used. This module
+is the one place those peaks live; every entry names its datasheet (title and URL).
+
+Dense, never sparse
+    From Ampere on, NVIDIA datasheets print tensor-core figures "with sparsity" (2:4 structured
+    sparsity), which are exactly 2x the dense figure (H100 SXM bf16: 1,979 sparse, 989.4 dense).
+    Training and ordinary inference run dense GEMMs, so every number here is the dense one; a
+    sparse figure would halve every MFU. Figures are per precision: ``fp32`` is the non-tensor-core
+    FP32 rate (flowrate's fp32 policy turns TF32 off), ``tf32`` the TF32 tensor-core rate, and
+    ``bf16``/``fp16`` the 16-bit tensor-core rate with FP32 accumulate. ``pure-bf16`` uses the
+    ``bf16`` figure. A key that is absent means the device has no such units (V100 has no bf16 or
+    TF32 tensor cores); MFU is then empty with a reason, never computed against a stand-in.
+
+Consumer cards: FP32 accumulate
+    GeForce cards run FP16 tensor math at full rate only with FP16 accumulate; with FP32 accumulate
+    (what cuBLAS uses for PyTorch's fp16 and bf16 matmuls) the rate is half. The table therefore
+    lists the FP32-accumulate figure (RTX 4090: 165.2, not 330.3 TFLOP/s). NVIDIA's data-centre
+    datasheets give both accumulate modes the same rate.
+
+Adding an entry
+    From Python, ``register_peak(DevicePeak(...))``; registered entries are searched first, the
+    latest registration first, and ``unregister_peak`` / ``registered_peaks`` undo it. Without
+    code, point ``FLOWRATE_PEAKS`` at a JSON file holding a list of objects with the
+    ``DevicePeak`` fields, values in FLOP/s and bytes/s (not TFLOP/s)::
+
+        [{"name": "Example X1", "match": ["example", "x1"],
+          "dense_flops": {"fp32": 50e12, "bf16": 400e12}, "memory_bandwidth": 2.0e12,
+          "host_link_bandwidth": 31.5e9, "source": "Example X1 datasheet, https://example.com/x1.pdf",
+          "notes": "dense; sparse figures not used", "exclude": ["x1l"]}]
+
+    The file's entries are searched after registered ones and before the built-in table. A
+    malformed file raises ``FlowrateError`` naming the file and the entry.
+
+Matching
+    Each string in ``match`` must occur in the lowercased device name (as returned by
+    ``torch.cuda.get_device_name``) as a whole word, so "l4" does not match "NVIDIA L40S" and
+    "a10" does not match "NVIDIA A100-SXM4-40GB"; any string in ``exclude`` that occurs rules the
+    entry out ("H100 PCIe" and "H100 NVL" are not the SXM part). An unlisted variant (V100S,
+    RTX 4090 D, A10G, GH200, H200 NVL) finds no entry rather than a near neighbour's figures.
+
+CPUs have no entry, by design
+    A CPU's peak depends on its sustained all-core clock under AVX load, its vector width
+    (AVX2, AVX-512, AMX) and the number of FMA units per core, none of which the model name pins
+    down. For CPUs the useful denominator is a measured peak: a large GEMM through the same
+    library, reported beside (here: instead of) the datasheet MFU.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowrate.config import Precision
+from flowrate.errors import FlowrateError
+
+__all__ = [
+    "BUILTIN_PEAKS",
+    "PEAKS_ENV",
+    "PRECISION_KEYS",
+    "DevicePeak",
+    "PeakLookup",
+    "find_device",
+    "load_peak_file",
+    "peak_for",
+    "precision_key",
+    "register_peak",
+    "registered_peaks",
+    "unregister_peak",
+]
+
+PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")
+PEAKS_ENV = "FLOWRATE_PEAKS"
+
+# Below these, a value was almost surely written in TFLOP/s or GB/s; real devices are far above.
+_MIN_FLOPS = 1e9
+_MIN_BANDWIDTH = 1e6
+
+# PCIe x16, per direction, theoretical: lanes x transfer rate x 128b/130b encoding / 8 bits.
+_PCIE3_X16 = 15.75e9
+_PCIE4_X16 = 31.5e9
+_PCIE5_X16 = 63.0e9
+
+_DENSE = "Dense figures per precision; the datasheet's sparse (2:4) figures are 2x and never used."
+
+
+def _whole_word(text: str, name: str) -> bool:
+    """``text`` occurs in ``name`` with no letter or digit directly before or after it."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(text)}(?![a-z0-9])", name) is not None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _words(value: object, field_name: str, fail: Callable[[str], FlowrateError]) -> tuple[str, ...]:
+    """A ``match``/``exclude`` value as a tuple of lowercase strings."""
+    if isinstance(value, str):  # a lone string, not a tuple of its characters
+        value = (value,)
+    if not isinstance(value, tuple | list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise fail(f"{field_name} must be a list of non-empty strings, got {value!r}")
+    return tuple(v.strip().lower() for v in value)
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """One device's datasheet figures. Validated on construction; raises ``FlowrateError``."""
+
+    name: str
+    # Lowercase strings that must all occur, as whole words, in the lowercased device name.
+    match: tuple[str, ...]
+    # Precision key -> dense FLOP/s; an absent key means the device has no such units.
+    dense_flops: Mapping[str, float]
+    # Device memory, bytes/s.
+    memory_bandwidth: float | None
+    # Host<->device link, bytes/s per direction, theoretical.
+    host_link_bandwidth: float | None
+    # Datasheet title and URL.
+    source: str
+    notes: str = ""
+    # Lowercase strings any one of which, occurring as a whole word, rules the entry out.
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        def fail(problem: str) -> FlowrateError:
+            return FlowrateError(f"peak entry {self.name!r}: {problem}")
+
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise FlowrateError(f"peak entry {self.name!r}: name must be a non-empty string")
+        object.__setattr__(self, "match", _words(self.match, "match", fail))
+        if not self.match:
+            raise fail("match must list at least one string")
+        object.__setattr__(self, "exclude", _words(self.exclude, "exclude", fail))
+
+        if not isinstance(self.dense_flops, Mapping):
+            raise fail("dense_flops must map precision keys to FLOP/s")
+        flops: dict[str, float] = {}
+        for key, value in self.dense_flops.items():
+            if key not in PRECISION_KEYS:
+                raise fail(f"dense_flops key {key!r} is not one of {', '.join(PRECISION_KEYS)}")
+            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+                raise fail(f"dense_flops[{key!r}] must be a positive number of FLOP/s, got {value!r}")
+            if value < _MIN_FLOPS:
+                raise fail(
+                    f"dense_flops[{key!r}] = {value!r} looks like TFLOP/s; "
+                    f"values are FLOP/s: write {value!r}e12"
+                )
+            flops[key] = float(value)
+        # A private plain dict: the caller's mapping may change later, and dataclasses.asdict and
+        # json can serialise a dict (a MappingProxyType would make asdict raise).
+        object.__setattr__(self, "dense_flops", flops)
+
+        for field_name in ("memory_bandwidth", "host_link_bandwidth"):
+            value = getattr(self, field_name)
+            if value is None:
+                continue
+            if not _is_number(value) or not math.isfinite(value) or value <= 0:
+                raise fail(f"{field_name} must be a positive number of bytes/s or null, got {value!r}")
+            if value < _MIN_BANDWIDTH:
+                raise fail(
+                    f"{field_name} = {value!r} is too small; values are bytes/s (3.35 TB/s is 3.35e12)"
+                )
+            object.__setattr__(self, field_name, float(value))
+
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise fail("source must name the datasheet (title and URL)")
+        if not isinstance(self.notes, str):
+            raise fail("notes must be a string")
+
+    def __hash__(self) -> int:
+        # The generated hash would hash the dense_flops dict and raise; entries go in sets and caches.
+        return hash((self.name, self.match, self.exclude, tuple(sorted(self.dense_flops.items()))))
+
+    def matches(self, device_name: str) -> bool:
+        """Whether ``device_name`` (any case) is this device."""
+        name = device_name.lower()
+        return all(_whole_word(m, name) for m in self.match) and not any(
+            _whole_word(x, name) for x in self.exclude
+        )
+
+
+@dataclass(frozen=True)
+class PeakLookup:
+    """The answer for one device and precision; ``flops`` is None exactly when ``reason`` is set."""
+
+    flops: float | None
+    memory_bandwidth: float | None
+    host_link_bandwidth: float | None
+    entry: DevicePeak | None
+    reason: str | None
+
+
+def _entry(
+    name: str,
+    match: tuple[str, ...],
+    tflops: Mapping[str, float],
+    memory_tb_s: float,
+    host_link: float | None,
+    source: str,
+    notes: str,
+    exclude: tuple[str, ...] = (),
+) -> DevicePeak:
+    """A built-in entry written in the datasheet's own units (TFLOP/s, TB/s)."""
+    return DevicePeak(
+        name=name,
+        match=match,
+        dense_flops={key: value * 1e12 for key, value in tflops.items()},
+        memory_bandwidth=memory_tb_s * 1e12,
+        host_link_bandwidth=host_link,
+        source=source,
+        notes=f"{_DENSE} {notes}",
+        exclude=exclude,
+    )
+
+
+_V100 = (
+    "NVIDIA Tesla V100 GPU Accelerator datasheet, "
+    "https://images.nvidia.com/content/technologies/volta/pdf/tesla-volta-v100-datasheet-letter-fnl-web.pdf"
+)
+_A100 = (
+    "NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/"
+    "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+)
+_H100 = (
+    "NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/ and "
+    "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet; dense tensor "
+    "figures from the NVIDIA H100 Tensor Core GPU Architecture whitepaper, "
+    "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper"
+)
+_H200 = "NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/"
+_ADA = (
+    "NVIDIA Ada GPU Architecture whitepaper (appendix tables), "
+    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
+)
+
+# Searched in order after user entries. Variants come before the entry they would otherwise
+# shadow, and ``exclude`` guards the generic entry as well, so the order is belt and braces.
+BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
+    _entry(
+        "NVIDIA Tesla V100 SXM2",
+        ("v100", "sxm2"),
+        {"fp32": 15.7, "fp16": 125.0},
+        0.9,
+        None,
+        _V100,
+        "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity); 125 is FP16 with FP32 "
+        "accumulate. Host link left empty: SXM2 reaches the host through the system's PCIe Gen3 "
+        "switches (or NVLink on POWER9), which the datasheet does not fix.",
+    ),
+    _entry(
+        "NVIDIA Tesla V100 PCIe",
+        ("v100", "pcie"),
+        {"fp32": 14.0, "fp16": 112.0},
+        0.9,
+        _PCIE3_X16,
+        _V100,
+        "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity). PCIe 3.0 x16.",
+    ),
+    _entry(
+        "NVIDIA A100 80GB PCIe",
+        ("a100", "80gb", "pcie"),
+        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+        1.935,
+        _PCIE4_X16,
+        _A100,
+        "Same peaks as SXM4 on the datasheet, at a lower power limit (300 W). PCIe 4.0 x16.",
+    ),
+    _entry(
+        "NVIDIA A100 80GB SXM4",
+        ("a100", "80gb"),
+        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+        2.039,
+        _PCIE4_X16,
+        _A100,
+        "HBM2e. Host link is the SXM4 module's PCIe 4.0 x16.",
+        exclude=("pcie",),
+    ),
+    _entry(
+        "NVIDIA A100 40GB (SXM4 or PCIe)",
+        ("a100", "40gb"),
+        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+        1.555,
+        _PCIE4_X16,
+        _A100,
+        "HBM2; the datasheet gives the 40GB SXM4 and PCIe parts the same peaks and bandwidth "
+        "(the PCIe card at 250 W may not sustain them). PCIe 4.0 x16.",
+    ),
+    _entry(
+        "NVIDIA H100 PCIe",
+        ("h100", "pcie"),
+        {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+        2.0,
+        _PCIE5_X16,
+        _H100,
+        "80GB HBM2e, 114 SMs; dense = the 2022 datasheet's sparse 756/1,513 halved. PCIe 5.0 x16.",
+    ),
+    _entry(
+        "NVIDIA H100 NVL",
+        ("h100", "nvl"),
+        {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
+        3.9,
+        _PCIE5_X16,
+        _H100,
+        "Per GPU (one 94GB board of the NVLink-bridged pair); dense = the datasheet's sparse "
+        "835/1,671 halved. PCIe 5.0 x16.",
+    ),
+    _entry(
+        "NVIDIA H100 SXM5 80GB",
+        ("h100",),
+        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+        3.35,
+        _PCIE5_X16,
+        _H100,
+        "SXM5 at boost clock; torch reports it as 'NVIDIA H100 80GB HBM3'. FP8 not listed. "
+        "Host link is the module's PCIe 5.0 x16.",
+        exclude=("pcie", "nvl"),
+    ),
+    _entry(
+        "NVIDIA H200 SXM 141GB",
+        ("h200",),
+        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+        4.8,
+        _PCIE5_X16,
+        _H200,
+        "Same GH100 compute as H100 SXM (datasheet: 1,979 bf16 sparse), HBM3e at 4.8 TB/s. "
+        "H200 NVL (lower power) is deliberately not matched. PCIe 5.0 x16.",
+        exclude=("nvl",),
+    ),
+    _entry(
+        "NVIDIA L4",
+        ("l4",),
+        {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0},
+        0.3,
+        _PCIE4_X16,
+        "NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/l4/",
+        "72 W card; dense = the datasheet's sparse 120/242 halved. PCIe 4.0 x16.",
+    ),
+    _entry(
+        "NVIDIA L40S",
+        ("l40s",),
+        {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05},
+        0.864,
+        _PCIE4_X16,
+        "NVIDIA L40S GPU datasheet, https://www.nvidia.com/en-us/data-center/l40s/",
+        "bf16/fp16 is the datasheet's printed dense 362.05 (its sparse column says 733, not 724.1). "
+        "PCIe 4.0 x16.",
+    ),
+    _entry(
+        "NVIDIA L40",
+        ("l40",),
+        {"fp32": 90.5, "tf32": 90.5, "bf16": 181.05, "fp16": 181.05},
+        0.864,
+        _PCIE4_X16,
+        "NVIDIA L40 GPU datasheet, https://www.nvidia.com/en-us/data-center/l40/",
+        "Not the L40S. PCIe 4.0 x16.",
+    ),
+    _entry(
+        "NVIDIA A10",
+        ("a10",),
+        {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0},
+        0.6,
+        _PCIE4_X16,
+        "NVIDIA A10 Tensor Core GPU datasheet, "
+        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf",
+        "Not the AWS A10G, whose figures differ. PCIe 4.0 x16.",
+    ),
+    _entry(
+        "NVIDIA GeForce RTX 4090",
+        ("rtx", "4090"),
+        {"fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2},
+        1.008,
+        _PCIE4_X16,
+        _ADA,
+        "bf16/fp16 are the FP32-accumulate rates PyTorch uses (FP16-accumulate is 330.3). The "
+        "4090 D and the laptop 4090 are different chips and are not matched. PCIe 4.0 x16.",
+        exclude=("d", "laptop", "mobile"),
+    ),
+    _entry(
+        "AMD Instinct MI300X",
+        ("mi300x",),
+        {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4},
+        5.3,
+        _PCIE5_X16,
+        "AMD Instinct MI300X Accelerator data sheet, https://www.amd.com/content/dam/amd/en/documents/"
+        "instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf",
+        "fp32 vector and FP32 matrix are both 163.4. Whether PyTorch on ROCm runs TF32 (xf32) "
+        "depends on the ROCm/PyTorch version. PCIe 5.0 x16.",
+    ),
+)
+
+_registered: list[DevicePeak] = []
+
+
+def precision_key(precision: str) -> str:
+    """The table key for a precision policy: ``pure-bf16`` -> ``bf16``; the rest map to themselves.
+
+    Accepts ``flowrate.config.Precision`` members and its aliases; raises ``ConfigError`` otherwise.
+    """
+    parsed = Precision.parse(precision)
+    return "bf16" if parsed is Precision.PURE_BF16 else parsed.value
+
+
+def register_peak(peak: DevicePeak) -> None:
+    """Add an entry, searched before every other (the latest registration first)."""
+    if not isinstance(peak, DevicePeak):
+        raise FlowrateError(f"register_peak wants a DevicePeak, got {type(peak).__name__}")
+    _registered.append(peak)
+
+
+def unregister_peak(peak: DevicePeak) -> None:
+    """Remove an entry added by ``register_peak``; removing one that is not there does nothing."""
+    for i in range(len(_registered) - 1, -1, -1):
+        if _registered[i] is peak:
+            del _registered[i]
+            return
+
+
+@contextmanager
+def registered_peaks(*peaks: DevicePeak) -> Iterator[None]:
+    """Register ``peaks`` for the duration of a ``with`` block."""
+    for peak in peaks:
+        register_peak(peak)
+    try:
+        yield
+    finally:
+        for peak in peaks:
+            unregister_peak(peak)
+
+
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+_REQUIRED = ("name", "match", "dense_flops", "source")
+_OPTIONAL = ("memory_bandwidth", "host_link_bandwidth", "notes", "exclude")
+
+
+def _json_type(value: object) -> str:
+    if _is_number(value):
+        return "a number"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _peak_from_json(item: object, where: str) -> DevicePeak:
+    if not isinstance(item, dict):
+        raise FlowrateError(f"{where}: expected an object with the DevicePeak fields, got {_json_type(item)}")
+    missing = [key for key in _REQUIRED if key not in item]
+    if missing:
+        raise FlowrateError(f"{where}: missing {', '.join(missing)} (required: {', '.join(_REQUIRED)})")
+    unknown = sorted(set(item) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        allowed = ", ".join(_REQUIRED + _OPTIONAL)
+        raise FlowrateError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {allowed}")
+    if not isinstance(item["dense_flops"], dict):
+        raise FlowrateError(f"{where}: dense_flops must be an object, got {_json_type(item['dense_flops'])}")
+    try:
+        return DevicePeak(
+            name=item["name"],
+            match=item["match"],
+            dense_flops=item["dense_flops"],
+            memory_bandwidth=item.get("memory_bandwidth"),
+            host_link_bandwidth=item.get("host_link_bandwidth"),
+            source=item["source"],
+            notes=item.get("notes", ""),
+            exclude=item.get("exclude", ()),
+        )
+    except FlowrateError as error:
+        raise FlowrateError(f"{where}: {error}") from None
+
+
+def load_peak_file(path: str | os.PathLike[str]) -> list[DevicePeak]:
+    """Entries from a JSON file: a list of objects with the ``DevicePeak`` fields, FLOP/s and bytes/s."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise FlowrateError(f"peak file {file}: cannot read it ({error.strerror or error})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise FlowrateError(
+            f"peak file {file}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+        ) from None
+    if not isinstance(data, list):
+        raise FlowrateError(f"peak file {file}: expected a JSON list of entries, got {_json_type(data)}")
+    return [_peak_from_json(item, f"peak file {file}: entry {i}") for i, item in enumerate(data)]
+
+
+@functools.cache
+def _env_file_peaks(path: str) -> tuple[DevicePeak, ...]:
+    # Cached per path value: looked up once per run, not once per metric. A failure is not cached.
+    return tuple(load_peak_file(path))
+
+
+def _candidates() -> list[DevicePeak]:
+    env_path = os.environ.get(PEAKS_ENV, "").strip()
+    from_env = _env_file_peaks(env_path) if env_path else ()
+    return [*reversed(_registered), *from_env, *BUILTIN_PEAKS]
+
+
+def find_device(device_name: str) -> DevicePeak | None:
+    """The first entry matching ``device_name``: registered, then ``FLOWRATE_PEAKS``, then built-in."""
+    for peak in _candidates():
+        if peak.matches(device_name):
+            return peak
+    return None
+
+
+def peak_for(device_name: str, precision: str) -> PeakLookup:
+    """The dense datasheet peak for ``device_name`` at ``precision``, or None with a one-line reason."""
+    key = precision_key(precision)
+    entry = find_device(device_name)
+    if entry is None:
+        return PeakLookup(
+            flops=None,
+            memory_bandwidth=None,
+            host_link_bandwidth=None,
+            entry=None,
+            reason=(
+                f"no datasheet peak for {device_name!r}: add one with FLOWRATE_PEAKS=peaks.json "
+                "or flowrate.measure.peaks.register_peak()"
+            ),
+        )
+    flops = entry.dense_flops.get(key)
+    reason = None
+    if flops is None:
+        listed = ", ".join(k for k in PRECISION_KEYS if k in entry.dense_flops) or "no FLOP/s figures"
+        units = "FP32 units" if key == "fp32" else "tensor cores"
+        reason = f"{device_name!r} has no {key} {units} (datasheet lists {listed})"
+    return PeakLookup(
+        flops=flops,
+        memory_bandwidth=entry.memory_bandwidth,
+        host_link_bandwidth=entry.host_link_bandwidth,
+        entry=entry,
+        reason=reason,
+    )
