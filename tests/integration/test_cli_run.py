@@ -184,13 +184,15 @@ def test_list_shows_every_family(run_cli) -> None:  # type: ignore[no-untyped-de
     assert out.code == 0
     rows = json.loads(out.stdout)
     families = {r["family"] for r in rows}
-    assert families == {"fc_mnist", "transformer", "bert-base", "roberta-large", "resnet50"}
+    models = {"fc_mnist", "transformer", "bert-base", "roberta-large", "resnet50"}
+    kernels = {"gemm", "bmm", "conv2d", "attention", "layernorm", "copy", "h2d", "d2h", "duplex"}
+    assert families == models | kernels
     sizes = {(r["family"], r["size"]): r["parameters"] for r in rows}
     assert sizes[("transformer", "gpt2")] == 124_439_808
     assert sizes[("resnet50", "default")] == 25_557_032
     assert all(("debug" in {s for f, s in sizes if f == fam}) for fam in families)
     table = run_cli("list")
-    assert "gpt2-xl" in table.stdout and "roberta-large" in table.stdout
+    assert "gpt2-xl" in table.stdout and "roberta-large" in table.stdout and "gemm" in table.stdout
 
 
 NO_BLOCKS = """

@@ -11,13 +11,16 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from flowrate.errors import ConfigError
+from flowrate.problems import kernels
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.encoder import MaskedLM
 from flowrate.problems.registry import FAMILIES, get_problem
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
-ALL_SIZES = [(family.name, size) for family in FAMILIES.values() for size in family.sizes]
+# Model families: kernels are forward-only, label-free and blockless (tests/unit/test_kernels.py).
+MODELS = [name for name in FAMILIES if name not in {family.name for family in kernels.FAMILIES}]
+ALL_SIZES = [(FAMILIES[name].name, size) for name in MODELS for size in FAMILIES[name].sizes]
 # Analytic FLOPs against FlopCounterMode: both count only matmuls, convolutions and attention at
 # 2 FLOPs per multiply-add, so they agree exactly (measured: 0 difference); 1% is the margin.
 FLOP_MARGIN = 0.01
@@ -70,14 +73,14 @@ def _count_flops(problem: Problem, model: nn.Module, batch: Batch, train: bool) 
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 def test_debug_model_has_the_analytic_parameter_count(family: str) -> None:
     problem = _debug(family)
     model = problem.build_model()
     assert sum(p.numel() for p in model.parameters()) == problem.parameter_count()
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 def test_batch_is_on_the_device_with_labels_in_range(family: str) -> None:
     problem = _debug(family)
     batch = _batch(problem, seed=0, batch_size=16)
@@ -121,7 +124,7 @@ def test_transformer_targets_are_the_inputs_shifted_by_one() -> None:
     assert torch.equal(ids[:, 1:], targets[:, :-1])
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 def test_initial_loss_is_finite_and_near_ln_classes(family: str) -> None:
     problem = _debug(family)
     torch.manual_seed(0)
@@ -132,7 +135,7 @@ def test_initial_loss_is_finite_and_near_ln_classes(family: str) -> None:
     assert 0.7 * expected < float(loss) < 1.5 * expected
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 def test_batches_depend_only_on_the_seed(family: str) -> None:
     problem = _debug(family)
     first, again, other = (_batch(problem, seed) for seed in (1, 1, 2))
@@ -140,7 +143,7 @@ def test_batches_depend_only_on_the_seed(family: str) -> None:
     assert not all(torch.equal(a, b) for a, b in zip(first, other, strict=True))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 def test_blocks_hold_every_parameter_once_in_forward_order(family: str) -> None:
     problem = _debug(family)
     model = problem.build_model()
@@ -155,7 +158,7 @@ def test_blocks_hold_every_parameter_once_in_forward_order(family: str) -> None:
     assert calls == list(range(len(blocks)))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 @pytest.mark.parametrize("train", [False, True], ids=["infer", "train"])
 def test_analytic_flops_match_flop_counter(family: str, train: bool) -> None:
     problem = _debug(family)
@@ -166,7 +169,7 @@ def test_analytic_flops_match_flop_counter(family: str, train: bool) -> None:
     assert abs(counted - analytic) <= FLOP_MARGIN * analytic, (counted, analytic)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 @pytest.mark.parametrize("train", [False, True], ids=["infer", "train"])
 def test_analytic_flops_of_a_real_size_on_meta(family: str, train: bool) -> None:
     problem = get_problem(family, REAL_SIZES[family])
@@ -210,7 +213,7 @@ def test_bert_checkpoint_count_adds_the_pooler_and_next_sentence_head() -> None:
     assert get_problem("bert-base").parameter_count() + pooler + next_sentence == 110_106_428
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODELS)
 def test_debug_models_run_under_autocast_and_in_pure_bf16(family: str) -> None:
     problem = _debug(family)
     model = problem.build_model()

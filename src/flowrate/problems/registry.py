@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.problems import encoder, mlp, resnet, transformer
+from flowrate.problems import encoder, kernels, mlp, resnet, transformer
 from flowrate.problems.base import Family, Problem
 
 FAMILIES: dict[str, Family] = {
-    family.name: family for module in (mlp, transformer, encoder, resnet) for family in module.FAMILIES
+    family.name: family
+    for module in (mlp, transformer, encoder, resnet, kernels)
+    for family in module.FAMILIES
 }
 
 # Size names usable directly as problem names: `--problem gpt2` means transformer/gpt2.
-_GENERIC_SIZES = {"debug", "default"}
+_GENERIC_SIZES = {"debug", "default", "large", "xl"}
 SIZE_ALIASES: dict[str, tuple[str, str]] = {
     size: (family.name, size)
     for family in FAMILIES.values()

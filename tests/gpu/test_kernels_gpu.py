@@ -1,0 +1,87 @@
+"""Kernel problems on a real GPU. They run with `pytest -m gpu` on a machine with CUDA (a lent GPU)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import flowrate
+from flowrate.config import Precision
+from flowrate.problems.registry import get_problem
+
+pytestmark = pytest.mark.gpu
+
+ON_DEVICE = ["gemm", "bmm", "conv2d", "attention", "layernorm", "copy"]
+HOST_LINK = ["h2d", "d2h", "duplex"]
+FAST = {"steps": 4, "preheat_steps": 2, "device": "cuda"}
+
+
+@pytest.mark.parametrize("precision", ["bf16", "pure-bf16", "fp16", "fp32", "tf32"])
+@pytest.mark.parametrize("name", ON_DEVICE)
+def test_kernel_runs_on_cuda(name: str, precision: str) -> None:
+    result = flowrate.benchmark(name, size="debug", precision=precision, batch_size=3, **FAST)
+    assert result.environment["device"]["type"] == "cuda"
+    assert all(math.isfinite(v) for v in result.losses)
+    assert result.summary.samples_per_sec > 0
+
+
+def test_causal_attention_runs_on_cuda() -> None:
+    result = flowrate.benchmark(
+        "attention", size="debug", precision="bf16", problem_options={"causal": 1}, **FAST
+    )
+    assert all(math.isfinite(v) for v in result.losses)
+
+
+@pytest.mark.parametrize("pinned", [1, 0], ids=["pinned", "pageable"])
+@pytest.mark.parametrize("name", HOST_LINK)
+def test_host_link_runs_on_cuda(name: str, pinned: int) -> None:
+    result = flowrate.benchmark(
+        name,
+        size="debug",
+        precision="bf16",
+        problem_options={"mib": 8, "pinned": pinned},
+        batch_size=2,
+        **FAST,
+    )
+    assert all(math.isfinite(v) for v in result.losses)
+    expected = (2 if name == "duplex" else 1) * 8 * 2**20
+    assert result.flops["bytes_per_sample"] == expected
+    assert result.flops["bytes_per_sec"] == pytest.approx(result.summary.samples_per_sec * expected)
+
+
+@pytest.mark.parametrize("pinned", [1, 0], ids=["pinned", "pageable"])
+@pytest.mark.parametrize("name", HOST_LINK)
+def test_host_link_copies_arrive(name: str, pinned: int) -> None:
+    """After a step and a device sync, every destination holds its source: the copies really ran,
+    and in duplex the side stream's copy is done when the device is."""
+    problem = get_problem(name, "debug", options={"pinned": pinned})
+    problem.set_precision(Precision.BF16)
+    device = torch.device("cuda")
+    batch = problem.make_batch(2, device, torch.Generator(device).manual_seed(0))
+    with torch.inference_mode():
+        value = problem.loss(problem.build_model(), batch)
+    torch.cuda.synchronize(device)
+    assert math.isfinite(float(value))
+    operands = batch[:-1]
+    for tensor in operands:
+        assert tensor.dtype == torch.bfloat16
+        assert tensor.is_pinned() == bool(pinned) or tensor.is_cuda
+    pairs = list(zip(operands[::2], operands[1::2], strict=True))  # (source, destination) pairs
+    for source, destination in pairs:
+        assert source.device != destination.device
+        assert torch.equal(source.cpu(), destination.cpu())
+
+
+def test_gemm_default_reaches_real_flops() -> None:
+    result = flowrate.benchmark("gemm", precision="bf16", device="cuda", duration_s=2.0, preheat_steps=5)
+    assert result.problem["forward_flops_per_sample"] == 2 * 4096**3
+    assert result.summary.model_flops_per_sec > 0
+    assert result.summary.model_flops_per_sec == pytest.approx(result.summary.samples_per_sec * 2 * 4096**3)
+
+
+def test_copy_bandwidth_is_reported_against_device_memory() -> None:
+    result = flowrate.benchmark("copy", precision="bf16", device="cuda", duration_s=1.0, preheat_steps=3)
+    assert result.flops["bytes_per_sample"] == 2 * 256 * 2**20
+    assert result.flops["bytes_per_sec"] > 0
