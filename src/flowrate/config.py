@@ -122,6 +122,13 @@ class RunConfig:
     target_interval_s: float = 0.2
     # Rate's smoothing factor α: Rate_k = (1 − α)·local_k + α·Rate_{k−1}.
     smoothing: float = 0.4
+    # Save model and optimizer state every this many timed steps into checkpoint_dir; checkpoint
+    # time is recorded as its own kind of interval.
+    checkpoint_every: int | None = None
+    checkpoint_dir: str | None = None
+    # Before the run, time a large GEMM at the run's precision: MFU is then also reported against
+    # this measured peak.
+    measure_peak: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed enums in place
@@ -143,7 +150,7 @@ class RunConfig:
         _positive_int("max_batch_size", self.max_batch_size)
         for name in ("min_steps", "target_interval_s", "duration_s", "learning_rate"):
             _positive_number(name, getattr(self, name))
-        for name in ("steps", "sample_every", "threads"):
+        for name in ("steps", "sample_every", "threads", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None:
                 _positive_int(name, value)
@@ -154,6 +161,9 @@ class RunConfig:
         for key, value in self.problem_options.items():
             _option_int(key, value)
         _check_device(self.device)
+        if (self.checkpoint_every is None) != (self.checkpoint_dir is None):
+            missing = "checkpoint_dir" if self.checkpoint_dir is None else "checkpoint_every"
+            raise ConfigError(missing, "--checkpoint-every and --checkpoint-dir go together; give both")
 
     @property
     def settled_mode(self) -> Mode:

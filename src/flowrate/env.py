@@ -227,6 +227,16 @@ def _device_info(device: torch.device, cpu_model: str | None) -> dict[str, Any]:
     }
 
 
+def device_name(device: torch.device) -> str:
+    """The name a peak table looks up: the GPU's, or the CPU model's."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "cpu":
+        model = (_probe(_proc_cpuinfo) or {}).get("model name") or platform.processor()
+        return model or "unknown CPU"
+    return device.type
+
+
 def _env_vars() -> dict[str, str]:
     env = sorted(os.environ.items())
     return {k: v for k, v in env if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
@@ -259,6 +269,7 @@ def collect_environment(device: torch.device, argv: list[str] | None = None) -> 
             "platform": platform.platform(),
         },
         "hostname": platform.node(),
+        "process_id": os.getpid(),
         "env_vars": _env_vars(),
         "collected_at": datetime.now(UTC).isoformat(),
     }

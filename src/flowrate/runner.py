@@ -6,27 +6,35 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, overload
 
 import torch
 
 from flowrate import __version__
-from flowrate.config import AUTO, RunConfig
-from flowrate.env import collect_environment
+from flowrate.config import AUTO, Mode, RunConfig
+from flowrate.env import collect_environment, device_name
 from flowrate.errors import FlowrateError, OutOfMemory
+from flowrate.execution.checkpoint import save_checkpoint
 from flowrate.execution.precision import PrecisionPolicy, check_supported, matmul_settings
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.measure.device import is_out_of_memory, release_memory, resolve_device, synchronizer
-from flowrate.measure.loop import Interval, LoopPlan, LoopRecord, timed_loop
+from flowrate.measure.energy import EnergyMeter, EnergyReading, open_energy_meter
+from flowrate.measure.flops import count_step_flops, flops_report, flops_warnings
+from flowrate.measure.loop import CHECKPOINT, COMPUTE, Interval, LoopPlan, LoopRecord, timed_loop
+from flowrate.measure.memory import MemoryReport, current_bytes, read_peaks, reset_peaks
+from flowrate.measure.peaks import peak_for
 from flowrate.measure.stats import measurement_warnings, summarize
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
+from flowrate.results.tensorboard import TensorBoardWriter
 
 # Distinct synthetic batches cycled through the timed loop, all made before the clock starts.
 BATCH_POOL = 2
@@ -35,57 +43,99 @@ BATCH_POOL = 2
 def benchmark(
     problem: str | Problem = "transformer",
     *,
-    on_interval: Callable[[Interval], None] | None = None,
+    on_interval: Callable[[IntervalRecord], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     argv: list[str] | None = None,
+    tensorboard: str | Path | None = None,
     **options: Any,
 ) -> Result:
     """Benchmark a zoo problem (by name, or PATH.py:FACTORY) or a Problem object; return the Result.
 
     ``options`` are RunConfig fields, e.g. ``mode="infer", batch_size=16, precision="bf16"``.
     """
+    hooks: dict[str, Any] = {
+        "on_interval": on_interval,
+        "clock": clock,
+        "argv": argv,
+        "tensorboard": tensorboard,
+    }
     if isinstance(problem, Problem):
         config = RunConfig(problem=f"python:{type(problem).__qualname__}", **options)
-        return run_config(config, problem, on_interval=on_interval, clock=clock, argv=argv)
-    config = RunConfig(problem=problem, **options)
-    return run_config(config, on_interval=on_interval, clock=clock, argv=argv)
+        return run_config(config, problem, **hooks)
+    return run_config(RunConfig(problem=problem, **options), **hooks)
 
 
 def run_config(
     config: RunConfig,
     problem: Problem | None = None,
     *,
-    on_interval: Callable[[Interval], None] | None = None,
+    on_interval: Callable[[IntervalRecord], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     argv: list[str] | None = None,
+    data: str = "synthetic",
+    tensorboard: str | Path | None = None,
 ) -> Result:
-    """Run the benchmark that ``config`` describes."""
+    """Run the benchmark that ``config`` describes.
+
+    ``on_interval`` receives each interval's record at its sample point (live progress);
+    ``tensorboard`` names a folder for TensorBoard event files written at every sample point.
+    ``data="learnable"`` feeds a fresh batch of the problem's learnable task to every step (made
+    inside the timed loop), for `flowrate check`; the default cycles synthetic batches made before
+    the clock starts.
+    """
+    if data not in ("synthetic", "learnable"):
+        raise FlowrateError(f"unknown data source {data!r}; use synthetic or learnable")
     if problem is None:
         problem = get_problem(config.problem, config.size, config.problem_options)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
+    problem.set_precision(config.precision)
     device = resolve_device(config.device)
     check_supported(config.precision, device)
     policy = PrecisionPolicy(config.precision, device)
-    with matmul_settings(config.precision), _threads(config.threads):
-        prepared = _prepare_with_batch_search(config, problem, policy)
-        with _oom_says_what_to_lower(prepared.batch_size, device):
-            record = timed_loop(
-                prepared.executor.step,
-                prepared.batches,
-                prepared.batch_size,
-                synchronizer(device),
-                _plan(config),
-                clock=clock,
-                on_interval=on_interval,
+    name = device_name(device)
+    listeners = [on_interval] if on_interval is not None else []
+    with contextlib.ExitStack() as stack:
+        if tensorboard is not None:
+            listeners.append(stack.enter_context(TensorBoardWriter(tensorboard)).write)
+        with matmul_settings(config.precision), _threads(config.threads):
+            measured_peak = measured_gemm_peak(config, device) if config.measure_peak else None
+            prepared = _prepare_with_batch_search(config, problem, policy)
+            if data == "learnable":
+                prepared.batches = LearnableStream(problem, prepared.batch_size, device, config.seed)
+            with _oom_says_what_to_lower(prepared.batch_size, device):
+                executed, count_warning = _count_executed_flops(prepared, device)
+            peak = peak_for(name, config.precision)
+            recorder = _IntervalRecorder(
+                problem.flops_per_sample(config.settled_mode), peak.flops, device, listeners
             )
+            meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=clock)))
+            recorder.meter = meter
+            rss_reset = reset_peaks(device)
+            with _oom_says_what_to_lower(prepared.batch_size, device):
+                record = timed_loop(
+                    prepared.executor.step,
+                    prepared.batches,
+                    prepared.batch_size,
+                    synchronizer(device),
+                    _plan(config),
+                    clock=clock,
+                    on_interval=recorder,
+                    on_start=meter.start,
+                    checkpoint=_checkpoint_saver(config, prepared.executor),
+                )
+            energy = meter.stop()
+            memory = read_peaks(device, rss_reset)
         environment = collect_environment(device, argv)
-    return _assemble(config, problem, prepared, record, environment)
+    measurements = _Measurements(
+        recorder.records, executed, measured_peak, energy, memory, name, count_warning
+    )
+    return _assemble(config, problem, prepared, record, measurements, environment)
 
 
 @dataclass
 class _Prepared:
     executor: ResidentExecutor
-    batches: list[Batch]
+    batches: Sequence[Batch]
     batch_size: int
     search: list[dict[str, Any]]
     parameters_built: int
@@ -139,11 +189,124 @@ def _prepare(
     return _Prepared(executor, batches, batch_size, [], parameters_built, block_count)
 
 
+class LearnableStream(Sequence[Batch]):
+    """An endless sequence of fresh learnable batches: item i is made when step i asks for it."""
+
+    def __init__(self, problem: Problem, batch_size: int, device: torch.device, seed: int) -> None:
+        self.problem = problem
+        self.batch_size = batch_size
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(seed + 1)
+
+    def __len__(self) -> int:
+        return 2**62  # the loop indexes i % len: every step gets a new batch
+
+    @overload
+    def __getitem__(self, index: int) -> Batch: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Batch]: ...
+    def __getitem__(self, index: int | slice) -> Batch | Sequence[Batch]:
+        if isinstance(index, slice):
+            raise TypeError("a learnable stream cannot be sliced")
+        return self.problem.learnable_batch(self.batch_size, self.device, self.generator)
+
+
 def _count_blocks(problem: Problem, model: torch.nn.Module) -> int | None:
     try:
         return len(problem.blocks(model))
     except FlowrateError:
         return None
+
+
+def _count_executed_flops(prepared: _Prepared, device: torch.device) -> tuple[float | None, str | None]:
+    """Executed FLOPs per sample, counted over one real step (it also warms up, like preheat)."""
+    try:
+        total = count_step_flops(prepared.executor.step, prepared.batches[0], device)
+    except Exception as error:
+        if is_out_of_memory(error):
+            raise
+        return (
+            None,
+            f"could not count executed FLOPs ({type(error).__name__}: {error}); hardware FLOP/s is empty",
+        )
+    synchronizer(device)()
+    return total / prepared.batch_size, None
+
+
+def _checkpoint_saver(config: RunConfig, executor: ResidentExecutor) -> Callable[[int], None] | None:
+    if config.checkpoint_dir is None:
+        return None
+    directory = Path(config.checkpoint_dir)
+
+    def save(step: int) -> None:
+        save_checkpoint(directory, step, executor.model, executor.optimizer)
+
+    return save
+
+
+class _IntervalRecorder:
+    """Turns each Interval into its IntervalRecord at the sample point and hands it on."""
+
+    def __init__(
+        self,
+        flops_per_sample: int,
+        peak_flops: float | None,
+        device: torch.device,
+        listeners: list[Callable[[IntervalRecord], None]],
+    ) -> None:
+        self.flops_per_sample = flops_per_sample
+        self.peak_flops = peak_flops
+        self.device = device
+        self.listeners = listeners
+        self.meter: EnergyMeter | None = None
+        self.records: list[IntervalRecord] = []
+
+    def __call__(self, interval: Interval) -> None:
+        reading = interval.reading
+        model_rate = reading.local_samples_per_sec * self.flops_per_sample
+        allocated, rss = current_bytes(self.device)
+        record = IntervalRecord(
+            index=interval.index,
+            kind=interval.kind,
+            first_step=interval.first_step,
+            steps=interval.steps,
+            samples=reading.samples,
+            seconds=reading.seconds,
+            samples_per_sec=reading.local_samples_per_sec,
+            rate_samples_per_sec=reading.rate_samples_per_sec,
+            global_samples_per_sec=reading.global_samples_per_sec,
+            elapsed_s=reading.elapsed_s,
+            after_checkpoint=interval.after_checkpoint,
+            loss=interval.loss,
+            model_flops_per_sec=model_rate,
+            mfu=model_rate / self.peak_flops if self.peak_flops and self.flops_per_sample else None,
+            power_w=self.meter.power_watts() if self.meter is not None else None,
+            device_memory_allocated_bytes=allocated,
+            process_rss_bytes=rss,
+        )
+        self.records.append(record)
+        for listener in self.listeners:
+            listener(record)
+
+
+@dataclass
+class _Measurements:
+    intervals: list[IntervalRecord]
+    executed_flops_per_sample: float | None
+    measured_peak_flops: float | None
+    energy: EnergyReading
+    memory: MemoryReport
+    device_name: str
+    count_warning: str | None
+
+
+def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
+    """FLOP/s of a large GEMM at the run's precision on the run's device, through PyTorch."""
+    size = "large" if device.type == "cuda" else "default"
+    gemm = RunConfig(
+        problem="gemm", size=size, precision=config.precision, device=config.device, duration_s=2.0
+    )
+    return run_config(gemm).summary.model_flops_per_sec
 
 
 def _plan(config: RunConfig) -> LoopPlan:
@@ -155,6 +318,7 @@ def _plan(config: RunConfig) -> LoopPlan:
         sample_every=config.sample_every,
         target_interval_s=config.target_interval_s,
         smoothing=config.smoothing,
+        checkpoint_every=config.checkpoint_every,
     )
 
 
@@ -188,31 +352,23 @@ def _assemble(
     problem: Problem,
     prepared: _Prepared,
     record: LoopRecord,
+    measured: _Measurements,
     environment: dict[str, Any],
 ) -> Result:
-    if not record.intervals:
+    intervals = measured.intervals
+    compute = [i for i in intervals if i.kind == COMPUTE]
+    saves = [i for i in intervals if i.kind == CHECKPOINT]
+    if not compute:
         raise FlowrateError("no interval was measured")  # the loop always measures one
-    intervals = [
-        IntervalRecord(
-            index=i.index,
-            kind="compute",
-            first_step=i.first_step,
-            steps=i.steps,
-            samples=i.reading.samples,
-            seconds=i.reading.seconds,
-            samples_per_sec=i.reading.local_samples_per_sec,
-            rate_samples_per_sec=i.reading.rate_samples_per_sec,
-            global_samples_per_sec=i.reading.global_samples_per_sec,
-            elapsed_s=i.reading.elapsed_s,
-        )
-        for i in record.intervals
-    ]
-    last = record.intervals[-1].reading
-    stats = summarize([i.samples_per_sec for i in intervals])
-    flops_per_sample = problem.flops_per_sample(config.settled_mode)
+    last = intervals[-1]
+    stats = summarize([i.samples_per_sec for i in compute])
+    mode = config.settled_mode
+    flops_per_sample = problem.flops_per_sample(mode)
     tokens = problem.tokens_per_sample
     samples_per_sec = last.global_samples_per_sec
-    timed_steps = sum(i.steps for i in intervals)
+    timed_samples = sum(i.samples for i in compute)
+    compute_s = sum(i.seconds for i in compute)
+    checkpoint_s = sum(i.seconds for i in saves)
     summary = RunSummary(
         samples_per_sec=samples_per_sec,
         rate_samples_per_sec=last.rate_samples_per_sec,
@@ -229,16 +385,39 @@ def _assemble(
         p95_samples_per_sec=stats.p95,
         ci95_low_samples_per_sec=stats.ci95_low,
         ci95_high_samples_per_sec=stats.ci95_high,
-        timed_steps=timed_steps,
-        timed_samples=sum(i.samples for i in intervals),
+        timed_steps=sum(i.steps for i in compute),
+        timed_samples=timed_samples,
         timed_duration_s=last.elapsed_s,
-        intervals=len(intervals),
+        intervals=len(compute),
         sample_every_steps=record.sample_every,
         preheat_steps=config.preheat_steps,
         preheat_s=record.preheat_s,
         final_loss=record.losses[-1] if record.losses else None,
+        compute_samples_per_sec=timed_samples / compute_s if compute_s > 0 else None,
+        checkpoints=len(saves),
+        checkpoint_s=checkpoint_s,
+        checkpoint_overhead=checkpoint_s / last.elapsed_s if last.elapsed_s > 0 else 0.0,
     )
-    warnings = measurement_warnings(stats, [i.seconds for i in intervals])
+    flops = flops_report(
+        device_name=measured.device_name,
+        precision=config.precision,
+        samples_per_sec=samples_per_sec,
+        model_flops_per_sample=flops_per_sample,
+        executed_flops_per_sample=measured.executed_flops_per_sample,
+        bytes_per_sample=problem.bytes_per_sample(mode),
+        bandwidth_kind=problem.bandwidth_kind,
+        measured_peak_flops=measured.measured_peak_flops,
+    )
+    warnings = measurement_warnings(stats, [i.seconds for i in compute])
+    warnings += flops_warnings(flops_per_sample, measured.executed_flops_per_sample)
+    if measured.count_warning:
+        warnings.append(measured.count_warning)
+    if saves:
+        warnings.append(
+            f"{len(saves)} checkpoint(s) took {checkpoint_s:.3g} s, {summary.checkpoint_overhead:.1%} of the "
+            f"timed window: GlobalRate {samples_per_sec:.4g} samples/s includes them, compute throughput "
+            f"{summary.compute_samples_per_sec or 0:.4g} samples/s leaves them out"
+        )
     declared = problem.parameter_count()
     if declared != prepared.parameters_built:
         warnings.append(
@@ -252,7 +431,7 @@ def _assemble(
         "parameters": declared,
         "parameters_built": prepared.parameters_built,
         "forward_flops_per_sample": problem.forward_flops_per_sample(),
-        "train_flops_per_sample": problem.train_flops_per_sample(),
+        "train_flops_per_sample": problem.train_flops_per_sample() if Mode.TRAIN in problem.modes else None,
         "model_flops_per_sample": flops_per_sample,
         "tokens_per_sample": tokens,
         "blocks": prepared.block_count,
@@ -268,7 +447,20 @@ def _assemble(
         summary=summary,
         warnings=warnings,
         batch_size_search=prepared.search,
+        flops=dataclasses.asdict(flops),
+        energy=energy_section(measured.energy, timed_samples, timed_samples * flops_per_sample),
+        memory=dataclasses.asdict(measured.memory),
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,
     )
+
+
+def energy_section(reading: EnergyReading, samples: int, model_flops: float) -> dict[str, Any]:
+    """The energy reading with samples/J and FLOP/J over the same window."""
+    joules = reading.joules
+    return {
+        **reading.to_dict(),
+        "samples_per_joule": samples / joules if joules else None,
+        "flops_per_joule": model_flops / joules if joules and model_flops else None,
+    }

@@ -172,7 +172,8 @@ def test_batch_size_auto_halves_until_it_fits(run_cli, flaky: str) -> None:  # t
 
 
 def test_non_finite_loss_stops_and_names_the_step(run_cli, flaky: str) -> None:  # type: ignore[no-untyped-def]
-    # preheat 2 steps (calls 1-2), then timed steps 0.. are calls 3..; NaN from call 7 = timed step 4
+    # call 1 counts executed FLOPs, preheat is calls 2-3, timed steps 0.. are calls 4..;
+    # NaN from call 7 = timed step 3
     out = run_cli(
         "run",
         "--problem",
@@ -184,7 +185,7 @@ def test_non_finite_loss_stops_and_names_the_step(run_cli, flaky: str) -> None: 
         "--sample-every",
         "2",
     )
-    assert_one_line_error(out, FAILED, "timed step 4", "loss became nan")
+    assert_one_line_error(out, FAILED, "timed step 3", "loss became nan")
 
 
 def test_real_entry_point_has_no_traceback(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ def test_expected_keys_present() -> None:
         "hostname",
         "env_vars",
         "collected_at",
+        "process_id",
     }
     assert record["command_line"] == ["flowrate", "run", "--json"]
     assert set(record["flowrate"]) == {"version", "commit", "dirty"}

@@ -96,3 +96,53 @@ def test_non_finite_loss_in_preheat() -> None:
     dev = FakeDevice(step_s=0.01, losses=[1.0, float("inf")])
     with pytest.raises(NonFiniteLoss, match="preheat step 1"):
         timed_loop(dev.step, BATCHES, 1, dev.sync, plan(steps=2), clock=dev.clock)
+
+
+def test_checkpoints_are_intervals_of_their_own_with_exact_accounting() -> None:
+    """Steps take 0.1 s and each checkpoint 0.5 s of fake time; every 4 steps, sample every 2."""
+    dev = FakeDevice(step_s=0.1)
+    saved: list[int] = []
+
+    def checkpoint(done: int) -> None:
+        saved.append(done)
+        dev.now += 0.5
+
+    record = timed_loop(
+        dev.step,
+        BATCHES,
+        batch_size=10,
+        sync=dev.sync,
+        plan=plan(preheat_steps=0, steps=10, sample_every=3, checkpoint_every=4),
+        clock=dev.clock,
+        checkpoint=checkpoint,
+    )
+    # sample points fall on checkpoint boundaries; no checkpoint after the last step
+    assert saved == [4, 8]
+    layout = [(i.kind, i.first_step, i.steps, i.after_checkpoint) for i in record.intervals]
+    assert layout == [
+        ("compute", 0, 3, False),
+        ("compute", 3, 1, False),
+        ("checkpoint", 4, 0, False),
+        ("compute", 4, 3, True),
+        ("compute", 7, 1, False),
+        ("checkpoint", 8, 0, False),
+        ("compute", 8, 2, True),
+    ]
+    saves = [i for i in record.intervals if i.kind == "checkpoint"]
+    assert [i.reading.seconds for i in saves] == pytest.approx([0.5, 0.5])
+    assert all(i.reading.samples == 0 and i.reading.local_samples_per_sec == 0 for i in saves)
+    last = record.intervals[-1].reading
+    # GlobalRate as experienced: 100 samples over 1.0 s of steps + 1.0 s of checkpoints
+    assert last.elapsed_s == pytest.approx(2.0)
+    assert last.global_samples_per_sec == pytest.approx(50.0)
+    compute = [i for i in record.intervals if i.kind == "compute"]
+    assert sum(i.reading.samples for i in compute) / sum(i.reading.seconds for i in compute) == pytest.approx(
+        100.0
+    )
+    assert compute[0].loss == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+
+
+def test_a_checkpoint_plan_needs_a_checkpoint_function() -> None:
+    dev = FakeDevice(step_s=0.1)
+    with pytest.raises(ValueError, match="no checkpoint function"):
+        timed_loop(dev.step, BATCHES, 1, dev.sync, plan(steps=2, checkpoint_every=1), clock=dev.clock)

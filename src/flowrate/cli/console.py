@@ -1,5 +1,7 @@
 """The one owner of terminal output: status and tables to stderr, data to stdout.
 
+The live progress display (flowrate/cli/progress.py) draws on this module's stderr console.
+
 Formatting is done by pure functions in flowrate/cli/format.py; this module only prints.
 """
 
@@ -15,6 +17,11 @@ from rich.table import Table
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 # piped output is not cut at 80 columns: tables stay one row per line for grep and files
 _out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+def stderr_console() -> Console:
+    """The stderr console, for live displays (flowrate/cli/progress.py)."""
+    return _err
 
 
 def status(message: str, quiet: bool = False) -> None:

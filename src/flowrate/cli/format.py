@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flowrate.results.schema import Result
@@ -63,24 +63,103 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         ("intervals", _interval_line(result)),
         ("spread", _spread_line(result)),
         (
-            "model FLOP/s",
-            f"{si(s.model_flops_per_sec, 'FLOP/s')}  ({si(p['model_flops_per_sample'], 'FLOP')} per sample)",
-        ),
-        (
             "timed",
             f"{s.timed_steps} steps, {s.timed_samples} samples in {s.timed_duration_s:.2f} s "
             f"(sample point every {s.sample_every_steps} steps)",
         ),
         ("preheat", f"{s.preheat_steps} steps in {s.preheat_s:.2f} s (not timed)"),
     ]
+    rows += _hardware_rows(result)
+    if s.checkpoints:
+        rows.append(
+            (
+                "checkpoints",
+                f"{s.checkpoints} in {s.checkpoint_s:.2f} s ({s.checkpoint_overhead:.1%} overhead); "
+                f"compute throughput {rate(s.compute_samples_per_sec)} samples/s without them",
+            )
+        )
     if s.final_loss is not None:
         rows.append(("final loss", f"{s.final_loss:.4f}"))
+    if result.repeat:
+        rows.append(("repeats", _repeat_line(result.repeat)))
     if result.batch_size_search:
         tried = ", ".join(
             f"{a['batch_size']} {'fits' if a['fits'] else 'OOM'}" for a in result.batch_size_search
         )
         rows.append(("batch search", tried))
     return rows
+
+
+def _hardware_rows(result: Result) -> list[tuple[str, str]]:
+    """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
+    f, e, m = result.flops, result.energy, result.memory
+    rows: list[tuple[str, str]] = []
+    if f.get("model_flops_per_sample"):
+        executed = f.get("executed_flops_per_sample")
+        hardware = f.get("hardware_flops_per_sec")
+        rows.append(
+            (
+                "FLOP/s",
+                f"model {si(f['model_flops_per_sec'], 'FLOP/s')} ({si(f['model_flops_per_sample'], 'FLOP')}"
+                f"/sample)  hardware {si(hardware, 'FLOP/s') if hardware else '—'}"
+                + (f" ({si(executed, 'FLOP')}/sample counted)" if executed else ""),
+            )
+        )
+        rows.append(("MFU", _mfu_line(f)))
+    if f.get("bytes_per_sec"):
+        fraction = f.get("bandwidth_fraction")
+        peak = f.get("peak_bandwidth")
+        of_peak = f"  {fraction:.1%} of {si(peak, 'B/s')} datasheet" if fraction and peak else ""
+        rows.append(("bandwidth", f"{si(f['bytes_per_sec'], 'B/s')}{of_peak}"))
+    if e:
+        rows.append(("energy", _energy_line(e)))
+    if m:
+        rows.append(("memory", _memory_line(m)))
+    return rows
+
+
+def _mfu_line(f: dict[str, Any]) -> str:
+    if f.get("mfu") is None:
+        return f"— ({f.get('reason')})"
+    line = f"{f['mfu']:.1%} of {si(f['peak_flops'], 'FLOP/s')} dense datasheet peak"
+    if f.get("hfu") is not None:
+        line += f"  (HFU {f['hfu']:.1%})"
+    if f.get("mfu_of_measured_peak") is not None:
+        line += f"; {f['mfu_of_measured_peak']:.1%} of {si(f['measured_peak_flops'], 'FLOP/s')} measured GEMM"
+    return line
+
+
+def _energy_line(e: dict[str, Any]) -> str:
+    if e.get("joules") is None:
+        return f"— ({e.get('reason')})"
+    line = (
+        f"{si(e['joules'], 'J')} over {e['seconds']:.2f} s, {si(e['average_watts'] or 0, 'W')} average, "
+        f"{rate(e.get('samples_per_joule'))} samples/J"
+    )
+    if e.get("flops_per_joule"):
+        line += f", {si(e['flops_per_joule'], 'FLOP/J')}"
+    return f"{line}  [{e['method']}: {', '.join(e['domains'])}]"
+
+
+def _memory_line(m: dict[str, Any]) -> str:
+    parts = []
+    if m.get("device_peak_allocated_bytes") is not None:
+        parts.append(
+            f"device peak {si(m['device_peak_allocated_bytes'], 'B')} allocated, "
+            f"{si(m['device_peak_reserved_bytes'], 'B')} reserved"
+        )
+    if m.get("process_peak_rss_bytes") is not None:
+        scope = "" if m.get("rss_scope") == "run" else " (since the process started)"
+        parts.append(f"process peak RSS {si(m['process_peak_rss_bytes'], 'B')}{scope}")
+    return "; ".join(parts) or "—"
+
+
+def _repeat_line(r: dict[str, Any]) -> str:
+    line = f"{r['n']} fresh processes: median of run medians {rate(r['median_samples_per_sec'])} samples/s"
+    if r.get("ci95_low_samples_per_sec") is not None:
+        half = (r["ci95_high_samples_per_sec"] - r["ci95_low_samples_per_sec"]) / 2
+        line += f", mean {rate(r['mean_samples_per_sec'])} ± {rate(half)} (95% CI)"
+    return line + f", across-run CV {r['cv']:.1%}" + (" (runs disagree)" if r.get("disagree") else "")
 
 
 def _blocks(count: int | None) -> str:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import MISSING, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
+
+if TYPE_CHECKING:
+    from flowrate.results.schema import Result
 
 _DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
 _SHAPE_OPTIONS = ("seq_len", "image_size", "layers", "heads", "hidden", "vocab_size")
@@ -114,6 +117,18 @@ _RUN_OPTIONS = [
     ),
     click.option("--smoothing", type=float, help="Rate's smoothing factor α." + _default("smoothing")),
     click.option(
+        "--checkpoint-every",
+        type=int,
+        help="Save model and optimizer state every N timed steps (needs --checkpoint-dir); "
+        "checkpoint time is reported apart.",
+    ),
+    click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Where checkpoints go."),
+    click.option(
+        "--measure-peak",
+        is_flag=True,
+        help="First time a large GEMM at this precision: MFU is also given against that measured peak.",
+    ),
+    click.option(
         "-O",
         "--option",
         "extra_options",
@@ -133,15 +148,35 @@ def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("run")
 @run_options
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    help="Run the benchmark N times, each in a fresh process, and combine them. [default: 1]",
+)
+@click.option(
+    "--tensorboard",
+    type=click.Path(file_okay=False),
+    help="Write TensorBoard event files (Rate, GlobalRate, loss, MFU, power, memory) to this folder.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
-@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (warnings still show).")
-def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | None, **flags: Any) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No summary or progress on stderr (warnings still show).")
+def command(
+    repeat: int,
+    tensorboard: str | None,
+    as_json: bool,
+    out: str | None,
+    quiet: bool,
+    sample_shape: int | None,
+    **flags: Any,
+) -> None:
     """Benchmark one problem: train or infer, timed with Rate and GlobalRate."""
     import sys
 
     from flowrate.cli import console
     from flowrate.cli.format import count, summary_rows
+    from flowrate.cli.progress import LiveProgress
     from flowrate.errors import ConfigError
     from flowrate.problems.registry import get_problem
     from flowrate.runner import run_config
@@ -163,7 +198,11 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
         f"then timing at least {target}",
         quiet,
     )
-    result = run_config(config, problem, argv=sys.argv)
+    if repeat > 1:
+        result = _run_repeated(config, repeat, tensorboard, quiet)
+    else:
+        with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
+            result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
     if out:
         result.save(out)
         console.status(f"result written to {out}", quiet)
@@ -173,6 +212,25 @@ def command(as_json: bool, out: str | None, quiet: bool, sample_shape: int | Non
         console.warn(warning)
     if as_json:
         console.data(result.to_json())
+
+
+def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet: bool) -> Result:
+    import sys
+
+    from flowrate.cli import console
+    from flowrate.cli.format import rate
+    from flowrate.repeat import run_repeated
+
+    def report(index: int, result: Result) -> None:
+        s = result.summary
+        console.status(
+            f"run {index + 1}/{repeat}: median {rate(s.median_samples_per_sec)} samples/s, "
+            f"GlobalRate {rate(s.samples_per_sec)}",
+            quiet,
+        )
+
+    console.status(f"{repeat} runs, each in a fresh process", quiet)
+    return run_repeated(config, repeat, argv=sys.argv, tensorboard=tensorboard, on_run=report)
 
 
 # RunConfig fields whose flag is not simply the field's name with dashes

@@ -32,16 +32,27 @@ class LoopPlan:
     sample_every: int | None  # None: chosen from the preheat's step time
     target_interval_s: float
     smoothing: float
+    # Save a checkpoint after every this many timed steps (None: never). Sample points fall on
+    # checkpoint boundaries so checkpoint time is an interval of its own.
+    checkpoint_every: int | None = None
+
+
+COMPUTE = "compute"
+CHECKPOINT = "checkpoint"
 
 
 @dataclass(frozen=True)
 class Interval:
-    """One stretch between sample points."""
+    """One stretch between sample points: steps computed, or a checkpoint written (0 samples)."""
 
     index: int
-    first_step: int  # index of its first timed step
+    first_step: int  # index of its first timed step (for a checkpoint: the step after it)
     steps: int
     reading: RateReading
+    kind: str = COMPUTE
+    # The first compute interval after a checkpoint, where asynchronous execution can make Rate spike.
+    after_checkpoint: bool = False
+    loss: float | None = None  # mean loss of the interval's steps
 
 
 @dataclass(frozen=True)
@@ -95,8 +106,17 @@ def timed_loop(
     plan: LoopPlan,
     clock: Callable[[], float] = time.perf_counter,
     on_interval: Callable[[Interval], None] | None = None,
+    on_start: Callable[[], None] | None = None,
+    checkpoint: Callable[[int], None] | None = None,
 ) -> LoopRecord:
-    """Preheat, start the clock with the device idle, and step until the plan is met."""
+    """Preheat, start the clock with the device idle, and step until the plan is met.
+
+    ``on_start`` runs right after the clock starts (energy meters read their counters there);
+    ``checkpoint(steps_done)`` saves state every ``plan.checkpoint_every`` steps, timed as an
+    interval of its own.
+    """
+    if plan.checkpoint_every is not None and checkpoint is None:
+        raise ValueError("plan.checkpoint_every is set but no checkpoint function was given")
     preheat_s, step_s = preheat(step, batches, plan.preheat_steps, sync, clock)
     every = choose_sample_every(plan, step_s)
     tracker = RateTracker(plan.smoothing, clock)
@@ -104,10 +124,13 @@ def timed_loop(
     losses: list[float] = []
     n_batches = len(batches)
     done = 0
+    after_checkpoint = False
     sync()
     tracker.start()
+    if on_start is not None:
+        on_start()
     while True:
-        count = every if plan.steps is None else min(every, plan.steps - done)
+        count = _steps_to_next_point(plan, every, done)
         pending = [step(batches[i % n_batches]) for i in range(done, done + count)]
         sync()
         tracker.add(count * batch_size)
@@ -115,17 +138,46 @@ def timed_loop(
         values = torch.stack(pending).float().tolist()
         _check_finite(values, first_step=done)
         losses.extend(values)
-        interval = Interval(index=len(intervals), first_step=done, steps=count, reading=reading)
+        interval = Interval(
+            index=len(intervals),
+            first_step=done,
+            steps=count,
+            reading=reading,
+            after_checkpoint=after_checkpoint,
+            loss=statistics.fmean(values),
+        )
         intervals.append(interval)
         done += count
+        after_checkpoint = False
         if on_interval is not None:
             on_interval(interval)
-        if plan.steps is not None:
-            if done >= plan.steps:
-                break
-        elif done >= plan.min_steps and reading.elapsed_s >= plan.duration_s:
+        if _finished(plan, done, reading.elapsed_s):
             break
+        if checkpoint is not None and plan.checkpoint_every and done % plan.checkpoint_every == 0:
+            checkpoint(done)
+            sync()
+            saved = Interval(
+                index=len(intervals), first_step=done, steps=0, reading=tracker.read(), kind=CHECKPOINT
+            )
+            intervals.append(saved)
+            after_checkpoint = True
+            if on_interval is not None:
+                on_interval(saved)
     return LoopRecord(intervals, losses, preheat_s, step_s, every)
+
+
+def _steps_to_next_point(plan: LoopPlan, every: int, done: int) -> int:
+    """Steps until the next sample point: ``every``, cut short by the plan's end or a checkpoint."""
+    count = every if plan.steps is None else min(every, plan.steps - done)
+    if plan.checkpoint_every:
+        count = min(count, plan.checkpoint_every - done % plan.checkpoint_every)
+    return count
+
+
+def _finished(plan: LoopPlan, done: int, elapsed_s: float) -> bool:
+    if plan.steps is not None:
+        return done >= plan.steps
+    return done >= plan.min_steps and elapsed_s >= plan.duration_s
 
 
 def _check_finite(values: list[float], first_step: int, preheat: bool = False) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from flowrate.config import Mode
+from flowrate.config import Mode, Precision
 from flowrate.errors import FlowrateError
 
 # A batch is a tuple of tensors on the device: inputs first, then targets.
@@ -35,6 +35,9 @@ class Problem(abc.ABC):
     modes: tuple[Mode, ...] = (Mode.TRAIN, Mode.INFER)
     #: Mode used when the user gives none.
     default_mode: Mode = Mode.TRAIN
+    #: The link whose datasheet bandwidth bytes_per_sample is compared with: "memory" (device
+    #: memory) or "host_link" (host<->device, per direction).
+    bandwidth_kind: str = "memory"
 
     @abc.abstractmethod
     def build_model(self) -> nn.Module:
@@ -89,6 +92,11 @@ class Problem(abc.ABC):
                 "Problem.blocks(model) to return its blocks in execution order"
             )
         return list(blocks)
+
+    def set_precision(self, precision: Precision) -> None:
+        """Called before the model is built. Models ignore it (autocast and the executor apply the
+        precision); kernel problems make their operands in the precision's dtype."""
+        return None
 
     def bytes_per_sample(self, mode: Mode) -> int | None:
         """Bytes moved per sample by memory-bound kernels (bytes/s is reported); None otherwise."""

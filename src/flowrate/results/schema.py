@@ -17,7 +17,10 @@ from flowrate.errors import FlowrateError
 
 # History of the result format (bump on any change a reader must know about):
 #   1 (flowrate 0.1.0): config, problem, environment, raw intervals, per-step losses, summary.
-SCHEMA_VERSION = 1
+#   2: checkpoint intervals and per-interval loss, MFU, power and memory; flops, energy, memory,
+#      repeat and fidelity sections; checkpoint-aware summary fields. Version 1 records read with
+#      those fields empty.
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class IntervalRecord:
     """The raw measurement between two sample points."""
 
     index: int
-    kind: str  # "compute" (checkpoint intervals will be their own kind)
+    kind: str  # "compute", or "checkpoint" (0 samples: the time a checkpoint took)
     first_step: int
     steps: int
     samples: int
@@ -34,6 +37,13 @@ class IntervalRecord:
     rate_samples_per_sec: float  # Rate (smoothed) at the end of the interval
     global_samples_per_sec: float  # GlobalRate at the end of the interval
     elapsed_s: float  # since the clock started
+    after_checkpoint: bool = False  # the first compute interval after a checkpoint (Rate may spike)
+    loss: float | None = None  # mean loss of the interval's steps
+    model_flops_per_sec: float | None = None  # of this interval
+    mfu: float | None = None  # of this interval, against the datasheet peak
+    power_w: float | None = None  # read at the sample point, where a meter gives one
+    device_memory_allocated_bytes: int | None = None  # at the sample point
+    process_rss_bytes: int | None = None  # at the sample point
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,12 @@ class RunSummary:
     preheat_steps: int
     preheat_s: float
     final_loss: float | None
+    # Checkpoints (--checkpoint-every): samples_per_sec above is GlobalRate as experienced, with
+    # checkpoint time included; compute_samples_per_sec leaves the checkpoint intervals out.
+    compute_samples_per_sec: float | None = None
+    checkpoints: int = 0
+    checkpoint_s: float = 0.0
+    checkpoint_overhead: float = 0.0  # checkpoint seconds / timed seconds
 
 
 @dataclass(frozen=True)
@@ -77,6 +93,16 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     # attempts of --batch-size auto, largest first: [{"batch_size": 256, "fits": false}, …]
     batch_size_search: list[dict[str, Any]] = field(default_factory=list)
+    # FlopsReport: model and executed FLOPs, FLOP/s, MFU against the datasheet peak, bandwidth
+    flops: dict[str, Any] = field(default_factory=dict)
+    # EnergyReading with samples_per_joule and flops_per_joule; joules None with the reason
+    energy: dict[str, Any] = field(default_factory=dict)
+    # MemoryReport: device peak allocated and reserved, process peak RSS
+    memory: dict[str, Any] = field(default_factory=dict)
+    # --repeat N: each run's figures and the across-run statistics (None for a single run)
+    repeat: dict[str, Any] | None = None
+    # `flowrate check`: the loss a learnable task reached and the steps it took (None for runs)
+    fidelity: dict[str, Any] | None = None
     run_id: str = ""
     created_at: str = ""
     flowrate_version: str = ""

@@ -1,0 +1,48 @@
+"""Checkpoints: model and optimizer state written the way a training job writes them.
+
+Saving is part of what a user's job experiences, so flowrate times it as its own interval.
+Files are written to a temporary name and renamed, so an interrupted save never leaves a torn
+checkpoint; loading uses ``weights_only=True`` (no pickled code runs).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from flowrate.errors import FlowrateError
+
+
+def save_checkpoint(
+    directory: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer | None
+) -> Path:
+    """Write ``step-NNNNNNNN.pt`` holding the model's and the optimizer's state dicts."""
+    path = directory / f"step-{step:08d}.pt"
+    tmp = path.with_name(f".{path.name}.tmp")
+    state: dict[str, Any] = {"step": step, "model": model.state_dict()}
+    if optimizer is not None:
+        state["optimizer"] = optimizer.state_dict()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise FlowrateError(f"cannot write checkpoint {path}: {error.strerror or error}") from None
+    return path
+
+
+def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> int:
+    """Restore a checkpoint written by save_checkpoint; return its step."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError) as error:
+        raise FlowrateError(f"cannot read checkpoint {path}: {error}") from None
+    model.load_state_dict(state["model"])
+    if optimizer is not None and "optimizer" in state:
+        optimizer.load_state_dict(state["optimizer"])
+    return int(state["step"])
