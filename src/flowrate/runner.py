@@ -102,8 +102,10 @@ def run_config(
             prepared = _prepare_with_batch_search(config, problem, policy)
             if data == "learnable":
                 prepared.batches = LearnableStream(problem, prepared.batch_size, device, config.seed)
-            with _oom_says_what_to_lower(prepared.batch_size, device):
-                executed, count_warning = _count_executed_flops(prepared, device)
+            executed, count_warning = None, None
+            if data == "synthetic":  # a check's curve must start from the untrained model
+                with _oom_says_what_to_lower(prepared.batch_size, device):
+                    executed, count_warning = _count_executed_flops(prepared, device)
             peak = peak_for(name, config.precision)
             recorder = _IntervalRecorder(
                 problem.flops_per_sample(config.settled_mode), peak.flops, device, listeners
@@ -300,11 +302,22 @@ class _Measurements:
     count_warning: str | None
 
 
+# Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.
+MEASURED_PEAK_SIDE = {"cuda": 8192, "cpu": 2048}
+
+
 def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
-    """FLOP/s of a large GEMM at the run's precision on the run's device, through PyTorch."""
-    size = "large" if device.type == "cuda" else "default"
+    """FLOP/s of a large square GEMM at the run's precision on the run's device, through PyTorch."""
+    side = MEASURED_PEAK_SIDE.get(device.type, 2048)
     gemm = RunConfig(
-        problem="gemm", size=size, precision=config.precision, device=config.device, duration_s=2.0
+        problem="gemm",
+        problem_options={"m": side, "n": side, "k": side},
+        precision=config.precision,
+        device=str(device),
+        threads=config.threads,
+        preheat_steps=2,
+        min_steps=3,
+        duration_s=1.0,
     )
     return run_config(gemm).summary.model_flops_per_sec
 

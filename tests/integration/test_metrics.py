@@ -160,3 +160,39 @@ def test_a_version_1_result_still_reads(tmp_path: Path) -> None:
         data["summary"].pop(key)
     old = Result.from_dict(data)
     assert old.flops == {} and old.summary.checkpoints == 0 and old.intervals[0].loss is None
+
+
+def test_measure_peak_reports_mfu_against_a_measured_gemm() -> None:
+    result = flowrate.benchmark("fc_mnist", measure_peak=True, **TINY)
+    f = result.flops
+    assert f["measured_peak_flops"] > 1e9  # any CPU of this decade does a GFLOP/s of fp32 GEMM
+    assert f["mfu_of_measured_peak"] == pytest.approx(f["model_flops_per_sec"] / f["measured_peak_flops"])
+    assert f["mfu"] is None  # the datasheet one stays empty with its reason
+
+
+def test_mfu_end_to_end_with_a_fake_device_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flowrate.cli.format import summary_rows
+    from flowrate.measure.peaks import DevicePeak, registered_peaks
+
+    fake = DevicePeak(
+        name="Fake Accelerator 9000",
+        match=("fake", "accelerator", "9000"),
+        dense_flops={"fp32": 10e12},
+        memory_bandwidth=2e12,
+        host_link_bandwidth=None,
+        source="Fake datasheet, https://example.com/fake.pdf",
+    )
+    monkeypatch.setattr(runner, "device_name", lambda device: "Fake Accelerator 9000")
+    with registered_peaks(fake):
+        result = flowrate.benchmark("transformer", tensorboard=tmp_path / "tb", **TINY)
+    f = result.flops
+    assert f["peak_flops"] == 10e12 and "example.com" in f["peak_source"]
+    assert f["mfu"] == pytest.approx(f["model_flops_per_sec"] / 10e12)
+    assert f["hfu"] == pytest.approx(f["hardware_flops_per_sec"] / 10e12)
+    for interval in result.intervals:
+        assert interval.mfu == pytest.approx(interval.model_flops_per_sec / 10e12)
+    assert [v for _, v in read_events(tmp_path / "tb")["mfu"]] == [
+        float(np.float32(i.mfu)) for i in result.intervals
+    ]
+    rows = dict(summary_rows(result))
+    assert rows["MFU"].startswith(f"{f['mfu']:.1%} of 10 TFLOP/s dense datasheet peak")

@@ -119,14 +119,20 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
 
 
 def _mfu_line(f: dict[str, Any]) -> str:
-    if f.get("mfu") is None:
-        return f"— ({f.get('reason')})"
-    line = f"{f['mfu']:.1%} of {si(f['peak_flops'], 'FLOP/s')} dense datasheet peak"
-    if f.get("hfu") is not None:
-        line += f"  (HFU {f['hfu']:.1%})"
+    parts = []
+    if f.get("mfu") is not None:
+        line = f"{f['mfu']:.1%} of {si(f['peak_flops'], 'FLOP/s')} dense datasheet peak"
+        if f.get("hfu") is not None:
+            line += f"  (HFU {f['hfu']:.1%})"
+        parts.append(line)
+    else:
+        parts.append(f"datasheet — ({f.get('reason')})")
     if f.get("mfu_of_measured_peak") is not None:
-        line += f"; {f['mfu_of_measured_peak']:.1%} of {si(f['measured_peak_flops'], 'FLOP/s')} measured GEMM"
-    return line
+        measured = si(f["measured_peak_flops"], "FLOP/s")
+        parts.append(f"{f['mfu_of_measured_peak']:.1%} of {measured} measured GEMM")
+    elif f.get("mfu") is None:
+        parts.append("--measure-peak gives MFU against a measured GEMM")
+    return "; ".join(parts)
 
 
 def _energy_line(e: dict[str, Any]) -> str:

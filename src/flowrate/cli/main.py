@@ -17,6 +17,7 @@ from flowrate import __version__
 COMMANDS = {
     "run": "flowrate.cli.run:command",
     "list": "flowrate.cli.list_cmd:command",
+    "check": "flowrate.cli.check:command",
 }
 
 EXIT_FAILED = 1

@@ -15,6 +15,7 @@ import click
 from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
 
 if TYPE_CHECKING:
+    from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
 
 _DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
@@ -177,25 +178,15 @@ def command(
     from flowrate.cli import console
     from flowrate.cli.format import count, summary_rows
     from flowrate.cli.progress import LiveProgress
-    from flowrate.errors import ConfigError
-    from flowrate.problems.registry import get_problem
     from flowrate.runner import run_config
 
-    try:
-        config = _make_config(flags, sample_shape)
-        problem = get_problem(config.problem, config.size, config.problem_options)
-        config = config.for_problem(problem.modes, problem.default_mode, problem.name)
-    except ConfigError as mistake:  # name the flag the user typed, not the field behind it
-        raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
-    if out:
-        _check_writable(out)  # fail now, not after a long run
-    target = (
-        f"{config.steps} steps" if config.steps else f"{config.min_steps} steps and {config.duration_s:g} s"
+    config, problem = resolve_run(
+        flags, sample_shape, out, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
     )
     console.status(
         f"flowrate: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
         f"{config.mode} {config.precision.value}: {config.preheat_steps} preheat steps, "
-        f"then timing at least {target}",
+        f"then timing at least {span(config)}",
         quiet,
     )
     if repeat > 1:
@@ -240,6 +231,38 @@ _FLAGS = {
     "learning_rate": "lr",
     "target_interval_s": "target_interval",
 }
+
+
+def resolve_run(
+    flags: dict[str, Any],
+    sample_shape: int | None,
+    out: str | None,
+    settle: Callable[[RunConfig, Problem], RunConfig],
+) -> tuple[RunConfig, Problem]:
+    """The RunConfig and Problem the flags describe, settled for the command, before any work.
+
+    A mistake names the flag the user typed, not the field behind it; an unwritable --out fails
+    now, not after a long run.
+    """
+    from flowrate.errors import ConfigError
+    from flowrate.problems.registry import get_problem
+
+    try:
+        config = _make_config(flags, sample_shape)
+        problem = get_problem(config.problem, config.size, config.problem_options)
+        config = settle(config, problem)
+    except ConfigError as mistake:
+        raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
+    if out:
+        _check_writable(out)
+    return config, problem
+
+
+def span(config: RunConfig) -> str:
+    """How long the plan measures, in words."""
+    return (
+        f"{config.steps} steps" if config.steps else f"{config.min_steps} steps and {config.duration_s:g} s"
+    )
 
 
 def _check_writable(out: str) -> None:

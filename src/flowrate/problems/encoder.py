@@ -22,6 +22,7 @@ from flowrate.problems.transformer import (
     SelfAttention,
     layer_flops_per_token,
     layer_parameters,
+    learnable_tokens,
     synthetic_tokens,
 )
 
@@ -162,11 +163,30 @@ class MaskedLM(Problem):
 
     def make_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
         c = self.config
-        shape = (batch_size, c.seq_len)
-        tokens = synthetic_tokens(shape, c.vocab_size, device, generator)  # (B, T)
+        tokens = synthetic_tokens((batch_size, c.seq_len), c.vocab_size, device, generator)  # (B, T)
+        return self._masked(tokens, generator)
+
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """A bigram-then-copy language over at most 64 tokens, masked as BERT does; loss floor ≈ 0.1.
+
+        Each sequence is a bigram walk followed by a copy of it (see
+        transformer.learnable_tokens), so a masked token is given away by its twin half a
+        sequence away, and failing that (the twin masked or replaced, ≈ 14%) narrowed to its
+        2 possible successors by the token before: the mean loss over the predicted positions
+        can fall to ≈ 0.14·ln 2 ≈ 0.1, from ≈ ln(V) at initialisation.
+        """
+        c = self.config
+        tokens = learnable_tokens(batch_size, c.seq_len, c.vocab_size, device, generator)  # (B, T)
+        return self._masked(tokens, generator)
+
+    def _masked(self, tokens: torch.Tensor, generator: torch.Generator) -> Batch:
+        """BERT's masking of ``tokens`` (B, T): (ids, labels)."""
+        c = self.config
+        shape = tokens.shape
+        device = tokens.device
         masked = torch.rand(shape, device=device, generator=generator) < MASK_FRACTION
         # At least one predicted position per sample, so the mean loss is never 0/0.
-        forced = torch.randint(0, c.seq_len, (batch_size, 1), device=device, generator=generator)
+        forced = torch.randint(0, c.seq_len, (shape[0], 1), device=device, generator=generator)
         masked.scatter_(1, forced, torch.ones_like(forced, dtype=torch.bool))
         labels = torch.where(masked, tokens, IGNORE)  # (B, T)
         choice = torch.rand(shape, device=device, generator=generator)

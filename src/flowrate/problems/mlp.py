@@ -6,6 +6,7 @@ more than arithmetic throughput.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,12 @@ MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
 # Share of MNIST pixels that are "ink" (non-zero); ink intensities are mostly close to 1.
 INK_FRACTION = 0.17
+# The learnable task of `flowrate check`: one fixed MNIST-like prototype image per class, seeded
+# apart from the run's seed so every batch and every run shares them; samples lose each ink
+# pixel with DROPOUT and gain stray ink with STRAY, which leaves the class plain to see.
+PROTOTYPE_SEED = 0x5EED
+DROPOUT = 0.25
+STRAY = 0.05
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,15 @@ class FCNet(nn.Module):
         return x
 
 
+@functools.lru_cache(maxsize=8)
+def _prototypes(device: torch.device) -> torch.Tensor:
+    """(10, 784) raw pixels in [0, 1]: MNIST-like ink patterns, one per class, fixed for good."""
+    generator = torch.Generator().manual_seed(PROTOTYPE_SEED)
+    ink = torch.rand((CLASSES, INPUTS), generator=generator) < INK_FRACTION
+    intensity = 0.5 + 0.5 * torch.rand((CLASSES, INPUTS), generator=generator)
+    return (intensity * ink).to(device)
+
+
 class FCMnist(Problem):
     name = "fc_mnist"
 
@@ -93,6 +109,20 @@ class FCMnist(Problem):
         images = (pixels - MNIST_MEAN) / MNIST_STD  # (B, 784)
         labels = torch.randint(0, CLASSES, (batch_size,), device=device, generator=generator)  # (B,)
         return images, labels
+
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """Class clusters: 10 fixed prototype images plus noise; loss floor ≈ 0 (from ln 10).
+
+        Each image is its class's prototype with 25% of the ink dropped and 5% stray ink added;
+        two prototypes share only ~3% of their pixels as ink, so the classes lie far apart.
+        """
+        shape = (batch_size, INPUTS)
+        labels = torch.randint(0, CLASSES, (batch_size,), device=device, generator=generator)  # (B,)
+        kept = torch.rand(shape, device=device, generator=generator) >= DROPOUT
+        stray = torch.rand(shape, device=device, generator=generator) < STRAY
+        intensity = 0.5 + 0.5 * torch.rand(shape, device=device, generator=generator)
+        pixels = torch.where(stray, intensity, _prototypes(device)[labels] * kept)  # (B, 784)
+        return (pixels - MNIST_MEAN) / MNIST_STD, labels
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         images, labels = batch

@@ -7,6 +7,7 @@ torchvision and NVIDIA's reference use), BatchNorm after every convolution, 1000
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,12 @@ from flowrate.problems.base import Batch, Family, Problem
 EXPANSION = 4  # a bottleneck's output has 4x the channels of its 3x3 convolution
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+# The learnable task of `flowrate check`: one fixed coarse pattern (at most 8 x 8 per channel,
+# upsampled) per class, seeded apart from the run's seed so every batch and every run shares
+# them; samples add SAMPLE_NOISE to the pattern and the fine texture of make_batch.
+PROTOTYPE_SEED = 0x5EED
+PROTOTYPE_SIDE = 8
+SAMPLE_NOISE = 0.5
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,13 @@ class ResNet(nn.Module):
         return x  # (B, classes)
 
 
+@functools.lru_cache(maxsize=8)
+def _prototypes(classes: int, side: int, device: torch.device) -> torch.Tensor:
+    """(classes, 3, side, side) standard-normal patterns, one per class, fixed for good."""
+    generator = torch.Generator().manual_seed(PROTOTYPE_SEED)
+    return torch.randn((classes, 3, side, side), generator=generator).to(device)
+
+
 class ResNet50(Problem):
     name = "resnet50"
 
@@ -176,26 +190,32 @@ class ResNet50(Problem):
     def make_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
         c = self.config
         side = c.image_size
-        # Smooth structure (noise at 1/8 resolution, upsampled) plus fine texture, standardised
-        # per image and channel, mapped to ImageNet's pixel statistics and clipped to [0, 1]:
-        # after the usual normalisation each channel is ≈ N(0, 1), as real inputs are.
+        # Smooth structure (noise at 1/8 resolution, upsampled) plus fine texture (_imagenet_like)
         coarse = torch.randn(
             (batch_size, 3, max(1, side // 8), max(1, side // 8)),
             device=device,
             generator=generator,
         )
         texture = torch.randn((batch_size, 3, side, side), device=device, generator=generator)
-        z = F.interpolate(coarse, size=(side, side), mode="bilinear", align_corners=False)
-        z = z + 0.3 * texture  # (B, 3, H, W)
-        z = (z - z.mean(dim=(2, 3), keepdim=True)) / z.std(dim=(2, 3), keepdim=True, correction=0).clamp_min(
-            1e-6
-        )
-        mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
-        std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
-        pixels = (mean + std * z).clamp(0.0, 1.0)
-        images = (pixels - mean) / std  # (B, 3, H, W)
+        images = _imagenet_like(coarse, texture)  # (B, 3, H, W)
         labels = torch.randint(0, c.classes, (batch_size,), device=device, generator=generator)
         return images, labels
+
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """Class clusters: a fixed coarse pattern per class plus noise; loss floor ≈ 0 (from ln classes).
+
+        The patterns are 3 x 8 x 8 standard normals (192 numbers, ≈ 20 apart between classes);
+        per-sample noise of 0.5 per number and fine texture leave every class distinct. The
+        images then get make_batch's standardisation, so their statistics are ImageNet's.
+        """
+        c = self.config
+        side = c.image_size
+        coarse_side = min(side, PROTOTYPE_SIDE)
+        labels = torch.randint(0, c.classes, (batch_size,), device=device, generator=generator)  # (B,)
+        noise = torch.randn((batch_size, 3, coarse_side, coarse_side), device=device, generator=generator)
+        coarse = _prototypes(c.classes, coarse_side, device)[labels] + SAMPLE_NOISE * noise
+        texture = torch.randn((batch_size, 3, side, side), device=device, generator=generator)
+        return _imagenet_like(coarse, texture), labels  # images (B, 3, H, W), labels (B,)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         images, labels = batch
@@ -247,3 +267,19 @@ FAMILIES: tuple[Family, ...] = (
         sample_shape_option="image_size",
     ),
 )
+
+
+def _imagenet_like(coarse: torch.Tensor, texture: torch.Tensor) -> torch.Tensor:
+    """Normalised images from a coarse pattern (B, 3, h, w) and fine texture (B, 3, H, W).
+
+    The upsampled pattern plus texture is standardised per image and channel, mapped to
+    ImageNet's pixel statistics and clipped to [0, 1]; after the usual normalisation each channel
+    is ≈ N(0, 1), as real inputs are.
+    """
+    side = texture.shape[-1]
+    z = F.interpolate(coarse, size=(side, side), mode="bilinear", align_corners=False) + 0.3 * texture
+    z = (z - z.mean(dim=(2, 3), keepdim=True)) / z.std(dim=(2, 3), keepdim=True, correction=0).clamp_min(1e-6)
+    mean = torch.tensor(IMAGENET_MEAN, device=texture.device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=texture.device).view(1, 3, 1, 1)
+    pixels = (mean + std * z).clamp(0.0, 1.0)
+    return (pixels - mean) / std

@@ -7,6 +7,7 @@ token embedding (Radford et al. 2019; sizes from Brown et al. 2020, table 2.1).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,47 @@ def synthetic_tokens(
     uniform = torch.randint(0, vocab_size, shape, device=device, generator=generator)
     pick_zipf = torch.rand(shape, device=device, generator=generator) < 0.5
     return torch.where(pick_zipf, zipf, uniform).clamp_(0, vocab_size - 1)
+
+
+# The learnable language of `flowrate check` (see learnable_tokens).
+# Tokens it uses: the first LEARNABLE_VOCAB ids (all of them for smaller vocabularies), few
+# enough that a small model sees every token's successors many times within a few hundred steps.
+LEARNABLE_VOCAB = 64
+# Successors each token may have: the n-gram half's loss floor is ln(LEARNABLE_BRANCHING).
+LEARNABLE_BRANCHING = 2
+# Seed of the fixed transition table: apart from the run's seed, so every batch and every run
+# speaks the same language.
+LEARNABLE_TABLE_SEED = 0x5EED
+
+
+@functools.lru_cache(maxsize=8)
+def _successor_table(vocab: int, branching: int, device: torch.device) -> torch.Tensor:
+    """(vocab, branching): the distinct tokens that may follow each token, fixed for good."""
+    generator = torch.Generator().manual_seed(LEARNABLE_TABLE_SEED)
+    order = torch.rand((vocab, vocab), generator=generator).argsort(dim=1)  # a permutation per row
+    return order[:, :branching].to(device)
+
+
+def learnable_tokens(
+    batch_size: int, length: int, vocab_size: int, device: torch.device, generator: torch.Generator
+) -> torch.Tensor:
+    """(B, length) token ids of a language a model can learn: an n-gram half, then a copy.
+
+    The first ⌈length/2⌉ tokens are a walk through a fixed bigram table (each token is followed
+    by one of LEARNABLE_BRANCHING fixed successors, uniformly), so a token is predictable from
+    the one before up to ln(LEARNABLE_BRANCHING) nats. The last ⌊length/2⌋ tokens repeat the
+    first ones, so they are predictable exactly by attending ⌈length/2⌉ positions back.
+    """
+    vocab = min(vocab_size, LEARNABLE_VOCAB)
+    branching = min(LEARNABLE_BRANCHING, vocab)
+    table = _successor_table(vocab, branching, device)
+    walk = length - length // 2
+    choices = torch.randint(0, branching, (batch_size, walk), device=device, generator=generator)
+    tokens = torch.empty((batch_size, walk), dtype=torch.long, device=device)
+    tokens[:, 0] = torch.randint(0, vocab, (batch_size,), device=device, generator=generator)
+    for t in range(1, walk):  # a Markov chain is sequential; one gather per position
+        tokens[:, t] = table[tokens[:, t - 1], choices[:, t]]
+    return torch.cat([tokens, tokens[:, : length // 2]], dim=1)
 
 
 class SelfAttention(nn.Module):
@@ -200,6 +242,20 @@ class TransformerLM(Problem):
     def make_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
         c = self.config
         tokens = synthetic_tokens((batch_size, c.seq_len + 1), c.vocab_size, device, generator)
+        return tokens[:, :-1], tokens[:, 1:]  # inputs (B, T), next-token targets (B, T)
+
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """A bigram-then-copy language over at most 64 tokens; loss floor ≈ ln(2)/2 ≈ 0.35.
+
+        The first ⌈(T+1)/2⌉ - 1 targets follow a fixed bigram table with 2 successors per token
+        (ln 2 nats each); the other targets repeat earlier tokens (0 nats once the model copies),
+        so the mean over all T positions can reach ln(2)·(⌈(T+1)/2⌉ - 1)/T ≈ 0.35, from ≈ ln(V)
+        at initialisation. A model that has learnt the bigrams but not yet to copy sits near
+        ln(2) ≈ 0.69: the debug size at batch 16 and lr 1e-3 is there by ~300 steps and, as it
+        learns to copy, at ≈ 0.4 by 1000.
+        """
+        c = self.config
+        tokens = learnable_tokens(batch_size, c.seq_len + 1, c.vocab_size, device, generator)
         return tokens[:, :-1], tokens[:, 1:]  # inputs (B, T), next-token targets (B, T)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
