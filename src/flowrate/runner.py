@@ -107,11 +107,10 @@ def run_config(
                 with _oom_says_what_to_lower(prepared.batch_size, device):
                     executed, count_warning = _count_executed_flops(prepared, device)
             peak = peak_for(name, config.precision)
-            recorder = _IntervalRecorder(
-                problem.flops_per_sample(config.settled_mode), peak.flops, device, listeners
-            )
             meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=clock)))
-            recorder.meter = meter
+            recorder = _IntervalRecorder(
+                problem.flops_per_sample(config.settled_mode), peak.flops, device, meter, listeners
+            )
             rss_reset = reset_peaks(device)
             with _oom_says_what_to_lower(prepared.batch_size, device):
                 record = timed_loop(
@@ -254,13 +253,14 @@ class _IntervalRecorder:
         flops_per_sample: int,
         peak_flops: float | None,
         device: torch.device,
+        meter: EnergyMeter,
         listeners: list[Callable[[IntervalRecord], None]],
     ) -> None:
         self.flops_per_sample = flops_per_sample
         self.peak_flops = peak_flops
         self.device = device
+        self.meter = meter
         self.listeners = listeners
-        self.meter: EnergyMeter | None = None
         self.records: list[IntervalRecord] = []
 
     def __call__(self, interval: Interval) -> None:
@@ -282,7 +282,7 @@ class _IntervalRecorder:
             loss=interval.loss,
             model_flops_per_sec=model_rate,
             mfu=model_rate / self.peak_flops if self.peak_flops and self.flops_per_sample else None,
-            power_w=self.meter.power_watts() if self.meter is not None else None,
+            power_w=self.meter.power_watts(),
             device_memory_allocated_bytes=allocated,
             process_rss_bytes=rss,
         )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.run import resolve_run, run_options, span
+from flowrate.cli.run import report, resolve_run, run_options, span
 
 if TYPE_CHECKING:
     from flowrate.results.schema import Result
@@ -69,15 +69,7 @@ def command(
         quiet,
     )
     result = run_check(config, problem, target_loss=target_loss, argv=sys.argv)
-    if out:
-        result.save(out)
-        console.status(f"result written to {out}", quiet)
-    if not quiet:
-        console.key_value_table(f"flowrate check {result.run_id}", fidelity_rows(result))
-    for warning in result.warnings:
-        console.warn(warning)
-    if as_json:
-        console.data(result.to_json())
+    report(result, f"flowrate check {result.run_id}", fidelity_rows(result), out, quiet, as_json)
     fidelity = result.fidelity or {}
     if not fidelity.get("fell"):
         raise FlowrateError(

@@ -194,11 +194,20 @@ def command(
     else:
         with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
             result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
+    report(result, f"flowrate run {result.run_id}", summary_rows(result), out, quiet, as_json)
+
+
+def report(
+    result: Result, title: str, rows: list[tuple[str, str]], out: str | None, quiet: bool, as_json: bool
+) -> None:
+    """Save, show and print a finished result: the file first, so nothing measured is lost."""
+    from flowrate.cli import console
+
     if out:
         result.save(out)
         console.status(f"result written to {out}", quiet)
     if not quiet:
-        console.key_value_table(f"flowrate run {result.run_id}", summary_rows(result))
+        console.key_value_table(title, rows)
     for warning in result.warnings:
         console.warn(warning)
     if as_json:
