@@ -29,7 +29,7 @@ from flowrate.measure.energy import EnergyMeter, EnergyReading, open_energy_mete
 from flowrate.measure.flops import count_step_flops, flops_report, flops_warnings
 from flowrate.measure.loop import CHECKPOINT, COMPUTE, Interval, LoopPlan, LoopRecord, timed_loop
 from flowrate.measure.memory import MemoryReport, current_bytes, read_peaks, reset_peaks
-from flowrate.measure.peaks import peak_for
+from flowrate.measure.peaks import PeakLookup, peak_for
 from flowrate.measure.stats import measurement_warnings, summarize
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.registry import get_problem
@@ -99,9 +99,7 @@ def run_config(
             listeners.append(stack.enter_context(TensorBoardWriter(tensorboard)).write)
         with matmul_settings(config.precision), _threads(config.threads):
             measured_peak = measured_gemm_peak(config, device) if config.measure_peak else None
-            prepared = _prepare_with_batch_search(config, problem, policy)
-            if data == "learnable":
-                prepared.batches = LearnableStream(problem, prepared.batch_size, device, config.seed)
+            prepared = _prepare_with_batch_search(config, problem, policy, data)
             executed, count_warning = None, None
             if data == "synthetic":  # a check's curve must start from the untrained model
                 with _oom_says_what_to_lower(prepared.batch_size, device):
@@ -128,7 +126,7 @@ def run_config(
             memory = read_peaks(device, rss_reset)
         environment = collect_environment(device, argv)
     measurements = _Measurements(
-        recorder.records, executed, measured_peak, energy, memory, name, count_warning
+        recorder.records, executed, measured_peak, energy, memory, peak, count_warning, data == "synthetic"
     )
     return _assemble(config, problem, prepared, record, measurements, environment)
 
@@ -143,17 +141,19 @@ class _Prepared:
     block_count: int | None  # None: the problem declares no blocks (fine for resident runs)
 
 
-def _prepare_with_batch_search(config: RunConfig, problem: Problem, policy: PrecisionPolicy) -> _Prepared:
+def _prepare_with_batch_search(
+    config: RunConfig, problem: Problem, policy: PrecisionPolicy, data: str
+) -> _Prepared:
     """Build model, executor and batches; with batch size "auto", halve until one step fits."""
     if config.batch_size != AUTO:
         batch_size = int(config.batch_size or problem.default_batch_size)
         with _oom_says_what_to_lower(batch_size, policy.device):
-            return _prepare(config, problem, policy, batch_size, trial_step=False)
+            return _prepare(config, problem, policy, batch_size, data, trial_step=False)
     search: list[dict[str, Any]] = []
     batch_size = config.max_batch_size
     while batch_size >= 1:
         try:
-            prepared = _prepare(config, problem, policy, batch_size, trial_step=True)
+            prepared = _prepare(config, problem, policy, batch_size, data, trial_step=True)
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
@@ -171,7 +171,12 @@ def _prepare_with_batch_search(config: RunConfig, problem: Problem, policy: Prec
 
 
 def _prepare(
-    config: RunConfig, problem: Problem, policy: PrecisionPolicy, batch_size: int, trial_step: bool
+    config: RunConfig,
+    problem: Problem,
+    policy: PrecisionPolicy,
+    batch_size: int,
+    data: str,
+    trial_step: bool,
 ) -> _Prepared:
     device = policy.device
     torch.manual_seed(config.seed)
@@ -183,7 +188,11 @@ def _prepare(
         problem, model, policy, config.settled_mode, config.optimizer, config.learning_rate
     )
     generator = torch.Generator(device=device).manual_seed(config.seed)
-    batches = [problem.make_batch(batch_size, device, generator) for _ in range(BATCH_POOL)]
+    batches: Sequence[Batch]
+    if data == "learnable":
+        batches = LearnableStream(problem, batch_size, device, generator)
+    else:
+        batches = [problem.make_batch(batch_size, device, generator) for _ in range(BATCH_POOL)]
     if trial_step:
         executor.step(batches[0])
         synchronizer(device)()
@@ -193,11 +202,13 @@ def _prepare(
 class LearnableStream(Sequence[Batch]):
     """An endless sequence of fresh learnable batches: item i is made when step i asks for it."""
 
-    def __init__(self, problem: Problem, batch_size: int, device: torch.device, seed: int) -> None:
+    def __init__(
+        self, problem: Problem, batch_size: int, device: torch.device, generator: torch.Generator
+    ) -> None:
         self.problem = problem
         self.batch_size = batch_size
         self.device = device
-        self.generator = torch.Generator(device=device).manual_seed(seed + 1)
+        self.generator = generator
 
     def __len__(self) -> int:
         return 2**62  # the loop indexes i % len: every step gets a new batch
@@ -298,8 +309,9 @@ class _Measurements:
     measured_peak_flops: float | None
     energy: EnergyReading
     memory: MemoryReport
-    device_name: str
+    peak: PeakLookup
     count_warning: str | None
+    is_benchmark: bool  # False for a check, whose data is made inside the loop: no timing advice
 
 
 # Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.
@@ -412,8 +424,7 @@ def _assemble(
         checkpoint_overhead=checkpoint_s / last.elapsed_s if last.elapsed_s > 0 else 0.0,
     )
     flops = flops_report(
-        device_name=measured.device_name,
-        precision=config.precision,
+        peak=measured.peak,
         samples_per_sec=samples_per_sec,
         model_flops_per_sample=flops_per_sample,
         executed_flops_per_sample=measured.executed_flops_per_sample,
@@ -421,7 +432,7 @@ def _assemble(
         bandwidth_kind=problem.bandwidth_kind,
         measured_peak_flops=measured.measured_peak_flops,
     )
-    warnings = measurement_warnings(stats, [i.seconds for i in compute])
+    warnings = measurement_warnings(stats, [i.seconds for i in compute]) if measured.is_benchmark else []
     warnings += flops_warnings(flops_per_sample, measured.executed_flops_per_sample)
     if measured.count_warning:
         warnings.append(measured.count_warning)

@@ -5,7 +5,7 @@ import torch
 
 from flowrate.config import Mode
 from flowrate.measure.flops import count_step_flops, flops_report, flops_warnings
-from flowrate.measure.peaks import DevicePeak, registered_peaks
+from flowrate.measure.peaks import DevicePeak, peak_for, registered_peaks
 from flowrate.problems.registry import get_problem
 
 FAKE = DevicePeak(
@@ -21,8 +21,7 @@ FAKE = DevicePeak(
 def test_mfu_and_hfu_against_the_table_are_exact() -> None:
     with registered_peaks(FAKE):
         report = flops_report(
-            device_name="Fake Accelerator 9000",
-            precision="pure-bf16",
+            peak=peak_for("Fake Accelerator 9000", "pure-bf16"),
             samples_per_sec=500.0,
             model_flops_per_sample=60_000_000_000,
             executed_flops_per_sample=64_000_000_000.0,
@@ -39,8 +38,7 @@ def test_mfu_and_hfu_against_the_table_are_exact() -> None:
 def test_mfu_against_a_measured_peak_sits_beside_the_datasheet_one() -> None:
     with registered_peaks(FAKE):
         report = flops_report(
-            device_name="Fake Accelerator 9000",
-            precision="fp32",
+            peak=peak_for("Fake Accelerator 9000", "fp32"),
             samples_per_sec=2.0,
             model_flops_per_sample=1_000_000_000_000,
             executed_flops_per_sample=None,
@@ -53,8 +51,7 @@ def test_mfu_against_a_measured_peak_sits_beside_the_datasheet_one() -> None:
 
 def test_unknown_device_leaves_mfu_empty_with_the_reason() -> None:
     report = flops_report(
-        device_name="Mystery Chip",
-        precision="fp32",
+        peak=peak_for("Mystery Chip", "fp32"),
         samples_per_sec=10.0,
         model_flops_per_sample=100,
         executed_flops_per_sample=100.0,
@@ -67,8 +64,7 @@ def test_unknown_device_leaves_mfu_empty_with_the_reason() -> None:
 def test_precision_the_device_lacks_leaves_mfu_empty() -> None:
     with registered_peaks(FAKE):
         report = flops_report(
-            device_name="fake accelerator 9000",
-            precision="fp16",
+            peak=peak_for("fake accelerator 9000", "fp16"),
             samples_per_sec=1.0,
             model_flops_per_sample=1,
             executed_flops_per_sample=1.0,
@@ -79,16 +75,14 @@ def test_precision_the_device_lacks_leaves_mfu_empty() -> None:
 def test_bandwidth_fraction_uses_the_link_the_kernel_moves_data_over() -> None:
     with registered_peaks(FAKE):
         memory = flops_report(
-            device_name="Fake Accelerator 9000",
-            precision="fp32",
+            peak=peak_for("Fake Accelerator 9000", "fp32"),
             samples_per_sec=1000.0,
             model_flops_per_sample=0,
             executed_flops_per_sample=0.0,
             bytes_per_sample=1_000_000_000,
         )
         host = flops_report(
-            device_name="Fake Accelerator 9000",
-            precision="fp32",
+            peak=peak_for("Fake Accelerator 9000", "fp32"),
             samples_per_sec=10.0,
             model_flops_per_sample=0,
             executed_flops_per_sample=0.0,

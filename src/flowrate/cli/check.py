@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.run import report, resolve_run, run_options, span
+from flowrate.cli.run import output_options, report, resolve_run, run_options, span
 
 if TYPE_CHECKING:
     from flowrate.results.schema import Result
@@ -27,9 +27,7 @@ CHECK_STEPS = 300
     help="Also report the first step at which the loss (a running mean over 10% of the steps) "
     "reaches this value.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout.")
-@click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
-@click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (warnings still show).")
+@output_options
 def command(
     as_json: bool,
     out: str | None,

@@ -147,6 +147,23 @@ def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def output_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """--json, --out and --quiet: where a command's result goes."""
+    for option in reversed(
+        [
+            click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout."),
+            click.option(
+                "-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file."
+            ),
+            click.option(
+                "-q", "--quiet", is_flag=True, help="No summary or progress on stderr (warnings still show)."
+            ),
+        ]
+    ):
+        function = option(function)
+    return function
+
+
 @click.command("run")
 @run_options
 @click.option(
@@ -160,9 +177,7 @@ def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
     type=click.Path(file_okay=False),
     help="Write TensorBoard event files (Rate, GlobalRate, loss, MFU, power, memory) to this folder.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout.")
-@click.option("-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
-@click.option("-q", "--quiet", is_flag=True, help="No summary or progress on stderr (warnings still show).")
+@output_options
 def command(
     repeat: int,
     tensorboard: str | None,

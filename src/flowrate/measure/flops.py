@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from flowrate.measure.peaks import peak_for
+from flowrate.measure.peaks import PeakLookup
 from flowrate.problems.base import Batch
 
 # Model FLOPs may exceed executed FLOPs by this much before flowrate warns that the analytic
@@ -66,8 +66,7 @@ class FlopsReport:
 
 def flops_report(
     *,
-    device_name: str,
-    precision: str,
+    peak: PeakLookup,
     samples_per_sec: float,
     model_flops_per_sample: int,
     executed_flops_per_sample: float | None,
@@ -75,8 +74,7 @@ def flops_report(
     bandwidth_kind: str = "memory",
     measured_peak_flops: float | None = None,
 ) -> FlopsReport:
-    """Every FLOP/s and bandwidth figure of a run, with MFU against the datasheet peak."""
-    peak = peak_for(device_name, precision)
+    """Every FLOP/s and bandwidth figure of a run, with MFU against the datasheet ``peak``."""
     model_rate = samples_per_sec * model_flops_per_sample
     hardware_rate = samples_per_sec * executed_flops_per_sample if executed_flops_per_sample else None
     mfu = hfu = None
