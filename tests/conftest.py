@@ -21,6 +21,14 @@ class CliOutcome:
         return json.loads(self.stdout)
 
 
+@pytest.fixture(autouse=True)
+def results_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Every test records into a store of its own (never ./flowrate.db); spawned children inherit it."""
+    path = tmp_path_factory.mktemp("store") / "flowrate.db"
+    monkeypatch.setenv("FLOWRATE_STORE", str(path))
+    return path
+
+
 @pytest.fixture
 def run_cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
     """Call `flowrate ARGS…` in this process; return its exit code, stdout and stderr."""

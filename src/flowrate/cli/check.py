@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.run import output_options, report, resolve_run, run_options, span
+from flowrate.cli.run import Destination, output_options, resolve_run, run_options, span
 
 if TYPE_CHECKING:
     from flowrate.results.schema import Result
@@ -29,6 +29,9 @@ CHECK_STEPS = 300
 )
 @output_options
 def command(
+    store: str | None,
+    tags: tuple[str, ...],
+    no_store: bool,
     as_json: bool,
     out: str | None,
     quiet: bool,
@@ -60,6 +63,7 @@ def command(
     if flags["preheat_steps"] is None:
         flags["preheat_steps"] = 0
     config, problem = resolve_run(flags, sample_shape, out, require_checkable)
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status(
         f"flowrate check: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
         f"{config.precision.value}, lr {config.learning_rate:g}: "
@@ -67,7 +71,7 @@ def command(
         quiet,
     )
     result = run_check(config, problem, target_loss=target_loss, argv=sys.argv)
-    report(result, f"flowrate check {result.run_id}", fidelity_rows(result), out, quiet, as_json)
+    destination.report(result, f"flowrate check {result.run_id}", fidelity_rows(result))
     fidelity = result.fidelity or {}
     if not fidelity.get("fell"):
         raise FlowrateError(

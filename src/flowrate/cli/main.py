@@ -18,6 +18,15 @@ COMMANDS = {
     "run": "flowrate.cli.run:command",
     "list": "flowrate.cli.list_cmd:command",
     "check": "flowrate.cli.check:command",
+    "runs": "flowrate.cli.runs:runs_command",
+    "show": "flowrate.cli.runs:show_command",
+    "export": "flowrate.cli.transfer:export_command",
+    "import": "flowrate.cli.transfer:import_command",
+    "compare": "flowrate.cli.compare:command",
+    "sweep": "flowrate.cli.sweep:command",
+    "pareto": "flowrate.cli.pareto:command",
+    "plot": "flowrate.cli.plot:command",
+    "report": "flowrate.cli.report:command",
 }
 
 EXIT_FAILED = 1

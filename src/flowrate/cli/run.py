@@ -7,7 +7,7 @@ displays: the summary on stderr, the JSON result on stdout with --json or in a f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -17,6 +17,7 @@ from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
 if TYPE_CHECKING:
     from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
+    from flowrate.results.store import Store
 
 _DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
 _SHAPE_OPTIONS = ("seq_len", "image_size", "layers", "heads", "hidden", "vocab_size")
@@ -148,9 +149,22 @@ def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def output_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """--json, --out and --quiet: where a command's result goes."""
+    """--json, --out, --quiet and the store's --store, --tag, --no-store: where a result goes."""
+    from flowrate.cli.select import STORE_HELP
+
     for option in reversed(
         [
+            click.option(
+                "--store", type=click.Path(dir_okay=False), help="Record the run in this store. " + STORE_HELP
+            ),
+            click.option(
+                "-t",
+                "--tag",
+                "tags",
+                multiple=True,
+                help="Label the recorded run (repeatable), e.g. -t nightly.",
+            ),
+            click.option("--no-store", is_flag=True, help="Do not record the run in the results store."),
             click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON on stdout."),
             click.option(
                 "-o", "--out", type=click.Path(dir_okay=False), help="Write the result as JSON to this file."
@@ -181,6 +195,9 @@ def output_options(function: Callable[..., Any]) -> Callable[..., Any]:
 def command(
     repeat: int,
     tensorboard: str | None,
+    store: str | None,
+    tags: tuple[str, ...],
+    no_store: bool,
     as_json: bool,
     out: str | None,
     quiet: bool,
@@ -198,6 +215,7 @@ def command(
     config, problem = resolve_run(
         flags, sample_shape, out, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
     )
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status(
         f"flowrate: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
         f"{config.mode} {config.precision.value}: {config.preheat_steps} preheat steps, "
@@ -209,24 +227,58 @@ def command(
     else:
         with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
             result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
-    report(result, f"flowrate run {result.run_id}", summary_rows(result), out, quiet, as_json)
+    destination.report(result, f"flowrate run {result.run_id}", summary_rows(result))
 
 
-def report(
-    result: Result, title: str, rows: list[tuple[str, str]], out: str | None, quiet: bool, as_json: bool
-) -> None:
-    """Save, show and print a finished result: the file first, so nothing measured is lost."""
-    from flowrate.cli import console
+@dataclass
+class Destination:
+    """Where a finished result goes: --out, the results store, the console, --json on stdout.
 
-    if out:
-        result.save(out)
-        console.status(f"result written to {out}", quiet)
-    if not quiet:
-        console.key_value_table(title, rows)
-    for warning in result.warnings:
-        console.warn(warning)
-    if as_json:
-        console.data(result.to_json())
+    The store is opened before the run, so a damaged or newer store is reported before any time
+    is spent measuring; the run is recorded after the --out file is written.
+    """
+
+    store: Store | None
+    tags: tuple[str, ...]
+    out: str | None
+    quiet: bool
+    as_json: bool
+
+    @classmethod
+    def open(
+        cls,
+        store: str | None,
+        tags: tuple[str, ...],
+        no_store: bool,
+        out: str | None,
+        quiet: bool,
+        as_json: bool,
+    ) -> Destination:
+        from flowrate.errors import ConfigError
+        from flowrate.results.store import Store
+
+        if no_store and (store or tags):
+            raise ConfigError("no_store", "cannot be combined with --store or --tag")
+        return cls(None if no_store else Store(store), tags, out, quiet, as_json)
+
+    def report(self, result: Result, title: str, rows: list[tuple[str, str]]) -> None:
+        """Save, record, show and print: the file first, so nothing measured is lost."""
+        from flowrate.cli import console
+
+        if self.out:
+            result.save(self.out)
+            console.status(f"result written to {self.out}", self.quiet)
+        if self.store is not None:
+            with self.store:
+                self.store.add(result, self.tags)
+            tagged = f" tagged {', '.join(self.tags)}" if self.tags else ""
+            console.status(f"recorded as run {result.run_id}{tagged} in {self.store.path}", self.quiet)
+        if not self.quiet:
+            console.key_value_table(title, rows)
+        for warning in result.warnings:
+            console.warn(warning)
+        if self.as_json:
+            console.data(result.to_json())
 
 
 def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet: bool) -> Result:

@@ -1,0 +1,111 @@
+"""The figures of a result that runs are listed, compared, plotted and ranked by: one table.
+
+Each metric says how to read its run-level value from a Result, which way is better, and, where
+every interval measures it, how to read it per interval (the raw samples a significance test
+uses). The store's indexed columns, compare, pareto, the plots, the report and CSV export all
+take their figures from here, so a figure means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flowrate.errors import FlowrateError
+from flowrate.results.schema import IntervalRecord, Result
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str  # for tables and axes
+    unit: str
+    higher_is_better: bool
+    value: Callable[[Result], float | None]  # the run's figure; None where not recorded
+    per_interval: Callable[[IntervalRecord], float | None] | None = None
+
+    def interval_values(self, result: Result) -> list[float]:
+        """This metric over the run's compute intervals (checkpoint intervals are not compute)."""
+        if self.per_interval is None:
+            return []
+        read = self.per_interval
+        return [v for i in result.intervals if i.kind == "compute" and (v := read(i)) is not None]
+
+
+def peak_memory_bytes(result: Result) -> int | None:
+    """The memory that limits a configuration: device peak reserved on an accelerator (what the
+    process held, allocator cache included), else the process's peak resident set."""
+    memory = result.memory or {}
+    device = memory.get("device_peak_reserved_bytes")
+    return device if device is not None else memory.get("process_peak_rss_bytes")
+
+
+def fidelity_loss(result: Result) -> float | None:
+    """The loss a `flowrate check` reached (mean of its last window), None for plain runs."""
+    return (result.fidelity or {}).get("final_loss")
+
+
+def _optional_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        Metric(
+            "samples_per_sec",
+            "samples/s",
+            "samples/s",
+            True,
+            lambda r: r.summary.samples_per_sec,
+            lambda i: i.samples_per_sec,
+        ),
+        Metric(
+            "tokens_per_sec",
+            "tokens/s",
+            "tokens/s",
+            True,
+            lambda r: r.summary.tokens_per_sec,
+        ),
+        Metric(
+            "model_flops_per_sec",
+            "model FLOP/s",
+            "FLOP/s",
+            True,
+            lambda r: r.summary.model_flops_per_sec,
+            lambda i: i.model_flops_per_sec,
+        ),
+        Metric("mfu", "MFU", "", True, lambda r: _optional_float(r.flops.get("mfu")), lambda i: i.mfu),
+        Metric(
+            "samples_per_joule",
+            "samples/J",
+            "samples/J",
+            True,
+            lambda r: _optional_float(r.energy.get("samples_per_joule")),
+        ),
+        Metric(
+            "average_watts",
+            "power",
+            "W",
+            False,
+            lambda r: _optional_float(r.energy.get("average_watts")),
+            lambda i: i.power_w,
+        ),
+        Metric(
+            "peak_memory_bytes",
+            "peak memory",
+            "B",
+            False,
+            lambda r: _optional_float(peak_memory_bytes(r)),
+        ),
+        Metric("final_loss", "loss reached", "", False, lambda r: _optional_float(fidelity_loss(r))),
+    ]
+}
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called ``name`` (dashes or underscores), or an error listing the known ones."""
+    key = name.strip().lower().replace("-", "_")
+    if key not in METRICS:
+        raise FlowrateError(f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}")
+    return METRICS[key]
