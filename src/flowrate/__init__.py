@@ -28,6 +28,7 @@ __all__ = [
     "Problem",
     "Result",
     "RunConfig",
+    "Store",
     "__version__",
     "benchmark",
     "get_problem",
@@ -44,6 +45,7 @@ _LAZY = {
     "Precision": "flowrate.config",
     "RunConfig": "flowrate.config",
     "Result": "flowrate.results.schema",
+    "Store": "flowrate.results.store",
     "benchmark": "flowrate.runner",
     "run_config": "flowrate.runner",
     "get_problem": "flowrate.problems.registry",
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from flowrate.problems.base import Batch, Problem
     from flowrate.problems.registry import get_problem, list_problems
     from flowrate.results.schema import Result
+    from flowrate.results.store import Store
     from flowrate.runner import benchmark, run_config
 
 

@@ -1,0 +1,1 @@
+"""Analysis of recorded runs: sweeps, the Pareto frontier, plots and the HTML report."""

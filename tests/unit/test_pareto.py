@@ -1,0 +1,102 @@
+"""The Pareto frontier on hand-made points whose answer is known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from factories import make_result
+
+from flowrate.analysis.pareto import dominates, parse_objective, pareto_front
+from flowrate.errors import FlowrateError
+from flowrate.results.store import Store, StoredRun
+
+
+def run(name: str, samples_per_sec: float, memory: int, **figures: float) -> StoredRun:
+    return StoredRun.from_result(
+        make_result(samples_per_sec, peak_memory_bytes=memory, run_id=name, **figures),  # type: ignore[arg-type]
+        tags=[name],
+    )
+
+
+def test_dominance_needs_no_worse_everywhere_and_better_somewhere() -> None:
+    up_down = [True, False]
+    assert dominates((2, 1), (1, 2), up_down)
+    assert dominates((2, 2), (1, 2), up_down)
+    assert not dominates((2, 2), (2, 2), up_down)  # equal: neither dominates
+    assert not dominates((3, 3), (1, 2), up_down)  # faster but bigger: a trade-off
+
+
+def test_the_frontier_of_throughput_against_memory() -> None:
+    # (samples/s, peak memory): a, c, e trade off; b is beaten by a; d by c; f equals e exactly
+    runs = [
+        run("a", 100, 10),
+        run("b", 90, 12),
+        run("c", 300, 40),
+        run("d", 250, 40),
+        run("e", 500, 100),
+        run("f", 500, 100),
+    ]
+    front = pareto_front(runs)
+    assert [o.name for o in front.objectives] == ["samples_per_sec", "peak_memory_bytes"]
+    assert [r.run_id for r in front.front] == ["e", "f", "c", "a"]  # best samples/s first
+    assert sorted(r.run_id for r in front.dominated) == ["b", "d"]
+    assert front.values["c"] == (300.0, 40.0)
+
+
+def test_default_objectives_take_energy_and_fidelity_only_where_every_run_has_them() -> None:
+    everywhere = [run("a", 100, 10, samples_per_joule=5.0, final_loss=0.5), run("b", 90, 10, samples_per_joule=6.0, final_loss=0.4)]
+    front = pareto_front(everywhere)
+    assert [o.name for o in front.objectives] == [
+        "samples_per_sec",
+        "samples_per_joule",
+        "peak_memory_bytes",
+        "final_loss",
+    ]
+    assert {r.run_id for r in front.front} == {"a", "b"}  # a is faster, b more efficient and lower loss
+
+    partly = [run("a", 100, 10, samples_per_joule=5.0), run("b", 90, 10)]
+    front = pareto_front(partly)
+    assert [o.name for o in front.objectives] == ["samples_per_sec", "peak_memory_bytes"]
+    assert [r.run_id for r in front.front] == ["a"]
+    assert front.notes == [
+        "samples/J left out of the objectives: recorded for 1 of 2 runs "
+        "(name it with --objective samples_per_joule to rank only the runs that have it)"
+    ]
+
+
+def test_named_objectives_exclude_runs_that_lack_them_and_say_why() -> None:
+    runs = [run("a", 100, 10, final_loss=0.9), run("b", 200, 10, final_loss=1.2), run("c", 300, 10)]
+    front = pareto_front(runs, [parse_objective("samples_per_sec"), parse_objective("final_loss:min")])
+    assert {r.run_id for r in front.front} == {"a", "b"}
+    assert [(r.run_id, why) for r, why in front.excluded] == [("c", "no loss reached recorded")]
+
+
+def test_directions_can_be_turned_and_bad_objectives_are_named() -> None:
+    runs = [run("small", 100, 10), run("big", 200, 50)]
+    smallest = pareto_front(runs, [parse_objective("peak_memory_bytes:max")])
+    assert [r.run_id for r in smallest.front] == ["big"]
+    with pytest.raises(FlowrateError, match="unknown metric 'speed'; known metrics: samples_per_sec"):
+        parse_objective("speed:max")
+    with pytest.raises(FlowrateError, match="must be max or min"):
+        parse_objective("samples_per_sec:up")
+    with pytest.raises(FlowrateError, match="named twice"):
+        pareto_front(runs, [parse_objective("mfu"), parse_objective("mfu:min")])
+    with pytest.raises(FlowrateError, match="no run records every objective"):
+        pareto_front(runs, [parse_objective("samples_per_joule")])
+
+
+def test_pareto_from_the_command_line(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    with Store(results_store) as store:
+        for name, rate, memory in [("aaaa0001", 100, 10), ("aaaa0002", 90, 12), ("aaaa0003", 300, 40)]:
+            store.add(make_result(rate, peak_memory_bytes=memory, run_id=name), ["grid"])
+    table = run_cli("pareto", "grid")
+    assert table.code == 0, table.stderr
+    assert "Pareto frontier: 2 of 3 runs" in table.stdout
+    assert "aaaa0003" in table.stdout and "aaaa0002" not in table.stdout
+    assert "aaaa0002 (dominated)" in run_cli("pareto", "--dominated").stdout
+    data = json.loads(run_cli("pareto", "--json", "--objective", "samples_per_sec").stdout)
+    assert [entry["run_id"] for entry in data["front"]] == ["aaaa0003"]
+    bad = run_cli("pareto", "--objective", "sampels_per_sec")
+    assert bad.code == 1 and "unknown metric 'sampels_per_sec'" in bad.stderr
