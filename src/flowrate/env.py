@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psutil
 import torch
 
-__all__ = ["collect_environment", "environment_fingerprint", "read_nvml"]
+__all__ = ["collect_environment", "read_nvml"]
 
 _T = TypeVar("_T")
 
@@ -272,21 +272,4 @@ def collect_environment(device: torch.device, argv: list[str] | None = None) -> 
         "process_id": os.getpid(),
         "env_vars": _env_vars(),
         "collected_at": datetime.now(UTC).isoformat(),
-    }
-
-
-def environment_fingerprint(env: dict[str, Any]) -> dict[str, Any]:
-    """The fields that must match for two results to be comparable; absent ones read as None."""
-
-    def get(section: str, key: str) -> Any:
-        value = env.get(section)
-        return value.get(key) if isinstance(value, dict) else None
-
-    return {
-        "device_name": get("device", "name"),
-        "cpu_model": get("cpu", "model"),
-        "torch_version": get("torch", "version"),
-        "cuda_version": get("torch", "cuda"),
-        "flowrate_version": get("flowrate", "version"),
-        "num_threads": get("torch", "num_threads"),
     }

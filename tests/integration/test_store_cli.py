@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from conftest import FAST
 from factories import make_result
-
 from flowrate.results.store import Store
 
 TINY = ("-p", "fc_mnist", "--size", "debug", *FAST, "--quiet")
@@ -48,7 +48,9 @@ def test_no_store_records_nothing(run_cli, results_store: Path) -> None:  # type
 
 
 def test_a_check_is_recorded_with_its_fidelity(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
-    outcome = run_cli("check", "-p", "fc_mnist", "--size", "debug", "--steps", "30", "--lr", "1e-3", "--quiet")
+    outcome = run_cli(
+        "check", "-p", "fc_mnist", "--size", "debug", "--steps", "30", "--lr", "1e-3", "--quiet"
+    )
     assert outcome.code == 0, outcome.stderr
     with Store(results_store, create=False) as store:
         [run] = store.runs()
@@ -112,7 +114,9 @@ def test_export_and_import_round_trip_runs_and_tags(run_cli, results_store: Path
     assert {r["run_id"]: r["samples_per_joule"] for r in rows} == {"aaaa00000001": "2.0", "aaaa00000002": ""}
 
 
-def test_a_result_file_imports_and_a_bad_line_imports_nothing(run_cli, results_store: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_result_file_imports_and_a_bad_line_imports_nothing(
+    run_cli, results_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     single = tmp_path / "one.json"
     make_result(run_id="cccc00000001").save(single)
     assert run_cli("import", str(single)).code == 0

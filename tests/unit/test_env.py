@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from flowrate import env
-from flowrate.env import collect_environment, environment_fingerprint, read_nvml
+from flowrate.env import collect_environment, read_nvml
+from flowrate.results.schema import environment_fingerprint
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import make_result
 
-from flowrate.analysis.pareto import dominates, parse_objective, pareto_front
+from factories import make_result
+from flowrate.analysis.pareto import dominates, pareto_front, parse_objective
 from flowrate.errors import FlowrateError
 from flowrate.results.store import Store, StoredRun
 
@@ -46,7 +46,10 @@ def test_the_frontier_of_throughput_against_memory() -> None:
 
 
 def test_default_objectives_take_energy_and_fidelity_only_where_every_run_has_them() -> None:
-    everywhere = [run("a", 100, 10, samples_per_joule=5.0, final_loss=0.5), run("b", 90, 10, samples_per_joule=6.0, final_loss=0.4)]
+    everywhere = [
+        run("a", 100, 10, samples_per_joule=5.0, final_loss=0.5),
+        run("b", 90, 10, samples_per_joule=6.0, final_loss=0.4),
+    ]
     front = pareto_front(everywhere)
     assert [o.name for o in front.objectives] == [
         "samples_per_sec",

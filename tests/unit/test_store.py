@@ -9,8 +9,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from factories import make_result
 
+from factories import make_result
 from flowrate.errors import FlowrateError
 from flowrate.results.store import APPLICATION_ID, STORE_VERSION, RunFilter, Store, store_path
 
@@ -38,7 +38,12 @@ def test_a_run_round_trips_exactly_with_its_tags(tmp_path: Path) -> None:
         8,
     )
     assert run.samples_per_sec == result.summary.samples_per_sec
-    assert (run.samples_per_joule, run.mfu, run.final_loss, run.peak_memory_bytes) == (3.5, 0.4, 0.7, 100_000_000)
+    assert (run.samples_per_joule, run.mfu, run.final_loss, run.peak_memory_bytes) == (
+        3.5,
+        0.4,
+        0.7,
+        100_000_000,
+    )
 
 
 def test_a_new_store_is_marked_versioned_and_in_wal_mode(tmp_path: Path) -> None:
@@ -53,7 +58,9 @@ def test_filters_select_by_problem_device_precision_tag_and_date(tmp_path: Path)
     runs = {
         "old": make_result(created_at="2026-10-01T12:00:00+00:00"),
         "bf16": make_result(precision="bf16", created_at="2026-11-20T12:00:00+00:00"),
-        "gpu": make_result(device_type="cuda", device_name="NVIDIA H100 80GB HBM3", created_at="2026-11-21T00:00:00+00:00"),
+        "gpu": make_result(
+            device_type="cuda", device_name="NVIDIA H100 80GB HBM3", created_at="2026-11-21T00:00:00+00:00"
+        ),
         "gpt": make_result(problem="transformer", size="gpt2", created_at="2026-11-21T23:59:59+00:00"),
     }
     with Store(tmp_path / "s.db") as store:
@@ -108,7 +115,12 @@ def test_add_many_is_all_or_nothing_and_keeps_runs_already_there(tmp_path: Path)
         assert added == ["feed00000002"]
         assert store.get("feed00000001").tags == ("original",)
         with pytest.raises(FlowrateError):
-            store.add_many([(make_result(run_id="feed00000003"), []), (dataclasses.replace(make_result(), run_id=""), [])])
+            store.add_many(
+                [
+                    (make_result(run_id="feed00000003"), []),
+                    (dataclasses.replace(make_result(), run_id=""), []),
+                ]
+            )
         assert len(store.runs()) == 2  # the failed batch left nothing behind
 
 
@@ -179,7 +191,7 @@ def test_a_damaged_page_is_reported_not_raised_as_a_traceback(tmp_path: Path) ->
     page = 4096
     data[3 * page : 6 * page] = b"\x13" * (3 * page)  # scribble over pages of the runs table
     path.write_bytes(bytes(data))
-    with pytest.raises(FlowrateError, match="could not be used|not a flowrate results store"):
+    with pytest.raises(FlowrateError, match=r"could not be used|not a flowrate results store"):  # noqa: SIM117
         with Store(path) as store:
             [r.result for r in store.runs()]
 
@@ -210,7 +222,7 @@ def test_another_programs_sqlite_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_reading_a_missing_store_says_where_runs_are_recorded(tmp_path: Path) -> None:
-    with pytest.raises(FlowrateError, match="no results store at .*flowrate run"):
+    with pytest.raises(FlowrateError, match=r"no results store at .*flowrate run"):
         Store(tmp_path / "none.db", create=False)
     assert not (tmp_path / "none.db").exists()
 

@@ -28,8 +28,8 @@ def count(value: float) -> str:
 
 def _sig(value: float, digits: int) -> str:
     text = f"{value:.{digits}g}"
-    if "e" in text:  # keep fixed notation for human tables
-        text = f"{value:.{max(digits - 1, 0)}f}"
+    if "e" in text:  # keep fixed notation for human tables: 54758, not 5.476e+04 or 54758.234
+        text = f"{value:.0f}" if abs(value) >= 1 else f"{value:.{max(digits - 1, 0)}f}"
     return text
 
 

@@ -301,7 +301,7 @@ def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet
 
 
 # RunConfig fields whose flag is not simply the field's name with dashes
-_FLAGS = {
+FLAG_NAMES = {
     "duration_s": "duration",
     "preheat_steps": "preheat",
     "learning_rate": "lr",
@@ -328,7 +328,7 @@ def resolve_run(
         problem = get_problem(config.problem, config.size, config.problem_options)
         config = settle(config, problem)
     except ConfigError as mistake:
-        raise ConfigError(_FLAGS.get(mistake.field, mistake.field), mistake.message) from None
+        raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
     if out:
         _check_writable(out)
     return config, problem
@@ -357,14 +357,22 @@ def _check_writable(out: str) -> None:
 
 
 def _make_config(flags: dict[str, Any], sample_shape: int | None) -> RunConfig:
+    return RunConfig(**given_fields(flags, sample_shape))
+
+
+def given_fields(flags: dict[str, Any], sample_shape: int | None) -> dict[str, Any]:
+    """The RunConfig fields the run flags set (a flag left out is None), problem options gathered.
+
+    `flowrate sweep` takes these as the base every point shares.
+    """
     options = _parse_extra_options(flags.pop("extra_options", ()))
     options.update({k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None})
     given = {k: v for k, v in flags.items() if v is not None}
     if sample_shape is not None:
-        options[_sample_shape_field(given.get("problem", _DEFAULTS["problem"]))] = sample_shape
+        options[sample_shape_field(given.get("problem", _DEFAULTS["problem"]))] = sample_shape
     if options:
         given["problem_options"] = options
-    return RunConfig(**given)
+    return given
 
 
 def _parse_extra_options(pairs: tuple[str, ...]) -> dict[str, int]:
@@ -385,7 +393,7 @@ def _parse_extra_options(pairs: tuple[str, ...]) -> dict[str, int]:
     return options
 
 
-def _sample_shape_field(problem: str) -> str:
+def sample_shape_field(problem: str) -> str:
     """The shape option --sample-shape sets for this zoo problem (seq_len or image_size)."""
     from flowrate.errors import ConfigError
     from flowrate.problems.registry import is_user_problem, resolve_family

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
+from scipy.special import stdtrit  # Student-t quantile; scipy.stats would cost each fresh process 0.3 s
 
 CV_WARN = 0.10  # MEASUREMENT.md: warn at a coefficient of variation of 10% or more
 MIN_INTERVAL_S = 0.1  # aim for intervals of at least 100 ms
@@ -51,7 +51,7 @@ def summarize(values: list[float]) -> Summary:
     if n >= PERCENTILE_MIN_N:
         p5, p95 = (float(v) for v in np.percentile(values, [5, 95]))
     if n > 1:
-        half = float(scipy_stats.t.ppf(0.975, n - 1)) * stdev / math.sqrt(n)
+        half = float(stdtrit(n - 1, 0.975)) * stdev / math.sqrt(n)
         low, high = mean - half, mean + half
     return Summary(
         n=n,

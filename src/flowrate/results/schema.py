@@ -152,14 +152,19 @@ class Result:
         return cls.from_json(text)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path`` and rename it over: never a half-written file."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it over: never a half-written file.
+
+    The file gets the permissions a plain ``open`` would give (mkstemp's 0600 would hide a shared
+    result, plot or report from the people it is for).
+    """
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(handle, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -167,3 +172,26 @@ def write_atomic(path: Path, text: str) -> None:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         raise FlowrateError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it; put it straight back
+    os.umask(mask)
+    return mask
+
+
+def environment_fingerprint(env: dict[str, Any]) -> dict[str, Any]:
+    """The fields that must match for two results to be comparable; absent ones read as None."""
+
+    def get(section: str, key: str) -> Any:
+        value = env.get(section)
+        return value.get(key) if isinstance(value, dict) else None
+
+    return {
+        "device_name": get("device", "name"),
+        "cpu_model": get("cpu", "model"),
+        "torch_version": get("torch", "version"),
+        "cuda_version": get("torch", "cuda"),
+        "flowrate_version": get("flowrate", "version"),
+        "num_threads": get("torch", "num_threads"),
+    }

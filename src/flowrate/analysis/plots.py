@@ -1,0 +1,473 @@
+"""Plots of recorded runs, drawn with matplotlib's Agg renderer into PNG or SVG.
+
+Every function builds a ``matplotlib.figure.Figure`` of its own (never pyplot, whose global
+figure list would leak state into a user's session) at a fixed size and resolution, so a saved
+PNG is always WIDTH_PX x HEIGHT_PX. Figures come from flowrate.results.metrics, the same table the
+CLI's listings and the Pareto ranking read, so a plotted number means what it means elsewhere.
+Text taken from records (problem names, tags, devices) is drawn literally: '$' is escaped so
+that matplotlib never reads it as mathtext.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import statistics
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
+
+from flowrate.analysis.pareto import Objective, ParetoResult
+from flowrate.cli.format import si
+from flowrate.errors import FlowrateError
+from flowrate.measure.stats import summarize
+from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.schema import Result, write_atomic
+from flowrate.results.store import StoredRun
+
+FIGSIZE_IN = (8.0, 5.0)
+DPI = 200
+WIDTH_PX, HEIGHT_PX = round(FIGSIZE_IN[0] * DPI), round(FIGSIZE_IN[1] * DPI)
+FORMATS = ("png", "svg")
+
+_FRONT_COLOUR = "#d62728"
+_GREY = "#9a9a9a"
+_MAX_LEGEND_INSIDE = 6  # more lines than this and the legend moves beside the axes
+_TITLE_CHARS = 80  # at the title's font size, what fits across the figure
+
+RunLike = StoredRun | Result
+
+
+def plain(text: object) -> str:
+    """Text from a record, made safe to draw: matplotlib reads '$…$' as mathtext otherwise."""
+    return str(text).replace("$", r"\$")
+
+
+def _result(run: RunLike) -> Result:
+    return run.result if isinstance(run, StoredRun) else run
+
+
+def _title(ax: Axes, text: str) -> None:
+    """A title that wraps rather than running off the figure (long problem or device names)."""
+    ax.set_title("\n".join(textwrap.wrap(plain(text), _TITLE_CHARS)), fontsize="medium")
+
+
+def _figure() -> Figure:
+    fig = Figure(figsize=FIGSIZE_IN, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)  # Agg, attached to this figure only: no global backend switch
+    return fig
+
+
+def axis_label(metric: Metric) -> str:
+    """'samples/s', 'power (W)', 'MFU': the label, with the unit when it says more (bytes are
+    written on the ticks instead: 200 MB)."""
+    if not metric.unit or metric.unit in (metric.label, "B"):
+        return metric.label
+    return f"{metric.label} ({metric.unit})"
+
+
+def _tick_format(ax: Axes, metric: Metric, which: str) -> None:
+    """Bytes as 200 MB, MFU as 41%: what the tables print, rather than 2e8 and 0.41."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    if metric.unit == "B":  # as many digits as tell the ticks apart: 388.252 MB, 388.256 MB
+        axis.set_major_formatter(EngFormatter(unit="B", sep=" "))
+    elif metric.name == "mfu":
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0%}"))
+
+
+# --- saving ----------------------------------------------------------------------------------------
+
+
+def format_for(path: str | os.PathLike[str]) -> str:
+    """'png' or 'svg' from the file's suffix; anything else is refused before any work is done."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise FlowrateError(f"cannot tell the image format of {os.fspath(path)!r}: name a .png or .svg file")
+    return suffix
+
+
+def render(fig: Figure, fmt: str = "png", dpi: int = DPI) -> bytes:
+    """The figure as PNG or SVG bytes (fixed size: no tight bounding box, which would change it)."""
+    if fmt not in FORMATS:
+        raise FlowrateError(f"unknown image format {fmt!r}: use png or svg")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=dpi, metadata=_metadata(fmt))
+    return buffer.getvalue()
+
+
+def _metadata(fmt: str) -> dict[str, str | None]:
+    # no creation date in SVGs: the same runs give the same file
+    return {"Date": None} if fmt == "svg" else {}
+
+
+def save(fig: Figure, path: str | os.PathLike[str]) -> Path:
+    """Write the figure to ``path`` as PNG or SVG by its suffix, atomically (temp file + rename)."""
+    target = Path(path)
+    data = render(fig, format_for(target))
+    write_atomic(target, data)
+    return target
+
+
+# --- throughput (or any metric) against batch size --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Series:
+    parts: tuple[str, ...]  # problem/size, mode, precision, device
+    points: list[tuple[int, float, float | None]]  # batch, value, half-width of the 95% CI
+
+
+def _series_key(result: Result) -> tuple[str, ...]:
+    problem = result.problem.get("name") or result.config.get("problem") or "?"
+    size = result.problem.get("size")
+    device = result.environment.get("device") or {}
+    return (
+        f"{problem}/{size}" if size else str(problem),
+        str(result.config.get("mode") or "?"),
+        str(result.config.get("precision") or "?"),
+        str(device.get("name") or device.get("type") or "?"),
+    )
+
+
+def _ci_half_width(result: Result) -> float | None:
+    """Half the 95% CI of the mean interval rate: the run's own uncertainty, as a ± around its figure.
+
+    The CI is of the mean interval rate, not of GlobalRate (the plotted figure), so it is drawn as
+    a width around the point rather than as its two ends, which need not contain the point.
+    """
+    low, high = result.summary.ci95_low_samples_per_sec, result.summary.ci95_high_samples_per_sec
+    if low is None or high is None:
+        return None
+    return (high - low) / 2
+
+
+def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples_per_sec") -> Figure:
+    """One line per (problem/size, mode, precision, device): the metric at each batch size.
+
+    Runs without the metric are left out; the x axis is log2 (batch sizes are usually powers of
+    two). Error bars are each run's 95% CI half-width, for samples/s only (the one figure with a
+    per-run CI). What all lines share goes in the title, what tells them apart in the legend.
+    """
+    m = METRICS[metric] if isinstance(metric, str) else metric
+    series: dict[tuple[str, ...], list[tuple[int, float, float | None]]] = {}
+    for run in runs:
+        result = _result(run)
+        value = m.value(result)
+        if value is None or not math.isfinite(value):
+            continue
+        ci = _ci_half_width(result) if m.name == "samples_per_sec" else None
+        series.setdefault(_series_key(result), []).append((result.batch_size, float(value), ci))
+    if not series:
+        if m.name == "samples_per_joule":
+            raise FlowrateError(
+                "no run records samples/J: energy needs NVML (NVIDIA GPUs) or RAPL (Intel/AMD CPUs "
+                "with /sys/class/powercap readable); runs without a meter have none"
+            )
+        raise FlowrateError(f"no run records {m.label}: nothing to plot")
+    lines = [_Series(key, sorted(points)) for key, points in sorted(series.items())]
+    fig = _figure()
+    ax = fig.add_subplot()
+    varying = [i for i in range(4) if len({s.parts[i] for s in lines}) > 1]
+    shared = [lines[0].parts[i] for i in range(4) if i not in varying]
+    for line in lines:
+        label = "  ".join(line.parts[i] for i in varying) or "  ".join(line.parts)
+        _draw_series(ax, line, plain(label))
+    ax.set_xscale("log", base=2)
+    batches = sorted({b for line in lines for b, _, _ in line.points})
+    ax.set_xticks(batches)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if len(batches) == 1:
+        ax.set_xlim(batches[0] / 2, batches[0] * 2)
+    _maybe_log_y(ax, [v for line in lines for _, v, _ in line.points])
+    ax.set_xlabel("batch size (samples per step)")
+    ax.set_ylabel(axis_label(m))
+    _tick_format(ax, m, "y")
+    what = f"{m.label} against batch size"
+    _title(ax, f"{what}: {'  '.join(shared)}" if shared else what)
+    ax.grid(True, which="major", alpha=0.3)
+    _legend(ax, len(lines))
+    if m.name == "samples_per_sec" and any(ci is not None for line in lines for *_, ci in line.points):
+        _footnote(fig, "samples/s is GlobalRate; error bars: ± half the 95% CI of the mean interval rate")
+    return fig
+
+
+def _draw_series(ax: Axes, line: _Series, label: str) -> None:
+    by_batch: dict[int, list[float]] = {}
+    for batch, value, _ in line.points:
+        by_batch.setdefault(batch, []).append(value)
+    xs = sorted(by_batch)
+    (drawn,) = ax.plot(xs, [statistics.fmean(by_batch[x]) for x in xs], marker="o", label=label)
+    errors = [(b, v, ci) for b, v, ci in line.points if ci is not None]
+    if errors:
+        ax.errorbar(
+            [b for b, _, _ in errors],
+            [v for _, v, _ in errors],
+            yerr=[[min(ci, v) for _, v, ci in errors], [ci for _, _, ci in errors]],
+            fmt="none",
+            ecolor=drawn.get_color(),
+            capsize=3,
+            alpha=0.7,
+        )
+    repeated = [(b, v) for b, v, _ in line.points if len(by_batch[b]) > 1]
+    if repeated:  # several runs at one batch size: the line goes through their mean, each is shown
+        ax.scatter(
+            [b for b, _ in repeated], [v for _, v in repeated], s=12, color=drawn.get_color(), alpha=0.6
+        )
+
+
+def _maybe_log_y(ax: Axes, values: Sequence[float]) -> None:
+    """Mixed problems or devices can differ a thousandfold: a log axis keeps each line readable."""
+    _maybe_log_axes(ax, values, "y")
+
+
+def _legend(ax: Axes, entries: int) -> None:
+    if entries <= 1:  # one line: the title already says what it is
+        return
+    if entries <= _MAX_LEGEND_INSIDE:
+        ax.legend(fontsize="small", loc="best")
+    else:
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
+def _footnote(fig: Figure, text: str) -> None:
+    """A line under the plot; the layout keeps the axes (and their labels) clear of it."""
+    engine = fig.get_layout_engine()
+    if isinstance(engine, ConstrainedLayoutEngine):
+        engine.set(rect=(0, 0.035, 1, 0.965))
+    fig.text(0.01, 0.008, text, fontsize="x-small", color="#555555", ha="left", va="bottom")
+
+
+def samples_per_joule_vs_batch(runs: Sequence[RunLike]) -> Figure:
+    """Energy efficiency against batch size; runs without an energy reading are left out."""
+    return throughput_vs_batch(runs, "samples_per_joule")
+
+
+# --- the Pareto frontier ------------------------------------------------------------------------------
+
+
+def pareto_scatter(result: ParetoResult, x: Objective | None = None, y: Objective | None = None) -> Figure:
+    """Every ranked run as a point; the frontier highlighted and joined by its staircase.
+
+    ``x`` and ``y`` default to the result's first two objectives and must be among its objectives
+    (a run's place on the frontier depends on all of them: with more than two, frontier points
+    can look dominated in this projection, and the title says so).
+    """
+    names = [o.name for o in result.objectives]
+    x = x or result.objectives[0]
+    if y is None:
+        if len(result.objectives) < 2:
+            raise FlowrateError(
+                "a Pareto scatter needs two objectives; give --y (e.g. --y peak_memory_bytes)"
+            )
+        y = result.objectives[1]
+    for axis in (x, y):
+        if axis.name not in names:
+            raise FlowrateError(
+                f"{axis.metric.label} is not an objective of this ranking ({', '.join(names)})"
+            )
+    if x.name == y.name:
+        raise FlowrateError("the x and y of a Pareto scatter must be different objectives")
+    xi, yi = names.index(x.name), names.index(y.name)
+
+    def point(run: StoredRun) -> tuple[float, float]:
+        vector = result.values[run.run_id]
+        return vector[xi], vector[yi]
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    if result.dominated:
+        dx, dy = zip(*(point(r) for r in result.dominated), strict=True)
+        ax.scatter(dx, dy, color=_GREY, alpha=0.7, s=28, label=f"dominated ({len(result.dominated)})")
+    front = sorted((point(r) for r in result.front), key=lambda p: (p[0], p[1]))
+    fx, fy = [p[0] for p in front], [p[1] for p in front]
+    if len(result.objectives) == 2 and len(front) > 1:
+        # the boundary of what the frontier dominates: vertical then horizontal when more x is
+        # better (reach the next point's y at this x), horizontal then vertical when less is
+        ax.step(fx, fy, where="pre" if x.maximize else "post", color=_FRONT_COLOUR, alpha=0.6, lw=1.5)
+    elif len(front) > 1:
+        ax.plot(fx, fy, color=_FRONT_COLOUR, alpha=0.4, lw=1, ls="--")
+    ax.scatter(
+        fx,
+        fy,
+        color=_FRONT_COLOUR,
+        s=46,
+        zorder=3,
+        edgecolor="black",
+        lw=0.5,
+        label=f"frontier ({len(result.front)})",
+    )
+    for run in result.front[:12]:  # label the frontier by batch size: what a user picks from
+        px, py = point(run)
+        ax.annotate(
+            plain(f"b{run.batch_size}" if run.batch_size is not None else run.run_id[:6]),
+            (px, py),
+            textcoords="offset points",
+            xytext=(5, 5),
+            fontsize="x-small",
+        )
+    ax.set_xlabel(f"{axis_label(x.metric)}  ({'higher' if x.maximize else 'lower'} is better)")
+    ax.set_ylabel(f"{axis_label(y.metric)}  ({'higher' if y.maximize else 'lower'} is better)")
+    title = f"Pareto frontier: {x} against {y}"
+    if len(result.objectives) > 2:
+        title += f"  (ranked on {len(result.objectives)} objectives)"
+    _title(ax, title)
+    _maybe_log_axes(ax, [p[0] for p in map(point, [*result.front, *result.dominated])], "x")
+    _maybe_log_axes(ax, [p[1] for p in map(point, [*result.front, *result.dominated])], "y")
+    _tick_format(ax, x.metric, "x")
+    _tick_format(ax, y.metric, "y")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    return fig
+
+
+def _maybe_log_axes(ax: Axes, values: Sequence[float], which: str) -> None:
+    """A log axis when the values span more than two decades, its ticks read 100, 1 k, 10 k."""
+    positive = [v for v in values if v > 0]
+    if len(positive) == len(values) and positive and max(positive) / min(positive) > 100:
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+        axis = ax.xaxis if which == "x" else ax.yaxis
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: si(v)))
+
+
+# --- one run over time ------------------------------------------------------------------------------
+
+
+def rate_over_time(run: RunLike) -> Figure:
+    """Rate (smoothed) and GlobalRate at each sample point, and each interval's local rate.
+
+    Checkpoint intervals are shaded: GlobalRate dips through them and Rate may spike after them,
+    which is the run behaving as measured, not noise.
+    """
+    result = _result(run)
+    compute = [i for i in result.intervals if i.kind == "compute"]
+    if not compute:
+        raise FlowrateError(f"run {result.run_id} recorded no intervals: nothing to plot over time")
+    t = [i.elapsed_s for i in compute]
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.plot(
+        t,
+        [i.samples_per_sec for i in compute],
+        color=_GREY,
+        lw=0.8,
+        marker=".",
+        ms=4,
+        label="interval (local)",
+    )
+    # Rate and GlobalRate are read at every sample point, checkpoints included (GlobalRate dips)
+    every = [i.elapsed_s for i in result.intervals]
+    ax.plot(every, [i.rate_samples_per_sec for i in result.intervals], lw=1.8, label="Rate (smoothed)")
+    ax.plot(every, [i.global_samples_per_sec for i in result.intervals], lw=1.8, label="GlobalRate")
+    checkpoints = [i for i in result.intervals if i.kind == "checkpoint"]
+    for n, interval in enumerate(checkpoints):
+        ax.axvspan(
+            interval.elapsed_s - interval.seconds,
+            interval.elapsed_s,
+            color="#ff7f0e",
+            alpha=0.18,
+            lw=0,
+            label="checkpoint" if n == 0 else None,
+        )
+    ax.set_xlabel("time since the clock started (s)")
+    ax.set_ylabel("samples/s")
+    # from 0, so a steady run looks steady; room above the top line, which would hide in the frame
+    readings = [
+        v
+        for i in result.intervals
+        for v in (i.samples_per_sec, i.rate_samples_per_sec, i.global_samples_per_sec)
+        if math.isfinite(v)
+    ]
+    top = max(readings, default=0.0)
+    ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
+    ax.set_xlim(left=0)
+    key = "  ".join(_series_key(result))
+    _title(ax, f"Rate and GlobalRate, run {result.run_id}: {key}  batch {result.batch_size}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    return fig
+
+
+# --- groups of runs side by side --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    n: int  # values pooled: intervals, or runs for a metric without per-interval values
+    mean: float
+    ci95_low: float | None
+    ci95_high: float | None
+
+
+def bar_statistics(groups: Sequence[tuple[str, Sequence[RunLike]]], metric: str | Metric) -> list[Bar]:
+    """Each group's mean and 95% CI of the metric, over its runs' intervals pooled.
+
+    A metric with no per-interval reading (samples/J, peak memory) pools the runs' figures
+    instead. A group without any value is an error naming it: silently dropping a bar would
+    change the comparison.
+    """
+    m = METRICS[metric] if isinstance(metric, str) else metric
+    bars = []
+    for label, runs in groups:
+        results = [_result(r) for r in runs]
+        values: list[float] = []
+        for result in results:
+            values += m.interval_values(result)
+        if not values:
+            values = [float(v) for r in results if (v := m.value(r)) is not None]
+        values = [v for v in values if math.isfinite(v)]
+        if not values:
+            raise FlowrateError(f"{label!r} records no {m.label}: nothing to compare")
+        s = summarize(values)
+        bars.append(Bar(label, s.n, s.mean, s.ci95_low, s.ci95_high))
+    return bars
+
+
+def comparison_bars(
+    groups: Sequence[tuple[str, Sequence[RunLike]]], metric: str | Metric = "samples_per_sec"
+) -> Figure:
+    """One bar per group: the mean of its pooled values, with 95% CI error bars."""
+    m = METRICS[metric] if isinstance(metric, str) else metric
+    if not groups:
+        raise FlowrateError("nothing to compare: give at least one run or tag")
+    bars = bar_statistics(groups, m)
+    fig = _figure()
+    ax = fig.add_subplot()
+    positions = list(range(len(bars)))
+    lower = [b.mean - b.ci95_low if b.ci95_low is not None else 0.0 for b in bars]
+    upper = [b.ci95_high - b.mean if b.ci95_high is not None else 0.0 for b in bars]
+    ax.bar(positions, [b.mean for b in bars], color="#4c78a8", width=0.6)
+    ax.errorbar(positions, [b.mean for b in bars], yerr=[lower, upper], fmt="none", ecolor="black", capsize=6)
+    ax.set_xticks(
+        positions,
+        [plain(b.label) for b in bars],
+        rotation=20 if len(bars) > 4 else 0,
+        ha="right" if len(bars) > 4 else "center",
+    )
+    for x, bar in zip(positions, bars, strict=True):
+        ax.annotate(
+            f"{si(bar.mean, digits=4)}\nn={bar.n}",
+            (x, bar.mean),
+            textcoords="offset points",
+            xytext=(10, 2),
+            ha="left",
+            va="bottom",
+            fontsize="x-small",
+        )
+    ax.set_ylabel(axis_label(m))
+    _tick_format(ax, m, "y")
+    ax.set_ylim(bottom=0)
+    _title(ax, f"{m.label}: mean with 95% CI")
+    ax.grid(True, axis="y", alpha=0.3)
+    pooled = "intervals pooled per group" if m.per_interval is not None else "runs per group"
+    _footnote(fig, f"n = {pooled}; no error bar where n = 1")
+    return fig

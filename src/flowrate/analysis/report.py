@@ -1,0 +1,438 @@
+"""The HTML report: one self-contained file that shows a set of runs to someone without flowrate.
+
+Self-contained means no request leaves the page: CSS is inline, plots are PNGs in data: URIs, no
+script, no web font, no link to anything outside the file (a report mailed or archived must read
+the same in ten years, offline). Every string that comes from a record — tags, problem names,
+device and CPU names, warnings, command lines — can hold anything a user or a machine wrote, so
+each is escaped with html.escape before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from flowrate import __version__
+from flowrate.analysis import plots
+from flowrate.analysis.pareto import Objective, ParetoResult, pareto_front, parse_objective
+from flowrate.cli.format import rate, si
+from flowrate.errors import FlowrateError
+from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.schema import Result
+from flowrate.results.store import StoredRun
+
+MAX_RATE_PLOTS = 12  # one plot per run gets long; past this the report says how many it left out
+REPORT_DPI = 150  # 1200 x 750 px: sharp at the page's 960 px width, ~60 kB per plot
+MISSING = "—"
+
+
+def e(value: object) -> str:
+    """Escaped text: the only way a record's string reaches the page."""
+    return html.escape(str(value), quote=True)
+
+
+def show_value(metric: Metric | str, value: float | None) -> str:
+    """A metric's figure as the CLI's tables print it: 1864, 312 MB, 41.2%, 0.0123."""
+    name = metric if isinstance(metric, str) else metric.name
+    if value is None:
+        return MISSING
+    if name == "peak_memory_bytes":
+        return si(value, "B")
+    if name == "mfu":
+        return f"{value:.1%}"
+    if name == "average_watts":
+        return si(value, "W")
+    if name == "model_flops_per_sec":
+        return si(value, "FLOP/s")
+    if name.endswith("per_sec") or name == "samples_per_joule":
+        return _rate(value)
+    return f"{value:.4g}"
+
+
+def _rate(value: float) -> str:
+    """Whole numbers from 1000 up (54758, not 54758.234), else rate()'s four significant figures."""
+    return f"{value:.0f}" if abs(value) >= 1000 else rate(value)
+
+
+def _when(iso: str, zone: bool = True) -> str:
+    """'2026-11-21 05:01 UTC' from an ISO instant; the text as it is when it is not one."""
+    try:
+        moment = dt.datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return iso or MISSING
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if zone and moment.tzinfo is not None else "")
+
+
+def _problem(run: StoredRun) -> str:
+    return f"{run.problem}/{run.size}" if run.size else run.problem
+
+
+def _image(fig: Figure, alt: str) -> str:
+    data = base64.b64encode(plots.render(fig, "png", dpi=REPORT_DPI)).decode("ascii")
+    width, height = (round(side * REPORT_DPI) for side in plots.FIGSIZE_IN)
+    return (
+        f'<img class="plot" src="data:image/png;base64,{data}" width="{width}" height="{height}" '
+        f'alt="{e(alt)}">'
+    )
+
+
+def _plot(make: Callable[[], Figure], alt: str) -> str:
+    """The plot, or a note saying why there is none (a report shows what it can)."""
+    try:
+        return _image(make(), alt)
+    except FlowrateError as why:
+        return f'<p class="note">{e(why)}</p>'
+
+
+def _table(
+    header: Sequence[str] | None,
+    rows: Sequence[Sequence[str]],
+    *,
+    table_id: str = "",
+    numeric: Sequence[int] = (),
+) -> str:
+    """A table from cells that are already HTML (escaped by the caller)."""
+    ident = f' id="{table_id}"' if table_id else ""
+    cells = "".join(
+        f"<th{' class=num' if i in numeric else ''}>{e(h)}</th>" for i, h in enumerate(header or [])
+    )
+    head = f"<thead><tr>{cells}</tr></thead>" if header else ""
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=num' if i in numeric else ''}>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
+    return f'<div class="scroll"><table{ident}>{head}<tbody>{body}</tbody></table></div>'
+
+
+# --- sections ------------------------------------------------------------------------------------
+
+
+def _summary(runs: Sequence[StoredRun]) -> str:
+    problems = sorted({_problem(r) for r in runs})
+    devices = sorted({r.device_name or r.device_type or "?" for r in runs})
+    dates = sorted(r.created_at for r in runs if r.created_at)
+    span = f"{_when(dates[0])} to {_when(dates[-1])}" if dates else MISSING
+    facts = [
+        ("runs", str(len(runs))),
+        (f"problem{'s' if len(problems) != 1 else ''}", ", ".join(problems)),
+        (f"device{'s' if len(devices) != 1 else ''}", ", ".join(devices)),
+        ("recorded", span),
+    ]
+    items = "".join(f"<div><dt>{e(k)}</dt><dd>{e(v)}</dd></div>" for k, v in facts)
+    return f'<dl class="facts">{items}</dl>'
+
+
+def _throughput_cell(result: Result) -> str:
+    s = result.summary
+    cell = e(_rate(s.samples_per_sec))
+    if s.ci95_low_samples_per_sec is not None and s.ci95_high_samples_per_sec is not None:
+        half = (s.ci95_high_samples_per_sec - s.ci95_low_samples_per_sec) / 2
+        cell += (
+            f'<span class="ci" title="mean interval rate ± half its 95% confidence interval">'
+            f"{e(_rate(s.mean_samples_per_sec))} ± {e(_rate(half))}</span>"
+        )
+    return cell
+
+
+def _runs_table(runs: Sequence[StoredRun]) -> str:
+    header = [
+        "run", "created", "tags", "problem", "mode", "precision", "execution", "device", "batch",
+        "samples/s", "MFU", "samples/J", "peak memory", "loss reached",
+    ]  # fmt: skip
+    rows = []
+    for run in runs:
+        result = run.result
+        rows.append(
+            [
+                f'<code id="run-{e(run.run_id)}">{e(run.run_id)}</code>',
+                f'<span class="nowrap">{e(_when(run.created_at, zone=False))}</span>',
+                e(", ".join(run.tags) or MISSING),
+                e(_problem(run)),
+                e(run.mode or MISSING),
+                e(run.precision or MISSING),
+                e(run.execution or MISSING),
+                e(run.device_name or run.device_type or MISSING),
+                e(run.batch_size if run.batch_size is not None else MISSING),
+                _throughput_cell(result),
+                e(show_value("mfu", METRICS["mfu"].value(result))),
+                e(show_value("samples_per_joule", METRICS["samples_per_joule"].value(result))),
+                e(show_value("peak_memory_bytes", METRICS["peak_memory_bytes"].value(result))),
+                e(show_value("final_loss", METRICS["final_loss"].value(result))),
+            ]
+        )
+    legend = (
+        '<p class="note">Times in UTC. samples/s is GlobalRate (samples over seconds of the timed '
+        "window); under it, the mean interval rate ± half its 95% confidence interval.</p>"
+    )
+    return legend + _table(header, rows, table_id="runs", numeric=(8, 9, 10, 11, 12, 13))
+
+
+def _scatter_axes(full: ParetoResult, runs: Sequence[StoredRun]) -> tuple[Objective, Objective] | None:
+    """samples/s against the ranking's second objective, else against peak memory where recorded."""
+    first = full.objectives[0]
+    if len(full.objectives) > 1:
+        return first, full.objectives[1]
+    memory = parse_objective("peak_memory_bytes")
+    if first.name != memory.name and any(memory.metric.value(r.result) is not None for r in runs):
+        return first, memory
+    return None
+
+
+def _pareto(runs: Sequence[StoredRun]) -> str:
+    try:
+        full = pareto_front(runs)
+    except FlowrateError as why:
+        return f'<p class="note">{e(why)}</p>'
+    header = ["run", "problem", "precision", "device", "batch", "tags", *[str(o) for o in full.objectives]]
+    rows = [
+        [
+            f'<a href="#run-{e(r.run_id)}"><code>{e(r.run_id)}</code></a>',
+            e(_problem(r)),
+            e(r.precision or MISSING),
+            e(r.device_name or r.device_type or MISSING),
+            e(r.batch_size if r.batch_size is not None else MISSING),
+            e(", ".join(r.tags) or MISSING),
+            *[
+                e(show_value(o.metric, v))
+                for o, v in zip(full.objectives, full.values[r.run_id], strict=True)
+            ],
+        ]
+        for r in full.front
+    ]
+    considered = len(full.front) + len(full.dominated)
+    parts = [
+        f"<p>{len(full.front)} of {considered} runs are on the frontier of "
+        f"{e(', '.join(str(o) for o in full.objectives))}: no other run is at least as good on every "
+        "objective and better on one.</p>",
+        _table(header, rows, table_id="pareto", numeric=tuple(range(6, len(header)))),
+    ]
+    notes = list(full.notes)
+    if full.excluded:
+        reasons = sorted({why for _, why in full.excluded})
+        notes.append(f"{len(full.excluded)} runs left out: {'; '.join(reasons)}")
+    parts += [f'<p class="note">{e(n)}</p>' for n in notes]
+    axes = _scatter_axes(full, runs)
+    if axes is None:
+        parts.append('<p class="note">one objective and no peak memory recorded: no scatter to draw</p>')
+        return "".join(parts)
+    x, y = axes
+    if len(full.objectives) != 2:
+        parts.append(
+            f'<p class="note">The scatter ranks the runs on its two axes alone ({e(x)}, {e(y)}), so its '
+            "frontier can differ from the table's.</p>"
+        )
+    ranking = full if len(full.objectives) == 2 else None
+    parts.append(
+        _plot(
+            lambda: plots.pareto_scatter(ranking or pareto_front(runs, [x, y]), x, y),
+            f"Pareto scatter of {x} against {y}",
+        )
+    )
+    return "".join(parts)
+
+
+def _energy(runs: Sequence[StoredRun]) -> str:
+    if any(METRICS["samples_per_joule"].value(r.result) is not None for r in runs):
+        return _plot(lambda: plots.samples_per_joule_vs_batch(runs), "samples/J against batch size")
+    reasons = sorted({str(r.result.energy.get("reason")) for r in runs if r.result.energy.get("reason")})
+    why = "".join(f"<li>{e(reason)}</li>" for reason in reasons)
+    return f'<p class="note">No run records samples/J.</p>{f"<ul>{why}</ul>" if why else ""}'
+
+
+def _rates(runs: Sequence[StoredRun]) -> str:
+    shown = runs[:MAX_RATE_PLOTS]
+    parts = []
+    if len(runs) > len(shown):
+        parts.append(
+            f'<p class="note">Showing the first {len(shown)} of {len(runs)} runs; report fewer runs (a '
+            "tag, filters) to see the others.</p>"
+        )
+    for run in shown:
+        parts.append(
+            f'<figure><figcaption><a href="#run-{e(run.run_id)}"><code>{e(run.run_id)}</code></a> '
+            f"{e(_problem(run))}, batch {e(run.batch_size)}</figcaption>"
+            + _plot(partial(plots.rate_over_time, run), f"Rate and GlobalRate over time, run {run.run_id}")
+            + "</figure>"
+        )
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class _EnvGroup:
+    rows: tuple[tuple[str, str], ...]
+    runs: list[StoredRun]
+
+
+def _get(env: dict[str, Any], section: str, key: str) -> Any:
+    value = env.get(section)
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _environment_rows(env: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What identifies a machine and software stack, one line per part, None-safe."""
+
+    def join(*parts: Any) -> str:
+        return ", ".join(str(p) for p in parts if p not in (None, "", [])) or MISSING
+
+    cores = _get(env, "cpu", "logical_cores")
+    commit = _get(env, "flowrate", "commit")
+    dirty = _get(env, "flowrate", "dirty")
+    return (
+        ("device", join(_get(env, "device", "name"), _get(env, "device", "type"))),
+        ("CPU", join(_get(env, "cpu", "model"), f"{cores} logical cores" if cores else None)),
+        (
+            "torch",
+            join(
+                _get(env, "torch", "version"),
+                f"{_get(env, 'torch', 'num_threads')} threads" if _get(env, "torch", "num_threads") else None,
+            ),
+        ),
+        ("CUDA", join(_get(env, "torch", "cuda"), _get(env, "device", "driver_version"))),
+        ("Python", join(_get(env, "python", "version"), _get(env, "python", "implementation"))),
+        (
+            "flowrate",
+            join(
+                _get(env, "flowrate", "version"),
+                commit[:12] if isinstance(commit, str) else None,
+                "uncommitted changes" if dirty else None,
+            ),
+        ),
+        ("hostname", join(env.get("hostname"))),
+        ("OS", join(_get(env, "os", "platform"))),
+    )
+
+
+def _environments(runs: Sequence[StoredRun]) -> str:
+    groups: dict[tuple[tuple[str, str], ...], _EnvGroup] = {}
+    for run in runs:
+        rows = _environment_rows(run.result.environment or {})
+        groups.setdefault(rows, _EnvGroup(rows, [])).runs.append(run)
+    parts = []
+    for n, group in enumerate(groups.values(), start=1):
+        table = _table(None, [[f"<b>{e(k)}</b>", e(v)] for k, v in group.rows], table_id=f"env-{n}")
+        commands = "".join(
+            f"<li><code>{e(r.run_id)}</code> <code class=cmd>{e(_command(r.result))}</code></li>"
+            for r in group.runs
+        )
+        count = f"{len(group.runs)} run{'s' if len(group.runs) != 1 else ''}"
+        parts.append(
+            f'<div class="env"><h3>Environment {n} ({count})</h3>{table}'
+            f"<details><summary>command lines</summary><ul>{commands}</ul></details></div>"
+        )
+    return "".join(parts)
+
+
+def _command(result: Result) -> str:
+    line = result.environment.get("command_line")
+    if isinstance(line, list):
+        return " ".join(str(part) for part in line)
+    return str(line) if line else MISSING
+
+
+def _warnings(runs: Sequence[StoredRun]) -> str:
+    warned = [r for r in runs if r.result.warnings]
+    if not warned:
+        return '<p class="note">No run recorded a measurement warning.</p>'
+    parts = [f"<p>{len(warned)} of {len(runs)} runs recorded warnings about their measurement.</p>"]
+    for run in warned:
+        items = "".join(f"<li>{e(w)}</li>" for w in run.result.warnings)
+        parts.append(
+            f'<div class="warn"><a href="#run-{e(run.run_id)}"><code>{e(run.run_id)}</code></a> '
+            f"{e(_problem(run))}, batch {e(run.batch_size)}<ul>{items}</ul></div>"
+        )
+    return "".join(parts)
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+_CSS = """
+:root { color-scheme: light; --muted: #5f6b7a; --line: #d9dee5; --accent: #2c5d9c; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+       color: #1d2430; background: #fff; margin: 0 auto; padding: 24px 28px 48px; max-width: 1320px; }
+h1 { font-size: 1.6em; margin: 0 0 4px; }
+h2 { font-size: 1.25em; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 2px solid var(--line); }
+h3 { font-size: 1.05em; margin: 18px 0 6px; }
+.generated, .note, figcaption, .ci { color: var(--muted); }
+.note { font-size: 0.93em; }
+nav { margin: 12px 0 4px; font-size: 0.93em; }
+nav a { margin-right: 14px; color: var(--accent); text-decoration: none; }
+a { color: var(--accent); }
+.facts { display: flex; flex-wrap: wrap; gap: 8px 28px; margin: 14px 0; }
+.facts div { min-width: 110px; }
+.facts dt { font-size: 0.8em; text-transform: uppercase; letter-spacing: 0.04em; color: var(--muted); }
+.facts dd { margin: 0; font-weight: 600; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 6px 0 10px; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 7px; text-align: left; vertical-align: top; }
+.nowrap { white-space: nowrap; }
+#runs td:nth-child(8) { min-width: 8em; }
+th { background: #f3f5f8; font-weight: 600; vertical-align: bottom; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+tbody tr:hover { background: #f8fafc; }
+.ci { display: block; font-size: 0.85em; white-space: nowrap; }
+code { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.92em; }
+code.cmd { word-break: break-all; }
+img.plot { display: block; width: 100%; max-width: 960px; height: auto; margin: 8px 0 4px;
+           border: 1px solid var(--line); border-radius: 4px; }
+figure { margin: 18px 0; }
+figcaption { font-size: 0.9em; }
+.env, .warn { margin: 10px 0 16px; }
+.warn ul { margin: 4px 0; }
+.warn li { color: #7a4b00; }
+details summary { cursor: pointer; color: var(--muted); font-size: 0.9em; }
+"""
+
+_SECTIONS = [
+    ("runs", "Runs"),
+    ("pareto", "Pareto frontier"),
+    ("throughput", "Throughput against batch size"),
+    ("energy", "Energy"),
+    ("rates", "Rate and GlobalRate over time"),
+    ("environment", "Environment"),
+    ("warnings", "Measurement warnings"),
+]
+
+
+def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate report") -> str:
+    """The report on ``runs`` (in the order given) as one HTML document."""
+    if not runs:
+        raise FlowrateError("no runs to report: record some with `flowrate run` or `flowrate sweep`")
+    stored = [r if isinstance(r, StoredRun) else StoredRun.from_result(r) for r in runs]
+    body = {
+        "runs": _runs_table(stored),
+        "pareto": _pareto(stored),
+        "throughput": _plot(lambda: plots.throughput_vs_batch(stored), "samples/s against batch size"),
+        "energy": _energy(stored),
+        "rates": _rates(stored),
+        "environment": _environments(stored),
+        "warnings": _warnings(stored),
+    }
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    nav = "".join(f'<a href="#{key}">{e(name)}</a>' for key, name in _SECTIONS)
+    sections = "".join(
+        f'<section id="{key}"><h2>{e(name)}</h2>{body[key]}</section>' for key, name in _SECTIONS
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="flowrate {e(__version__)}">'
+        f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<header><h1>{e(title)}</h1>"
+        f'<p class="generated">Generated {e(now)} by flowrate {e(__version__)}. samples/s is GlobalRate: '
+        "samples over seconds of the whole timed window.</p>"
+        f"{_summary(stored)}<nav>{nav}</nav></header>"
+        f"<main>{sections}</main></body></html>\n"
+    )

@@ -1,0 +1,152 @@
+"""`flowrate compare A B`: is B faster than A, or within noise? For people and for CI.
+
+The statistics live in flowrate.results.compare; this module chooses the runs, refuses runs of
+different problems unless forced, prints (a table, Markdown or JSON) and turns a significant
+slowdown into an exit code with --fail-if-slower.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from flowrate.cli.select import store_option
+
+# as in flowrate.results.compare, which is not imported here: it loads scipy, and `flowrate --help`
+# imports every command's module
+TESTS = ("welch", "mannwhitney")
+DEFAULT_ALPHA = 0.05
+DEFAULT_MIN_EFFECT_PCT = 1.0
+FORMATS = ("table", "md", "json")
+
+
+@click.command("compare")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option(
+    "--test",
+    type=click.Choice(TESTS),
+    default="welch",
+    show_default=True,
+    help="The significance test over the raw samples: Welch's t-test (means, unequal variances) or "
+    "the Mann–Whitney U test (ranks; robust to outliers). Either way the interval shown is Welch's "
+    "interval of the difference of the means.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Significance level; the confidence interval is the 1 − alpha one.",
+)
+@click.option(
+    "--min-effect",
+    "min_effect_pct",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_MIN_EFFECT_PCT,
+    show_default=True,
+    metavar="PCT",
+    help="The smallest relative difference, in percent, that is called faster or slower; a "
+    "significant difference under it is reported as not significant (below the minimum effect).",
+)
+@click.option(
+    "--fail-if-slower",
+    "fail_pct",
+    type=click.FloatRange(min=0),
+    metavar="PCT",
+    help="For CI: exit 1 when B's samples/s is significantly slower than A's (the verdict is "
+    "'slower') by more than PCT percent. A drop that is not significant exits 0.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table: a table on the terminal; md: Markdown (a pipe table and the warnings); json: the "
+    "whole comparison as JSON.",
+)
+@click.option("--force", is_flag=True, help="Compare runs of different problems anyway.")
+@store_option
+def command(
+    a: str,
+    b: str,
+    test: str,
+    alpha: float,
+    min_effect_pct: float,
+    fail_pct: float | None,
+    output_format: str,
+    force: bool,
+    store: str | None,
+) -> None:
+    """Compare B against the baseline A, metric by metric, and say whether the difference is real.
+
+    A and B are each a run id (or a unique prefix), a tag (every run with it, their intervals
+    pooled) or a result file (--out, --json, an export). For every metric either side recorded:
+    the means (and medians) of A and B, the ratio B/A, the difference B − A with its confidence
+    interval, the p-value of the test over the raw samples (each compute interval; for figures
+    measured once per run, each run) and a verdict: faster/slower (better/worse) only when
+    p < alpha and the difference is at least --min-effect; otherwise not significant, saying
+    whether it is within noise or below the minimum effect. With one run per side a per-run
+    figure gets a ratio but no test.
+
+    Differences in the environment (device, CPU, PyTorch, CUDA, flowrate, threads) are warned
+    about. Runs of different problems (problem, size, mode or shape) are refused unless --force.
+
+    Exit codes: 0 compared; 1 B is significantly slower than --fail-if-slower allows, or a run
+    could not be read; 2 bad input, including runs of different problems without --force.
+    """
+    from flowrate.cli import console
+    from flowrate.cli.select import select_runs
+    from flowrate.errors import FlowrateError
+    from flowrate.results.compare import (
+        RIGHT_ALIGNED,
+        compare,
+        format_p,
+        header,
+        legend,
+        rows,
+        title,
+        to_markdown,
+    )
+    from flowrate.results.store import RunFilter
+
+    side_a = [run.result for run in select_runs(store, [a], RunFilter())]
+    side_b = [run.result for run in select_runs(store, [b], RunFilter())]
+    comparison = compare(
+        side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b)
+    )
+    if comparison.problem_mismatch and not force:
+        what = "; ".join(str(d) for d in comparison.problem_mismatch)
+        raise click.UsageError(
+            f"A and B are runs of different problems ({what}); use --force to compare anyway",
+            ctx=click.get_current_context(),
+        )
+
+    for line in comparison.warnings:
+        console.warn(line)
+    if output_format == "json":
+        console.data(json.dumps(comparison.to_dict(), indent=2))
+    elif output_format == "md":
+        console.data(to_markdown(comparison))
+    else:
+        console.grid(title(comparison), header(comparison), rows(comparison), right_aligned=RIGHT_ALIGNED)
+        if comparison.configuration_differences:
+            differing = "; ".join(str(d) for d in comparison.configuration_differences)
+            console.status(f"configuration: {differing}")
+        console.status(legend(comparison))
+
+    if fail_pct is None:
+        return
+    throughput = comparison.metric("samples_per_sec")
+    if throughput is None or throughput.p_value is None:
+        why = throughput.reason if throughput else "neither side records it"
+        console.warn(f"--fail-if-slower: samples/s could not be tested ({why}); not failing")
+        return
+    drop = -(throughput.relative or 0.0)
+    if throughput.verdict == "slower" and drop > fail_pct / 100:
+        raise FlowrateError(
+            f"{b} is significantly slower than {a}: samples/s {-drop:+.1%} "
+            f"(p = {format_p(throughput.p_value)}), more than the {fail_pct:g}% --fail-if-slower allows"
+        )

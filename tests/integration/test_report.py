@@ -1,0 +1,235 @@
+"""`flowrate report`: the HTML page's content, its escaping, and the page as Chromium renders it.
+
+The browser test opens the report in headless Chromium (Debian's `chromium` package, driven by
+playwright) with every network request blocked, and checks what a reader would see: each plot
+loaded, the tables filled, no console error, no script run. It skips where Chromium is missing,
+unless FLOWRATE_REQUIRE_BROWSER=1 (CI sets it, so there it fails instead).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factories import make_result
+from flowrate.analysis.report import MAX_RATE_PLOTS, render_report
+from flowrate.results.schema import Result
+from flowrate.results.store import Store, StoredRun
+
+SCRIPT_TAG = "<script>alert(1)</script>"
+IMG_WARNING = "<img src=x onerror=alert(2)> took too long"
+HOSTILE_HOST = '"><svg onload=alert(3)>'
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root, where Chromium's sandbox refuses to start
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def crafted() -> list[Result]:
+    """Runs no CPU here would give: energy readings, a checkpoint, and hostile text in records."""
+    return [
+        make_result(
+            3000.0 * (1.6 if precision == "bf16" else 1.0) * batch**0.5,
+            batch_size=batch,
+            precision=precision,
+            device_type="cuda",
+            device_name="NVIDIA H100 80GB HBM3",
+            samples_per_joule=10.0 * batch**0.3,
+            peak_memory_bytes=2_000_000_000 + batch * 40_000_000,
+            mfu=0.05 * batch**0.3,
+            checkpoint_after=(2,) if batch == 32 else (),
+            warnings=[IMG_WARNING] if batch == 8 else [],
+            environment={"hostname": HOSTILE_HOST},
+            created_at=f"2026-11-20T10:{batch:02d}:00+00:00",
+        )
+        for precision in ("fp32", "bf16")
+        for batch in (8, 32, 64)
+    ]
+
+
+def store_crafted(runs: list[Result], tags: tuple[str, ...] = (SCRIPT_TAG, "gpu")) -> None:
+    with Store() as store:
+        for result in runs:
+            store.add(result, tags)
+
+
+def assert_escaped(page: str) -> None:
+    for raw in (SCRIPT_TAG, "<img src=x", "<svg onload"):
+        assert raw not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "&quot;&gt;&lt;svg onload=alert(3)&gt;" in page
+    assert "<script" not in page.lower()  # the report runs no script of its own either
+
+
+def assert_self_contained(page: str) -> None:
+    """Nothing the page would fetch: every src and href is a data: URI or an anchor in the page."""
+    references = re.findall(r"""<[^>]*?\s(?:src|href)\s*=\s*["']?([^"' >]+)""", page)
+    assert references
+    assert all(ref.startswith(("data:", "#")) for ref in references), references
+    assert "url(" not in page and "@import" not in page
+
+
+def test_the_report_escapes_records_and_shows_every_section(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    runs = crafted()
+    store_crafted(runs)
+    out = tmp_path / "r.html"
+    outcome = run_cli("report", "--tag", "gpu", "--out", str(out), "--title", "nightly <b>&</b>")
+    assert outcome.code == 0, outcome.stderr
+    assert f"report written to {out} (6 runs)" in outcome.stderr
+    page = out.read_text()
+    assert_escaped(page)
+    assert_self_contained(page)
+    assert "<title>nightly &lt;b&gt;&amp;&lt;/b&gt;</title>" in page
+    for section in ("runs", "pareto", "throughput", "energy", "rates", "environment", "warnings"):
+        assert f'<section id="{section}">' in page
+    assert page.count('<img class="plot" src="data:image/png;base64,') == 3 + len(runs)
+    for result in runs:
+        assert f'<code id="run-{result.run_id}">{result.run_id}</code>' in page
+    assert "Environment 1 (6 runs)" in page and "Environment 2" not in page
+    assert "2 of 6 runs recorded warnings" in page
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()  # readable as any file the user writes
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_the_report_says_what_it_could_not_show(tmp_path: Path) -> None:
+    runs = [make_result(100.0 + n, batch_size=8 * (n % 3 + 1)) for n in range(MAX_RATE_PLOTS + 2)]
+    page = render_report(runs, title="many")
+    assert page.count("<figure>") == MAX_RATE_PLOTS
+    assert f"Showing the first {MAX_RATE_PLOTS} of {len(runs)} runs" in page
+    assert "No run records samples/J." in page and "no meter in tests" in page
+    assert "No run recorded a measurement warning." in page
+
+
+def test_report_with_no_runs_is_an_error(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    Store().close()
+    outcome = run_cli("report", "--out", str(tmp_path / "r.html"))
+    assert outcome.code == 1
+    assert "no runs are recorded" in outcome.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+# --- the page in a browser -------------------------------------------------------------------------
+
+
+def chromium_or_skip() -> str:
+    required = os.environ.get("FLOWRATE_REQUIRE_BROWSER") == "1"
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        path = None
+        why = "playwright is not installed (pip install '.[dev]')"
+    else:
+        why = "no chromium on PATH (Debian: apt-get install chromium)"
+    if path is None:
+        if required:
+            pytest.fail(f"FLOWRATE_REQUIRE_BROWSER=1 but {why}")
+        pytest.skip(why)
+    return path
+
+
+def record_real_runs(run_cli: Any) -> None:
+    for batch in ("8", "16"):
+        outcome = run_cli(
+            "run", "-p", "fc_mnist", "--size", "debug", "--preheat", "1", "--steps", "4",
+            "-b", batch, "--quiet", "--tag", "t",
+        )  # fmt: skip
+        assert outcome.code == 0, outcome.stderr
+
+
+def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    executable = chromium_or_skip()
+    from playwright.sync_api import Request, Route, sync_playwright
+
+    record_real_runs(run_cli)
+    store_crafted(crafted())
+    with Store() as store:
+        runs = store.runs()
+    assert len(runs) == 8
+    out = tmp_path / "report.html"
+    outcome = run_cli("report", "--out", str(out))
+    assert outcome.code == 0, outcome.stderr
+
+    console_errors: list[str] = []
+    page_errors: list[str] = []
+    dialogs: list[str] = []
+    fetched: list[str] = []
+
+    def only_local(route: Route, request: Request) -> None:
+        if request.url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            fetched.append(request.url)
+            route.abort()
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.route("**/*", only_local)
+            page.goto(out.as_uri(), wait_until="load")
+
+            images = page.eval_on_selector_all(
+                "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])"
+            )
+            rows = page.eval_on_selector_all(
+                "#runs tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
+            )
+            front = page.eval_on_selector_all("#pareto tbody tr", "rows => rows.length")
+            env_rows = page.eval_on_selector_all("[id^=env-] tr", "rows => rows.length")
+            injected = page.evaluate(
+                "document.querySelectorAll('script, img[src=x], svg[onload], [onerror], [onload]').length"
+            )
+            headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.innerText)")
+            shot = tmp_path / "report.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+
+    # plots: Pareto, throughput, samples/J, and Rate/GlobalRate for each run; all decoded
+    assert len(images) == 3 + len(runs)
+    assert all(complete and width == 1200 and height == 750 for complete, width, height in images), images
+    # the runs table: one row per run, newest first, no empty cell
+    assert [row[0] for row in rows] == [r.run_id for r in runs]
+    assert all(len(row) == 14 and all(row) for row in rows), rows
+    assert front >= 1 and env_rows >= 8
+    assert "Measurement warnings" in headings and "Pareto frontier" in headings
+    # nothing fetched, nothing run, nothing injected
+    assert fetched == []
+    assert console_errors == [] and page_errors == []
+    assert dialogs == []
+    assert injected == 0
+    # the screenshot: a real page, taller than the window
+    data = shot.read_bytes()
+    width, height = struct.unpack(">II", data[16:24])
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and width == 1280 and height > 3000
+    assert len(data) > 100_000
+
+
+def test_report_runs_accepts_stored_runs_and_results_alike() -> None:
+    result = make_result(run_id="feedfacecafe")
+    as_result = render_report([result], title="t")
+    as_stored = render_report([StoredRun.from_result(result, ["x"])], title="t")
+    for page in (as_result, as_stored):
+        assert '<code id="run-feedfacecafe">' in page
