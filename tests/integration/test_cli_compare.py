@@ -1,26 +1,22 @@
 """`flowrate compare A B` end to end: runs chosen by id, tag or file; table, Markdown and JSON;
 --fail-if-slower for CI; runs of different problems refused unless forced; environments flagged.
 
-Most runs are hand-made results (tests/fixtures/compare/base_result.json with chosen interval
+Most runs are hand-made results (tests/factories.py, with chosen interval
 rates) put straight into the store, so every verdict is known in advance; one test records two
 real tiny runs.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from flowrate.results.schema import IntervalRecord, Result
+import factories
+from flowrate.results.schema import Result
 from flowrate.results.store import Store
-
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "compare"
-BASE = Result.from_json((FIXTURES / "base_result.json").read_text())
 
 BASELINE = [1000, 1040, 960, 1010, 990, 1030, 970, 1005]
 SLOWER = [r * 0.8 for r in BASELINE]  # 20% slower, far outside the noise
@@ -28,38 +24,9 @@ NOISY_LOWER = [990, 1030, 955, 1020, 985, 1000, 965, 1012]  # lower on average, 
 
 
 def make_result(
-    rates: Sequence[float], run_id: str, *, device_name: str | None = None, **problem: str
+    rates: Sequence[float], run_id: str, *, device_name: str = "Test CPU", size: str = "debug"
 ) -> Result:
-    intervals, elapsed = [], 0.0
-    for i, rate in enumerate(rates):
-        elapsed += 32 / rate
-        intervals.append(
-            IntervalRecord(
-                index=i,
-                kind="compute",
-                first_step=2 * i,
-                steps=2,
-                samples=32,
-                seconds=32 / rate,
-                samples_per_sec=rate,
-                rate_samples_per_sec=rate,
-                global_samples_per_sec=32 * (i + 1) / elapsed,
-                elapsed_s=elapsed,
-                model_flops_per_sec=rate * BASE.problem["model_flops_per_sample"],
-            )
-        )
-    environment = copy.deepcopy(BASE.environment)
-    if device_name:
-        environment["device"]["name"] = device_name
-    summary = dataclasses.replace(BASE.summary, samples_per_sec=32 * len(rates) / elapsed)
-    return dataclasses.replace(
-        BASE,
-        intervals=intervals,
-        summary=summary,
-        environment=environment,
-        problem={**BASE.problem, **problem},
-        run_id=run_id,
-    )
+    return factories.make_result(interval_rates=rates, run_id=run_id, device_name=device_name, size=size)
 
 
 @pytest.fixture
@@ -121,14 +88,14 @@ def test_markdown_output_is_a_pipe_table(run_cli, store: Path) -> None:  # type:
     assert "|---|---:|---:|---:|---:|---:|---:|---|" in lines
     assert any(line.startswith("| samples/s |") for line in lines)
     # the warnings go into the Markdown too, so a pasted report is complete
-    assert "- environments differ: device_name: 'AMD EPYC' vs 'NVIDIA H100 80GB HBM3'" in lines
+    assert "- environments differ: device_name: 'Test CPU' vs 'NVIDIA H100 80GB HBM3'" in lines
 
 
 def test_a_different_environment_is_flagged(run_cli, store: Path) -> None:  # type: ignore[no-untyped-def]
     outcome = run_cli("compare", "main", "h100")
     assert outcome.code == 0, outcome.stderr
     assert (
-        "warning: environments differ: device_name: 'AMD EPYC' vs 'NVIDIA H100 80GB HBM3'" in outcome.stderr
+        "warning: environments differ: device_name: 'Test CPU' vs 'NVIDIA H100 80GB HBM3'" in outcome.stderr
     )
 
 

@@ -1,35 +1,31 @@
 """compare's statistics on samples with known answers, and its verdicts on hand-made runs.
 
-Results are built from tests/fixtures/compare/base_result.json (a real fc_mnist/debug result with
-its intervals removed and its host details blanked) with intervals at chosen rates, so every
+Results are made by tests/factories.py with intervals at chosen rates, so every
 figure here is known in advance. tests/fixtures/compare/welch_cases.json holds data sets with
 their Welch and Mann–Whitney answers.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
 import statistics
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import scipy.stats
 
+import factories
 from flowrate.cli import compare as cli_compare
 from flowrate.results import compare as comparing
 from flowrate.results.compare import Difference, compare, mann_whitney, to_markdown, welch
-from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.schema import Result
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "compare"
-BASE = Result.from_json((FIXTURES / "base_result.json").read_text())
 CASES = json.loads((FIXTURES / "welch_cases.json").read_text())["cases"]
-SAMPLES = 32  # per interval
 
 
 def make_result(
@@ -37,67 +33,19 @@ def make_result(
     run_id: str,
     *,
     rss: int | None = None,
-    device_name: str | None = None,
-    size: str | None = None,
+    device_name: str = "Test CPU",
+    size: str = "debug",
     samples_per_joule: float | None = None,
 ) -> Result:
     """A result whose compute intervals ran at ``rates`` samples/s (its summary agrees)."""
-    flops = BASE.problem["model_flops_per_sample"]
-    intervals, elapsed = [], 0.0
-    for i, rate in enumerate(rates):
-        seconds = SAMPLES / rate
-        elapsed += seconds
-        intervals.append(
-            IntervalRecord(
-                index=i,
-                kind="compute",
-                first_step=2 * i,
-                steps=2,
-                samples=SAMPLES,
-                seconds=seconds,
-                samples_per_sec=rate,
-                rate_samples_per_sec=rate,
-                global_samples_per_sec=SAMPLES * (i + 1) / elapsed,
-                elapsed_s=elapsed,
-                model_flops_per_sec=rate * flops,
-            )
-        )
-    overall = SAMPLES * len(rates) / elapsed
-    summary = dataclasses.replace(
-        BASE.summary,
-        samples_per_sec=overall,
-        model_flops_per_sec=overall * flops,
-        mean_samples_per_sec=statistics.fmean(rates),
-        median_samples_per_sec=statistics.median(rates),
-        intervals=len(rates),
-    )
-    environment = copy.deepcopy(BASE.environment)
-    if device_name is not None:
-        environment["device"]["name"] = device_name
-    problem = dict(BASE.problem, size=size or BASE.problem["size"])
-    memory = dict(BASE.memory, process_peak_rss_bytes=rss)
-    energy = dict(BASE.energy, samples_per_joule=samples_per_joule)
-    return dataclasses.replace(
-        BASE,
-        intervals=intervals,
-        summary=summary,
-        environment=environment,
-        problem=problem,
-        memory=memory,
-        energy=energy,
+    return factories.make_result(
+        interval_rates=rates,
         run_id=run_id,
+        peak_memory_bytes=rss,
+        device_name=device_name,
+        size=size,
+        samples_per_joule=samples_per_joule,
     )
-
-
-@pytest.fixture(autouse=True)
-def no_numeric_warnings() -> Iterator[None]:
-    """Zero variance and tiny samples must not produce NaN warnings: any warning fails a test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
-
-
-# --- the tests themselves, against known answers ------------------------------------------------
 
 
 def test_welch_by_hand() -> None:
@@ -306,16 +254,16 @@ def test_environment_and_problem_differences() -> None:
     a = make_result(NOISY_A, "a1")
     b = make_result(NOISY_A, "b1", device_name="NVIDIA H100 80GB HBM3", size="small")
     c = compare([a], [b])
-    assert c.environment_differences == [Difference("device_name", "AMD EPYC", "NVIDIA H100 80GB HBM3")]
-    assert str(c.environment_differences[0]) == "device_name: 'AMD EPYC' vs 'NVIDIA H100 80GB HBM3'"
+    assert c.environment_differences == [Difference("device_name", "Test CPU", "NVIDIA H100 80GB HBM3")]
+    assert str(c.environment_differences[0]) == "device_name: 'Test CPU' vs 'NVIDIA H100 80GB HBM3'"
     assert c.problem_mismatch == [Difference("size", "debug", "small")]
-    assert "environments differ: device_name: 'AMD EPYC' vs 'NVIDIA H100 80GB HBM3'" in c.warnings
+    assert "environments differ: device_name: 'Test CPU' vs 'NVIDIA H100 80GB HBM3'" in c.warnings
     same = compare([a], [make_result(NOISY_A, "b2")])
     assert same.environment_differences == [] and same.problem_mismatch == [] and same.warnings == []
     # runs within one side that differ are flagged too
     mixed = compare([a, make_result(NOISY_A, "a2", device_name="other")], [make_result(NOISY_A, "b2")])
     assert mixed.environment_differences == []
-    assert mixed.notes == ["runs of A differ among themselves: device_name: 'AMD EPYC' vs 'other' (a1 vs a2)"]
+    assert mixed.notes == ["runs of A differ among themselves: device_name: 'Test CPU' vs 'other' (a1 vs a2)"]
     # a side that pools runs of different problems is a mismatch too
     pooled = compare([a, make_result(NOISY_A, "a2", size="small")], [make_result(NOISY_A, "b2")])
     assert pooled.problem_mismatch == [Difference("size (within A)", "debug", "small")]
@@ -324,11 +272,11 @@ def test_environment_and_problem_differences() -> None:
 def test_configuration_differences_are_listed_not_warned() -> None:
     a = make_result(NOISY_A, "a1")
     b = dataclasses.replace(
-        make_result(NOISY_A, "b1"), batch_size=64, config={**BASE.config, "precision": "bf16"}
+        make_result(NOISY_A, "b1"), batch_size=64, config={**a.config, "precision": "bf16"}
     )
     c = compare([a], [b])
     assert c.configuration_differences == [
-        Difference("batch_size", 16, 64),
+        Difference("batch_size", 8, 64),
         Difference("precision", "fp32", "bf16"),
     ]
     assert c.warnings == []
@@ -349,7 +297,7 @@ def test_markdown_is_a_pipe_table_with_its_warnings() -> None:
     assert samples[0] == "| samples/s" and samples[1] == "1.001k (1.002k)" and samples[4] == "0.800× (-20.0%)"
     assert samples[-1] == "slower |"
     assert all(line.count("|") == table[0].count("|") for line in table)
-    assert "- environments differ: device_name: 'AMD EPYC' vs 'other'" in lines
+    assert "- environments differ: device_name: 'Test CPU' vs 'other'" in lines
     assert "**A** (baseline): main — 1 run(s): a1  " in lines
 
 
