@@ -226,3 +226,12 @@ def _check_device(device: str) -> None:
     if prefix == "cuda" and index.isdigit():
         return
     raise ConfigError("device", f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+
+
+# RunConfig fields whose flag is not simply the field's name with dashes
+FLAG_NAMES = {
+    "duration_s": "duration",
+    "preheat_steps": "preheat",
+    "learning_rate": "lr",
+    "target_interval_s": "target_interval",
+}

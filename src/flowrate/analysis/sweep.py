@@ -71,7 +71,7 @@ def problem_option_keys() -> tuple[str, ...]:
 
 def _aliases() -> dict[str, str]:
     """Flag names that differ from their field (lr -> learning_rate, duration -> duration_s)."""
-    from flowrate.cli.run import FLAG_NAMES
+    from flowrate.config import FLAG_NAMES
 
     return {flag: name for name, flag in FLAG_NAMES.items()}
 
@@ -303,7 +303,7 @@ class SweepSpec:
         given = {k: v for k, v in values.items() if k in RUN_KEYS}
         options = {k: v for k, v in values.items() if k not in RUN_KEYS and k != SAMPLE_SHAPE}
         if SAMPLE_SHAPE in values:  # seq_len or image_size, as the point's problem says
-            from flowrate.cli.run import sample_shape_field
+            from flowrate.problems.registry import sample_shape_field
 
             options[sample_shape_field(given.get("problem", RunConfig.problem))] = values[SAMPLE_SHAPE]
         if options:

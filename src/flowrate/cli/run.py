@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
+from flowrate.config import FLAG_NAMES, Execution, Mode, OptimizerName, Precision, RunConfig
 
 if TYPE_CHECKING:
     from flowrate.problems.base import Problem
@@ -300,15 +300,6 @@ def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet
     return run_repeated(config, repeat, argv=sys.argv, tensorboard=tensorboard, on_run=report)
 
 
-# RunConfig fields whose flag is not simply the field's name with dashes
-FLAG_NAMES = {
-    "duration_s": "duration",
-    "preheat_steps": "preheat",
-    "learning_rate": "lr",
-    "target_interval_s": "target_interval",
-}
-
-
 def resolve_run(
     flags: dict[str, Any],
     sample_shape: int | None,
@@ -369,6 +360,8 @@ def given_fields(flags: dict[str, Any], sample_shape: int | None) -> dict[str, A
     options.update({k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None})
     given = {k: v for k, v in flags.items() if v is not None}
     if sample_shape is not None:
+        from flowrate.problems.registry import sample_shape_field
+
         options[sample_shape_field(given.get("problem", _DEFAULTS["problem"]))] = sample_shape
     if options:
         given["problem_options"] = options
@@ -391,16 +384,3 @@ def _parse_extra_options(pairs: tuple[str, ...]) -> dict[str, int]:
         except ValueError:
             raise ConfigError("option", f"{key} must be an integer, got {text!r}") from None
     return options
-
-
-def sample_shape_field(problem: str) -> str:
-    """The shape option --sample-shape sets for this zoo problem (seq_len or image_size)."""
-    from flowrate.errors import ConfigError
-    from flowrate.problems.registry import is_user_problem, resolve_family
-
-    if is_user_problem(problem):
-        raise ConfigError("sample_shape", "applies to zoo problems only; a user problem sets its own shapes")
-    family, _size = resolve_family(problem)
-    if family.sample_shape_option is None:
-        raise ConfigError("sample_shape", f"{family.name} has no sample shape to set")
-    return family.sample_shape_option

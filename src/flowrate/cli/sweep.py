@@ -92,7 +92,7 @@ def command(
         spec = merge_spec(_base_from_flags(flags, sample_shape), parse_grid_flags(grid), file, name)
         points = plan_points(spec)
     except ConfigError as mistake:
-        from flowrate.cli.run import FLAG_NAMES
+        from flowrate.config import FLAG_NAMES
 
         raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
     if dry_run:

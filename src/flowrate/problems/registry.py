@@ -195,3 +195,13 @@ def _describe(error: BaseException) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
     return f"{type(error).__name__}: {error}{where}"
+
+
+def sample_shape_field(problem: str) -> str:
+    """The shape option --sample-shape sets for this zoo problem (seq_len or image_size)."""
+    if is_user_problem(problem):
+        raise ConfigError("sample_shape", "applies to zoo problems only; a user problem sets its own shapes")
+    family, _size = resolve_family(problem)
+    if family.sample_shape_option is None:
+        raise ConfigError("sample_shape", f"{family.name} has no sample shape to set")
+    return family.sample_shape_option
