@@ -68,9 +68,11 @@ class OptimizerName(enum.StrEnum):
 
 
 class Execution(enum.StrEnum):
-    """Where the weights live. Only the resident mode exists so far."""
+    """Where the weights live: on the device (resident), or in host memory, streamed to the
+    device one block at a time with the optimizer update on the host (streaming)."""
 
     RESIDENT = "resident"
+    STREAMING = "streaming"
 
     @classmethod
     def parse(cls, value: str | Execution) -> Execution:
@@ -105,6 +107,12 @@ class RunConfig:
     optimizer: OptimizerName = OptimizerName.ADAMW
     learning_rate: float = 1e-4
     execution: Execution = Execution.RESIDENT
+    # Streaming: recompute each block's activations in backward instead of keeping them.
+    recompute: bool = False
+    # Clip the global gradient norm to this value before the optimizer step (None: no clipping).
+    clip_grad_norm: float | None = None
+    # CUDA only: cap this process's device memory at this many GiB (a per-process fraction).
+    device_memory_limit_gib: float | None = None
     # "auto" (cuda when present, else cpu), "cpu", "cuda" or "cuda:N".
     device: str = AUTO
     seed: int = 0
@@ -150,6 +158,11 @@ class RunConfig:
         _positive_int("max_batch_size", self.max_batch_size)
         for name in ("min_steps", "target_interval_s", "duration_s", "learning_rate"):
             _positive_number(name, getattr(self, name))
+        for name in ("clip_grad_norm", "device_memory_limit_gib"):
+            if getattr(self, name) is not None:
+                _positive_number(name, getattr(self, name))
+        if self.recompute and self.execution is not Execution.STREAMING:
+            raise ConfigError("recompute", "applies to --execution streaming only")
         for name in ("steps", "sample_every", "threads", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None:
@@ -234,4 +247,5 @@ FLAG_NAMES = {
     "preheat_steps": "preheat",
     "learning_rate": "lr",
     "target_interval_s": "target_interval",
+    "device_memory_limit_gib": "device_memory_limit",
 }

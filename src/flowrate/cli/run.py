@@ -78,7 +78,27 @@ _RUN_OPTIONS = [
     click.option(
         "--execution",
         type=click.Choice([e.value for e in Execution], case_sensitive=False),
-        help="Where the weights live." + _default("execution"),
+        help="Where the weights live: resident on the device, or streaming (weights and optimizer "
+        "in host memory, streamed to the device one block at a time)." + _default("execution"),
+    ),
+    click.option(
+        "--recompute",
+        is_flag=True,
+        default=None,
+        help="Streaming: recompute each block's activations in backward instead of keeping them.",
+    ),
+    click.option(
+        "--clip-grad-norm",
+        type=float,
+        help="Clip the global gradient norm to this value before each optimizer step.",
+    ),
+    click.option(
+        "--device-memory-limit",
+        "device_memory_limit_gib",
+        type=float,
+        metavar="GIB",
+        help="CUDA: cap this process's device memory (a per-process fraction), e.g. to prove a "
+        "streamed model fits in 16 GiB.",
     ),
     click.option(
         "--device", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N." + _default("device")

@@ -20,7 +20,10 @@ from flowrate.errors import FlowrateError
 #   2: checkpoint intervals and per-interval loss, MFU, power and memory; flops, energy, memory,
 #      repeat and fidelity sections; checkpoint-aware summary fields. Version 1 records read with
 #      those fields empty.
-SCHEMA_VERSION = 2
+#   3: streaming section (--execution streaming: copy, compute and host-optimizer times, hidden
+#      share, device and pinned host bytes); input section and per-interval input wait
+#      (--data); estimate section (the cost model's prediction beside the measurement).
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,10 @@ class IntervalRecord:
     power_w: float | None = None  # read at the sample point, where a meter gives one
     device_memory_allocated_bytes: int | None = None  # at the sample point
     process_rss_bytes: int | None = None  # at the sample point
+    # --data: seconds the interval's steps waited for their batches (next batch + host-to-device
+    # copy), and that wait over the interval's seconds (the input-bound share)
+    input_wait_s: float | None = None
+    input_bound_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,12 @@ class Result:
     repeat: dict[str, Any] | None = None
     # `flowrate check`: the loss a learnable task reached and the steps it took (None for runs)
     fidelity: dict[str, Any] | None = None
+    # --execution streaming: where the time went per step and what memory it held (None: resident)
+    streaming: dict[str, Any] | None = None
+    # --data: the dataset, the loader's settings and the input-bound share (None: synthetic data)
+    input: dict[str, Any] | None = None
+    # the cost model's estimate for this configuration on this device (None where none was made)
+    estimate: dict[str, Any] | None = None
     run_id: str = ""
     created_at: str = ""
     flowrate_version: str = ""
