@@ -137,6 +137,15 @@ class RunConfig:
     # Before the run, time a large GEMM at the run's precision: MFU is then also reported against
     # this measured peak.
     measure_peak: bool = False
+    # A dataset folder (`flowrate data make` / `data import-*`) to read every step's batch from,
+    # instead of synthetic batches made on the device; the result records the input-bound share.
+    data_dir: str | None = None
+    # Loader worker processes reading the dataset (0: read in the training loop's own thread).
+    loader_workers: int = 2
+    # Batches each loader worker keeps ready ahead of the step.
+    prefetch: int = 2
+    # Records per shuffle window of the loader (indices only: it holds no data).
+    shuffle_buffer: int = 4096
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed enums in place
@@ -177,6 +186,19 @@ class RunConfig:
         if (self.checkpoint_every is None) != (self.checkpoint_dir is None):
             missing = "checkpoint_dir" if self.checkpoint_dir is None else "checkpoint_every"
             raise ConfigError(missing, "--checkpoint-every and --checkpoint-dir go together; give both")
+        self._check_loader()
+
+    def _check_loader(self) -> None:
+        if isinstance(self.loader_workers, bool) or not isinstance(self.loader_workers, int):
+            raise ConfigError("loader_workers", f"must be an integer 0 or more, got {self.loader_workers!r}")
+        if self.loader_workers < 0:
+            raise ConfigError("loader_workers", f"must be 0 or more, got {self.loader_workers}")
+        for name in ("prefetch", "shuffle_buffer"):
+            _positive_int(name, getattr(self, name))
+        if self.data_dir is None:
+            for name in ("loader_workers", "prefetch", "shuffle_buffer"):
+                if getattr(self, name) != _LOADER_DEFAULTS[name]:
+                    raise ConfigError(name, "applies with --data DIR only (synthetic batches need no loader)")
 
     @property
     def settled_mode(self) -> Mode:
@@ -248,4 +270,7 @@ FLAG_NAMES = {
     "learning_rate": "lr",
     "target_interval_s": "target_interval",
     "device_memory_limit_gib": "device_memory_limit",
+    "data_dir": "data",
 }
+
+_LOADER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}

@@ -18,12 +18,19 @@ from typing import Any, overload
 import torch
 
 from flowrate import __version__
-from flowrate.config import AUTO, Mode, RunConfig
+from flowrate.config import AUTO, Execution, Mode, RunConfig
+from flowrate.data.feed import DataFeed, input_report, open_feed
 from flowrate.env import collect_environment, device_name
-from flowrate.errors import FlowrateError, OutOfMemory
+from flowrate.errors import ConfigError, FlowrateError, OutOfMemory
 from flowrate.execution.checkpoint import save_checkpoint
 from flowrate.execution.precision import PrecisionPolicy, check_supported, matmul_settings
 from flowrate.execution.resident import ResidentExecutor
+from flowrate.execution.streaming import (
+    StreamingExecutor,
+    check_host_memory,
+    check_streamable,
+    host_bytes_per_parameter,
+)
 from flowrate.measure.device import is_out_of_memory, release_memory, resolve_device, synchronizer
 from flowrate.measure.energy import EnergyMeter, EnergyReading, open_energy_meter
 from flowrate.measure.flops import count_step_flops, flops_report, flops_warnings
@@ -85,12 +92,17 @@ def run_config(
     """
     if data not in ("synthetic", "learnable"):
         raise FlowrateError(f"unknown data source {data!r}; use synthetic or learnable")
+    if config.data_dir is not None and data != "synthetic":
+        raise ConfigError("data", "feeds `flowrate run` only; a check trains on its problem's learnable task")
     if problem is None:
         problem = get_problem(config.problem, config.size, config.problem_options)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     problem.set_precision(config.precision)
     device = resolve_device(config.device)
     check_supported(config.precision, device)
+    if config.execution is Execution.STREAMING:
+        check_streamable(config.precision, device)
+    _limit_device_memory(config.device_memory_limit_gib, device)
     policy = PrecisionPolicy(config.precision, device)
     name = device_name(device)
     listeners = [on_interval] if on_interval is not None else []
@@ -100,6 +112,12 @@ def run_config(
         with matmul_settings(config.precision), _threads(config.threads):
             measured_peak = measured_gemm_peak(config, device) if config.measure_peak else None
             prepared = _prepare_with_batch_search(config, problem, policy, data)
+            if isinstance(prepared.executor, StreamingExecutor):
+                stack.callback(prepared.executor.finish)  # stop its host thread, whatever happens
+            feed = prepared.batches if isinstance(prepared.batches, DataFeed) else None
+            if feed is not None:
+                stack.callback(feed.close)  # stop the loader's workers, whatever happens
+                feed.clock = clock
             executed, count_warning = None, None
             if data == "synthetic":  # a check's curve must start from the untrained model
                 with _oom_says_what_to_lower(prepared.batch_size, device):
@@ -107,7 +125,7 @@ def run_config(
             peak = peak_for(name, config.precision)
             meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=clock)))
             recorder = _IntervalRecorder(
-                problem.flops_per_sample(config.settled_mode), peak.flops, device, meter, listeners
+                problem.flops_per_sample(config.settled_mode), peak.flops, device, meter, listeners, feed
             )
             rss_reset = reset_peaks(device)
             with _oom_says_what_to_lower(prepared.batch_size, device):
@@ -119,21 +137,35 @@ def run_config(
                     _plan(config),
                     clock=clock,
                     on_interval=recorder,
-                    on_start=meter.start,
+                    on_start=recorder.start,
                     checkpoint=_checkpoint_saver(config, prepared.executor),
                 )
             energy = meter.stop()
             memory = read_peaks(device, rss_reset)
+            streaming = _finish_streaming(prepared.executor, record)
+            inputs = input_report(feed, recorder.records) if feed is not None else None
         environment = collect_environment(device, argv)
     measurements = _Measurements(
-        recorder.records, executed, measured_peak, energy, memory, peak, count_warning, data == "synthetic"
+        recorder.records,
+        executed,
+        measured_peak,
+        energy,
+        memory,
+        peak,
+        count_warning,
+        data == "synthetic",
+        streaming,
+        inputs,
     )
     return _assemble(config, problem, prepared, record, measurements, environment)
 
 
+Executor = ResidentExecutor | StreamingExecutor
+
+
 @dataclass
 class _Prepared:
-    executor: ResidentExecutor
+    executor: Executor
     batches: Sequence[Batch]
     batch_size: int
     search: list[dict[str, Any]]
@@ -179,18 +211,43 @@ def _prepare(
     trial_step: bool,
 ) -> _Prepared:
     device = policy.device
+    streaming = config.execution is Execution.STREAMING
+    if streaming:  # the model is built in host memory: it may not fit on the device
+        per_parameter = host_bytes_per_parameter(config.settled_mode, config.precision, config.optimizer)
+        check_host_memory(problem.parameter_count(), per_parameter)
     torch.manual_seed(config.seed)
-    with torch.device(device):
+    with torch.device("cpu" if streaming else device):
         model = problem.build_model()
     parameters_built = sum(p.numel() for p in model.parameters())
     block_count = _count_blocks(problem, model)
-    executor = ResidentExecutor(
-        problem, model, policy, config.settled_mode, config.optimizer, config.learning_rate
-    )
+    executor: Executor
+    if streaming:
+        executor = StreamingExecutor(
+            problem,
+            model,
+            policy,
+            config.settled_mode,
+            config.optimizer,
+            config.learning_rate,
+            recompute=config.recompute,
+            clip_grad_norm=config.clip_grad_norm,
+        )
+    else:
+        executor = ResidentExecutor(
+            problem,
+            model,
+            policy,
+            config.settled_mode,
+            config.optimizer,
+            config.learning_rate,
+            clip_grad_norm=config.clip_grad_norm,
+        )
     generator = torch.Generator(device=device).manual_seed(config.seed)
     batches: Sequence[Batch]
     if data == "learnable":
         batches = LearnableStream(problem, batch_size, device, generator)
+    elif config.data_dir is not None:  # --data: each step's batch from the loader
+        batches = open_feed(config, problem, batch_size, device, generator)
     else:
         batches = [problem.make_batch(batch_size, device, generator) for _ in range(BATCH_POOL)]
     if trial_step:
@@ -245,15 +302,45 @@ def _count_executed_flops(prepared: _Prepared, device: torch.device) -> tuple[fl
     return total / prepared.batch_size, None
 
 
-def _checkpoint_saver(config: RunConfig, executor: ResidentExecutor) -> Callable[[int], None] | None:
+def _checkpoint_saver(config: RunConfig, executor: Executor) -> Callable[[int], None] | None:
     if config.checkpoint_dir is None:
         return None
     directory = Path(config.checkpoint_dir)
 
     def save(step: int) -> None:
-        save_checkpoint(directory, step, executor.model, executor.optimizer)
+        if isinstance(executor, StreamingExecutor):  # the fp32 masters and per-block optimizers
+            with executor.master_weights() as model:
+                optimizers = executor.updater.optimizers if executor.updater else []
+                save_checkpoint(directory, step, model, [o for o in optimizers if o is not None])
+        else:
+            save_checkpoint(directory, step, executor.model, executor.optimizer)
 
     return save
+
+
+def _limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
+    """--device-memory-limit: cap this process's share of the device's memory."""
+    if limit_gib is None:
+        return
+    if device.type != "cuda":
+        raise ConfigError("device_memory_limit", f"applies to CUDA devices; this run is on {device.type}")
+    total = torch.cuda.get_device_properties(device).total_memory
+    limit = limit_gib * 2**30
+    if limit > total:
+        raise ConfigError(
+            "device_memory_limit",
+            f"{limit_gib:g} GiB is more than the device's {total / 2**30:.1f} GiB",
+        )
+    torch.cuda.set_per_process_memory_fraction(limit / total, device)
+
+
+def _finish_streaming(executor: Executor, record: LoopRecord) -> dict[str, Any] | None:
+    """The streaming executor's account of the timed steps (None for resident runs)."""
+    if not isinstance(executor, StreamingExecutor):
+        return None
+    executor.finish()
+    timed = len(record.losses) or None
+    return executor.report(timed)
 
 
 class _IntervalRecorder:
@@ -266,18 +353,27 @@ class _IntervalRecorder:
         device: torch.device,
         meter: EnergyMeter,
         listeners: list[Callable[[IntervalRecord], None]],
+        feed: DataFeed | None = None,
     ) -> None:
         self.flops_per_sample = flops_per_sample
         self.peak_flops = peak_flops
         self.device = device
         self.meter = meter
         self.listeners = listeners
+        self.feed = feed
         self.records: list[IntervalRecord] = []
+
+    def start(self) -> None:
+        """The clock has started: read the energy counter, forget the loader's waits so far."""
+        self.meter.start()
+        if self.feed is not None:
+            self.feed.start()
 
     def __call__(self, interval: Interval) -> None:
         reading = interval.reading
         model_rate = reading.local_samples_per_sec * self.flops_per_sample
         allocated, rss = current_bytes(self.device)
+        wait = self.feed.take_wait() if self.feed is not None and interval.kind == COMPUTE else None
         record = IntervalRecord(
             index=interval.index,
             kind=interval.kind,
@@ -296,6 +392,8 @@ class _IntervalRecorder:
             power_w=self.meter.power_watts(),
             device_memory_allocated_bytes=allocated,
             process_rss_bytes=rss,
+            input_wait_s=wait,
+            input_bound_share=wait / reading.seconds if wait is not None and reading.seconds > 0 else None,
         )
         self.records.append(record)
         for listener in self.listeners:
@@ -312,6 +410,8 @@ class _Measurements:
     peak: PeakLookup
     count_warning: str | None
     is_benchmark: bool  # False for a check, whose data is made inside the loop: no timing advice
+    streaming: dict[str, Any] | None = None  # the streaming executor's report
+    inputs: tuple[dict[str, Any], list[str]] | None = None  # --data: the input section, its warnings
 
 
 # Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.
@@ -442,6 +542,10 @@ def _assemble(
             f"timed window: GlobalRate {samples_per_sec:.4g} samples/s includes them, compute throughput "
             f"{summary.compute_samples_per_sec or 0:.4g} samples/s leaves them out"
         )
+    if isinstance(prepared.executor, StreamingExecutor):
+        warnings += prepared.executor.warnings
+    if measured.inputs is not None:
+        warnings += measured.inputs[1]
     declared = problem.parameter_count()
     if declared != prepared.parameters_built:
         warnings.append(
@@ -474,6 +578,8 @@ def _assemble(
         flops=dataclasses.asdict(flops),
         energy=energy_section(measured.energy, timed_samples, timed_samples * flops_per_sample),
         memory=dataclasses.asdict(measured.memory),
+        streaming=measured.streaming,
+        input=measured.inputs[0] if measured.inputs is not None else None,
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,

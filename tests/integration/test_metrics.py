@@ -17,7 +17,7 @@ from flowrate import runner
 from flowrate.execution.checkpoint import load_checkpoint
 from flowrate.measure.energy import open_energy_meter
 from flowrate.problems.registry import get_problem
-from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result
 from flowrate.results.tensorboard import scalars
 
 TINY = dict(size="debug", device="cpu", preheat_steps=1, steps=12, sample_every=3)
@@ -133,7 +133,7 @@ def test_energy_from_a_fake_rapl_tree_gives_exact_samples_per_joule(
 
 def test_every_result_has_flops_energy_and_memory_and_round_trips(tmp_path: Path) -> None:
     result = flowrate.benchmark("transformer", **TINY)
-    assert result.schema_version == 2
+    assert result.schema_version == SCHEMA_VERSION
     f = result.flops
     assert f["executed_flops_per_sample"] == result.problem["model_flops_per_sample"]
     assert f["hardware_flops_per_sec"] == pytest.approx(f["model_flops_per_sec"])

@@ -80,6 +80,10 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         )
     if s.final_loss is not None:
         rows.append(("final loss", f"{s.final_loss:.4f}"))
+    if result.streaming:
+        rows += _streaming_rows(result.streaming)
+    if result.input:
+        rows.append(("input", _input_line(result.input)))
     if result.repeat:
         rows.append(("repeats", _repeat_line(result.repeat)))
     if result.batch_size_search:
@@ -88,6 +92,50 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         )
         rows.append(("batch search", tried))
     return rows
+
+
+def _streaming_rows(st: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a streamed step's time went, and what it held where."""
+    hidden = st.get("copy_hidden_fraction")
+    rows = [
+        (
+            "streaming",
+            f"{st['blocks']} blocks in {st['compute_dtype']}"
+            + (", recomputed in backward" if st.get("recompute") else "")
+            + (f", gradients clipped to {st['clip_grad_norm']:g}" if st.get("clip_grad_norm") else ""),
+        ),
+        (
+            "per step",
+            f"copy in {_ms(st['copy_in_s_per_step'])}, out {_ms(st['copy_out_s_per_step'])}; "
+            f"{'—' if hidden is None else f'{hidden:.0%}'} of copy-in hidden behind compute; "
+            f"waited {_ms(st['optimizer_wait_s_per_step'])} for the host optimizer",
+        ),
+        (
+            "held",
+            f"device weights at most {si(st['device_weight_bytes_peak'], 'B')} (largest block "
+            f"{si(st['largest_block_bytes'], 'B')}); host {si(st['host_bytes'], 'B')}"
+            + (" pinned" if st.get("host_pinned") else " pageable"),
+        ),
+    ]
+    if st.get("note"):
+        rows.append(("", str(st["note"])))
+    return rows
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms"
+
+
+def _input_line(i: dict[str, Any]) -> str:
+    """--data: the input-bound share, and the dataset and loader behind it."""
+    loader = (
+        f"{i['workers']} workers, prefetch {i['prefetch']}" if i["workers"] else "read in the step's thread"
+    )
+    level = "" if i["input_bound"] == "no" else f", {i['input_bound']} input-bound"
+    return (
+        f"{i['input_bound_share']:.1%} of step time waiting for data{level} ({i['samples']} samples in "
+        f"{i['shards']} shards, {loader}{', pinned' if i['pinned'] else ''})"
+    )
 
 
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:

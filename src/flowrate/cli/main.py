@@ -27,6 +27,8 @@ COMMANDS = {
     "pareto": "flowrate.cli.pareto:command",
     "plot": "flowrate.cli.plot:command",
     "report": "flowrate.cli.report:command",
+    "data": "flowrate.cli.data:group",
+    "analyze-input": "flowrate.cli.analyze_input:command",
 }
 
 EXIT_FAILED = 1

@@ -151,6 +151,27 @@ _RUN_OPTIONS = [
         help="First time a large GEMM at this precision: MFU is also given against that measured peak.",
     ),
     click.option(
+        "--data",
+        "data_dir",
+        type=click.Path(file_okay=False),
+        metavar="DIR",
+        help="Read every step's batch from this dataset (`flowrate data make` / `data import-*`) "
+        "instead of synthetic data; the result records the input-bound share.",
+    ),
+    click.option(
+        "--loader-workers",
+        type=int,
+        help="--data: loader worker processes (0 reads in the training thread)." + _default("loader_workers"),
+    ),
+    click.option(
+        "--prefetch", type=int, help="--data: batches each loader worker keeps ready." + _default("prefetch")
+    ),
+    click.option(
+        "--shuffle-buffer",
+        type=int,
+        help="--data: records per shuffle window of the loader." + _default("shuffle_buffer"),
+    ),
+    click.option(
         "-O",
         "--option",
         "extra_options",

@@ -8,6 +8,7 @@ checkpoint; loading uses ``weights_only=True`` (no pickled code runs).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,22 @@ from flowrate.errors import FlowrateError
 
 
 def save_checkpoint(
-    directory: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer | None
+    directory: Path,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None,
 ) -> Path:
-    """Write ``step-NNNNNNNN.pt`` holding the model's and the optimizer's state dicts."""
+    """Write ``step-NNNNNNNN.pt`` holding the model's and the optimizer's state dicts.
+
+    Weight streaming has one optimizer per block: their state dicts are saved as a list.
+    """
     path = directory / f"step-{step:08d}.pt"
     tmp = path.with_name(f".{path.name}.tmp")
     state: dict[str, Any] = {"step": step, "model": model.state_dict()}
-    if optimizer is not None:
+    if isinstance(optimizer, torch.optim.Optimizer):
         state["optimizer"] = optimizer.state_dict()
+    elif optimizer is not None:
+        state["optimizer"] = [o.state_dict() for o in optimizer]
     try:
         directory.mkdir(parents=True, exist_ok=True)
         torch.save(state, tmp)
@@ -36,13 +45,20 @@ def save_checkpoint(
     return path
 
 
-def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> int:
+def load_checkpoint(
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None = None,
+) -> int:
     """Restore a checkpoint written by save_checkpoint; return its step."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError) as error:
         raise FlowrateError(f"cannot read checkpoint {path}: {error}") from None
     model.load_state_dict(state["model"])
-    if optimizer is not None and "optimizer" in state:
+    if isinstance(optimizer, torch.optim.Optimizer) and "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
+    elif optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer) and "optimizer" in state:
+        for one, saved in zip(optimizer, state["optimizer"], strict=True):
+            one.load_state_dict(saved)
     return int(state["step"])

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from flowrate.config import Mode, Precision
+from flowrate.data.format import SampleField
 from flowrate.errors import FlowrateError
 
 # A batch is a tuple of tensors on the device: inputs first, then targets.
@@ -93,6 +94,20 @@ class Problem(abc.ABC):
             )
         return list(blocks)
 
+    def tied_parameters(self, model: nn.Module) -> dict[int, list[nn.Parameter]]:
+        """Parameters a block uses but another block holds (tied weights), by block index.
+
+        Weight streaming copies them to the device with the block that uses them. By default,
+        the parameters of the modules a block keeps in a ``_tied`` tuple (the zoo's convention:
+        an LM head reuses the embedding's weight without registering it twice).
+        """
+        tied: dict[int, list[nn.Parameter]] = {}
+        for index, block in enumerate(self.blocks(model)):
+            params = [p for m in block.modules() for t in getattr(m, "_tied", ()) for p in t.parameters()]
+            if params:
+                tied[index] = params
+        return tied
+
     def set_precision(self, precision: Precision) -> None:
         """Called before the model is built. Models ignore it (autocast and the executor apply the
         precision); kernel problems make their operands in the precision's dtype."""
@@ -112,6 +127,32 @@ class Problem(abc.ABC):
             f"{type(self).__name__} has no learnable task for `flowrate check`: implement "
             "Problem.learnable_batch(batch_size, device, generator)"
         )
+
+    # Real data (`--data DIR`). A dataset stores each sample as the fields of sample_spec() (on
+    # disk, in those dtypes); the loader hands batches of them to batch_from_samples on the device.
+    # `flowrate data make` writes a problem's synthetic batches through samples_from_batch.
+    # Optional: a problem without them runs on synthetic data only.
+
+    def sample_spec(self) -> tuple[SampleField, ...]:
+        """The fields of one stored sample: name, shape, dtype and value bound (vocabulary, classes)."""
+        raise FlowrateError(
+            f"{type(self).__name__} does not read datasets: implement Problem.sample_spec(), "
+            "samples_from_batch() and batch_from_samples() to run it with --data"
+        )
+
+    def samples_from_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The stored form of a batch from make_batch: a (B, *shape) tensor per field of sample_spec()."""
+        self.sample_spec()
+        raise NotImplementedError(f"{type(self).__name__}.samples_from_batch")
+
+    def batch_from_samples(self, samples: Mapping[str, torch.Tensor], generator: torch.Generator) -> Batch:
+        """The Batch make_batch would give, from a batch of stored samples already on the device.
+
+        Conversions (dtype, normalisation, masking) run here, on the device; ``generator`` lives
+        there too and is the only source of randomness.
+        """
+        self.sample_spec()
+        raise NotImplementedError(f"{type(self).__name__}.batch_from_samples")
 
     @property
     def tokens_per_sample(self) -> int | None:

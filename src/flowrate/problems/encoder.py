@@ -8,6 +8,7 @@ HuggingFace's BertForMaskedLM / RobertaForMaskedLM do (Devlin et al. 2019; Liu e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from flowrate.data.format import SampleField, token_dtype
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
 from flowrate.problems.transformer import (
     MLP,
+    TORCH_TOKEN_DTYPES,
     SelfAttention,
     layer_flops_per_token,
     layer_parameters,
@@ -194,6 +197,20 @@ class MaskedLM(Problem):
         ids = torch.where(masked & (choice < 0.8), c.mask_token_id, tokens)
         ids = torch.where(masked & (choice >= 0.8) & (choice < 0.9), randoms, ids)
         return ids, labels
+
+    def sample_spec(self) -> tuple[SampleField, ...]:
+        # Unmasked token windows: the mask is drawn per batch on the device (dynamic masking, as
+        # RoBERTa does), so every epoch predicts different positions.
+        c = self.config
+        return (SampleField("tokens", (c.seq_len,), token_dtype(c.vocab_size), high=c.vocab_size),)
+
+    def samples_from_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        ids, labels = batch
+        tokens = torch.where(labels == IGNORE, ids, labels)  # a masked position's label is its token
+        return {"tokens": tokens.to(TORCH_TOKEN_DTYPES[token_dtype(self.config.vocab_size)])}
+
+    def batch_from_samples(self, samples: Mapping[str, torch.Tensor], generator: torch.Generator) -> Batch:
+        return self._masked(samples["tokens"].long(), generator)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         ids, labels = batch

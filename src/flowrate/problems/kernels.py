@@ -58,6 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from flowrate.config import Mode, Precision
+from flowrate.data.format import SampleField
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.base import Batch, Family, Problem
 
@@ -161,6 +162,13 @@ class KernelProblem(Problem):
     def blocks(self, model: nn.Module) -> list[nn.Module]:
         raise FlowrateError(
             f"{self.name} is a single kernel: it has no blocks, so weight streaming cannot run it"
+        )
+
+    def sample_spec(self) -> tuple[SampleField, ...]:
+        raise FlowrateError(
+            f"{self.name} is a kernel: it runs on synthetic operands made on the device, not on a "
+            "dataset; --data applies to the model problems (fc_mnist, transformer, bert-base, "
+            "roberta-large, resnet50)"
         )
 
     def describe(self) -> dict[str, Any]:

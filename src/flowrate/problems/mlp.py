@@ -7,6 +7,7 @@ more than arithmetic throughput.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from flowrate.data.format import SampleField
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
 
@@ -123,6 +125,19 @@ class FCMnist(Problem):
         intensity = 0.5 + 0.5 * torch.rand(shape, device=device, generator=generator)
         pixels = torch.where(stray, intensity, _prototypes(device)[labels] * kept)  # (B, 784)
         return (pixels - MNIST_MEAN) / MNIST_STD, labels
+
+    def sample_spec(self) -> tuple[SampleField, ...]:
+        # MNIST's own storage: 8-bit pixels; normalised on the device by batch_from_samples.
+        return SampleField("images", (INPUTS,), "uint8"), SampleField("labels", (), "int64", high=CLASSES)
+
+    def samples_from_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        images, labels = batch
+        pixels = images * MNIST_STD + MNIST_MEAN  # back to [0, 1]
+        return {"images": (pixels * 255).round().clamp(0, 255).to(torch.uint8), "labels": labels.long()}
+
+    def batch_from_samples(self, samples: Mapping[str, torch.Tensor], generator: torch.Generator) -> Batch:
+        pixels = samples["images"].float() / 255  # (B, 784)
+        return (pixels - MNIST_MEAN) / MNIST_STD, samples["labels"].long()
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         images, labels = batch

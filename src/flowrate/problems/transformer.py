@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from flowrate.data.format import SampleField, token_dtype
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
 
@@ -81,6 +83,10 @@ def synthetic_tokens(
     uniform = torch.randint(0, vocab_size, shape, device=device, generator=generator)
     pick_zipf = torch.rand(shape, device=device, generator=generator) < 0.5
     return torch.where(pick_zipf, zipf, uniform).clamp_(0, vocab_size - 1)
+
+
+# Stored token dtypes (see flowrate.data.format.token_dtype).
+TORCH_TOKEN_DTYPES = {"uint16": torch.uint16, "uint32": torch.uint32}
 
 
 # The learnable language of `flowrate check` (see learnable_tokens).
@@ -257,6 +263,20 @@ class TransformerLM(Problem):
         c = self.config
         tokens = learnable_tokens(batch_size, c.seq_len + 1, c.vocab_size, device, generator)
         return tokens[:, :-1], tokens[:, 1:]  # inputs (B, T), next-token targets (B, T)
+
+    def sample_spec(self) -> tuple[SampleField, ...]:
+        # A window of T + 1 tokens: inputs and next-token targets overlap in all but one (nanoGPT).
+        c = self.config
+        return (SampleField("tokens", (c.seq_len + 1,), token_dtype(c.vocab_size), high=c.vocab_size),)
+
+    def samples_from_batch(self, batch: Batch) -> dict[str, torch.Tensor]:
+        ids, targets = batch
+        tokens = torch.cat([ids, targets[:, -1:]], dim=1)  # (B, T + 1)
+        return {"tokens": tokens.to(TORCH_TOKEN_DTYPES[token_dtype(self.config.vocab_size)])}
+
+    def batch_from_samples(self, samples: Mapping[str, torch.Tensor], generator: torch.Generator) -> Batch:
+        tokens = samples["tokens"].long()  # (B, T + 1)
+        return tokens[:, :-1], tokens[:, 1:]
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         ids, targets = batch

@@ -1,0 +1,570 @@
+"""Weight streaming: weights live in host memory and visit the device one block at a time.
+
+The fp32 master weights and the optimizer state stay in (pinned) host memory. Before a block
+runs, its weights are copied to the device in the compute precision on a copy stream, while the
+device still computes the block before it (double buffering: the device holds the running block
+and the next one). Activations stay on the device, or are recomputed per block (``recompute``).
+In backward the weights stream in again, last block first; each parameter's gradient is copied
+to the host as soon as autograd has accumulated it, and once all of a block's gradients are
+there a host thread updates that block while the device computes the blocks before it.
+
+How it is wired: the model's own forward runs unchanged. Hooks on each declared block swap
+its parameters' ``.data`` between a device copy and an empty placeholder (the technique of
+ZeRO-3 and FSDP), so any model that declares its blocks streams — the zoo's and a user's.
+Autograd saves parameters by reference, so a block's weights only need to be on the device
+while its forward runs and again when its backward runs, which is when the hooks put them back.
+
+On the CPU, host and device are the same memory; the code path is the same (copies are clones,
+there is no copy stream), so streaming there proves the arithmetic, not the speed.
+
+Gradient clipping needs the global norm of all gradients before any update, so with
+``clip_grad_norm`` updates start only after the whole backward: the host optimizer's time is no
+longer hidden behind the backward (the copies still are).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import torch
+from torch import nn
+
+from flowrate.config import Mode, OptimizerName, Precision
+from flowrate.errors import ConfigError, FlowrateError, OutOfMemory
+from flowrate.execution.host_optimizer import BlockUpdater
+from flowrate.execution.precision import PrecisionPolicy
+from flowrate.execution.resident import make_optimizer
+from flowrate.problems.base import Batch, Problem
+
+STREAMABLE = (Precision.FP32, Precision.TF32, Precision.BF16)
+_HOST = torch.device("cpu")
+
+
+def check_streamable(precision: Precision, device: torch.device) -> None:
+    if precision not in STREAMABLE:
+        valid = ", ".join(p.value for p in STREAMABLE)
+        raise ConfigError(
+            "precision",
+            f"--execution streaming keeps fp32 master weights on the host and computes in {valid}; "
+            f"{precision.value} is not supported there",
+        )
+
+
+def host_bytes_per_parameter(mode: Mode, precision: Precision, optimizer: OptimizerName) -> int:
+    """Host memory a streamed parameter needs: what check_host_memory compares with RAM.
+
+    Training: fp32 master (4) + optimizer state (AdamW 8, SGD momentum 4) + fp32 gradient (4)
+    + a compute-precision copy to send (2 in bf16; fp32 sends the master) + its gradient staging
+    in the compute precision (2 in bf16, 4 in fp32). Inference: master and the copy to send.
+    """
+    compute = 2 if precision is Precision.BF16 else 4
+    shadow = compute if compute != 4 else 0
+    if mode is Mode.INFER:
+        return 4 + shadow
+    state = 4 if optimizer is OptimizerName.SGD else 8
+    return 4 + state + 4 + shadow + compute
+
+
+def check_host_memory(parameters: int, per_parameter: int, available: int | None = None) -> int:
+    """Refuse, with the numbers, a model whose host-side state does not fit in available RAM."""
+    needed = parameters * per_parameter
+    available = psutil.virtual_memory().available if available is None else available
+    if needed > available:
+        raise OutOfMemory(
+            f"streaming needs {needed / 1e9:.2f} GB of host memory for {parameters:,} parameters "
+            f"({per_parameter} bytes each: fp32 master weights, optimizer state, gradients and the "
+            f"copy sent to the device) but {available / 1e9:.2f} GB is available: use a smaller model, "
+            "--optimizer sgd, or a host with more memory"
+        )
+    return needed
+
+
+@dataclass
+class _Block:
+    index: int
+    module: nn.Module
+    params: list[nn.Parameter]  # what the block's forward uses: its own, then tied ones
+    owned: list[nn.Parameter]  # the parameters this block updates (registered in it)
+    send_bytes: int  # bytes one visit copies to the device
+    buffers: dict[int, torch.Tensor] = field(default_factory=dict)  # id(param) -> device copy
+    copied: Any = None  # CUDA event: the device copy is complete
+    waiting: int = 0  # owned parameters whose gradient has not arrived this step
+
+
+@dataclass
+class _Host:
+    """One parameter's host side."""
+
+    master: nn.Parameter  # fp32 master weight; the host optimizer updates it
+    send: torch.Tensor  # what is copied to the device: the master itself, or a bf16 copy of it
+    grad_staging: torch.Tensor | None  # pinned landing place of the device gradient
+    grad_copied: Any = None  # CUDA event: the gradient has landed
+    has_grad: bool = False
+
+
+@dataclass
+class StepTimes:
+    """Where one step's time went (seconds)."""
+
+    copy_in_s: float = 0.0
+    copy_out_s: float = 0.0
+    copy_wait_s: float = 0.0  # the device waited for weights that had not arrived (exposed copy)
+    optimizer_wait_s: float = 0.0  # the next step waited for a block's host update
+
+
+class StreamingExecutor:
+    """Runs training or inference steps with the model's weights streamed from host memory."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        model: nn.Module,
+        policy: PrecisionPolicy,
+        mode: Mode,
+        optimizer: OptimizerName,
+        learning_rate: float,
+        *,
+        recompute: bool = False,
+        clip_grad_norm: float | None = None,
+    ) -> None:
+        check_streamable(policy.precision, policy.device)
+        self.problem = problem
+        self.policy = policy
+        self.device = policy.device
+        self.mode = mode
+        self.recompute = recompute
+        self.clip_grad_norm = clip_grad_norm
+        self.compute_dtype = torch.bfloat16 if policy.precision is Precision.BF16 else torch.float32
+        self.warnings: list[str] = []
+        self.model = model
+        self.blocks = self._declare_blocks(problem, model)
+        self._cuda = self.device.type == "cuda"
+        self._copy_stream = torch.cuda.Stream(self.device) if self._cuda else None
+        self._placeholder = torch.empty(0, dtype=self.compute_dtype, device=self.device)
+        self.pinned = self._pins_host_memory()
+        self.host: dict[int, _Host] = {}
+        self._place(model)
+        self.resident_bytes = 0  # device bytes of streamed weights right now
+        self.peak_resident_bytes = 0
+        self.steps: list[StepTimes] = []
+        self._times = StepTimes()
+        self._events: list[tuple[int, str, Any, Any]] = []  # (step, kind, start, end) CUDA events
+        self._backward = False
+        self.updater: BlockUpdater | None = None
+        if mode is Mode.TRAIN:
+            self.model.train()
+            masters = [[self.host[id(p)].master for p in b.owned] for b in self.blocks]
+            self.updater = BlockUpdater(
+                [make_optimizer(optimizer, m, learning_rate, _HOST) if m else None for m in masters]
+            )
+        else:
+            self.model.eval()
+        self._install_hooks()
+
+    # --- set-up ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _declare_blocks(problem: Problem, model: nn.Module) -> list[_Block]:
+        modules = problem.blocks(model)
+        tied = problem.tied_parameters(model)
+        blocks: list[_Block] = []
+        seen: set[int] = set()
+        for index, module in enumerate(modules):
+            owned = [p for p in module.parameters() if id(p) not in seen]
+            seen.update(id(p) for p in owned)
+            extra = [p for p in tied.get(index, []) if all(p is not q for q in owned)]
+            blocks.append(_Block(index, module, owned + extra, owned, 0))
+        everything = {id(p) for p in model.parameters()}
+        if everything - seen:
+            missing = len(everything - seen)
+            raise FlowrateError(
+                f"{missing} parameter tensors of {type(model).__name__} are in none of its declared blocks: "
+                "weight streaming loads only blocks; make Problem.blocks(model) cover every parameter"
+            )
+        return blocks
+
+    def _place(self, model: nn.Module) -> None:
+        """Masters to (pinned) host memory, buffers to the device, parameters to placeholders."""
+        for buffer_owner in model.modules():
+            for name, buffer in buffer_owner.named_buffers(recurse=False):
+                setattr(buffer_owner, name, buffer.to(self.device))
+        for block in self.blocks:
+            for param in block.owned:
+                master = nn.Parameter(self._host_copy(param.detach().float()), requires_grad=False)
+                dtype = self._send_dtype(param)
+                send = master.data if dtype == torch.float32 else self._host_copy(master.data.to(dtype))
+                staging = None
+                if self.mode is Mode.TRAIN and param.requires_grad:
+                    staging = self._host_copy(torch.empty_like(param, dtype=dtype))
+                self.host[id(param)] = _Host(master, send, staging)
+                param.data = self._placeholder
+            block.send_bytes = sum(self.host[id(p)].send.nbytes for p in block.params)
+
+    def _pins_host_memory(self) -> bool:
+        """Page-locked host memory makes copies to a CUDA device asynchronous (and faster)."""
+        return self._cuda
+
+    def _send_dtype(self, param: nn.Parameter) -> torch.dtype:
+        """Matrices (linear, conv, embedding weights) travel in the compute precision; vectors
+        (biases, norm scales) stay fp32, as autocast keeps them: they are a rounding error in
+        bytes, and norms with running statistics need them in fp32."""
+        return self.compute_dtype if param.dim() >= 2 else torch.float32
+
+    def _host_copy(self, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.cpu().clone() if tensor.device.type != "cpu" or not tensor.is_contiguous() else tensor
+        if not self.pinned:
+            return tensor
+        try:
+            return tensor.pin_memory()
+        except RuntimeError as error:  # page-locked memory is a limited resource
+            self.pinned = False
+            self.warnings.append(
+                f"pinned host memory could not be allocated ({error}); streaming falls back to pageable "
+                "memory, whose host-to-device copies are slower and not asynchronous"
+            )
+            return tensor
+
+    def _install_hooks(self) -> None:
+        for block in self.blocks:
+            block.module.register_forward_pre_hook(self._before_forward(block))
+            block.module.register_forward_hook(self._after_forward(block))
+            if self.recompute and self.mode is Mode.TRAIN:
+                _recompute_in_backward(block.module)
+        if self.mode is Mode.TRAIN:
+            for block in self.blocks:
+                for param in block.owned:
+                    if param.requires_grad:
+                        param.register_post_accumulate_grad_hook(self._gradient_ready(block))
+
+    # --- moving weights ---------------------------------------------------------------------------
+
+    def _fetch(self, index: int) -> None:
+        """Start copying block ``index``'s weights to the device (no-op if there, or no such block)."""
+        if not 0 <= index < len(self.blocks):
+            return
+        block = self.blocks[index]
+        if block.buffers:
+            return
+        if self.updater is not None:  # the weights must be this step's, updated
+            start = time.perf_counter()
+            for owner in self._owners(block):
+                self.updater.wait(owner)
+            self._times.optimizer_wait_s += time.perf_counter() - start
+        if self._copy_stream is None:
+            start = time.perf_counter()
+            block.buffers = {id(p): self.host[id(p)].send.clone() for p in block.params}
+            self._times.copy_in_s += time.perf_counter() - start
+        else:
+            begin, end = _event(), _event()
+            with torch.cuda.stream(self._copy_stream):
+                begin.record()
+                block.buffers = {
+                    id(p): self.host[id(p)].send.to(self.device, non_blocking=self.pinned)
+                    for p in block.params
+                }
+                end.record()
+            self._events.append((len(self.steps), "copy_in", begin, end))
+            block.copied = end
+        self.resident_bytes += block.send_bytes
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
+
+    def _owners(self, block: _Block) -> list[int]:
+        owners = {block.index}
+        for other in self.blocks:
+            if any(any(p is q for q in other.owned) for p in block.params):
+                owners.add(other.index)
+        return sorted(owners)
+
+    def _use(self, index: int) -> None:
+        """Make block ``index``'s weights the parameters' data, on the compute stream."""
+        block = self.blocks[index]
+        self._fetch(index)
+        if block.copied is not None:
+            stream = torch.cuda.current_stream(self.device)
+            before, after = _event(), _event()
+            before.record(stream)
+            stream.wait_event(block.copied)
+            after.record(stream)
+            self._events.append((len(self.steps), "copy_wait", before, after))
+            for buffer in block.buffers.values():
+                buffer.record_stream(stream)  # not reused until the compute stream is done with it
+            block.copied = None
+        for param in block.params:
+            param.data = block.buffers[id(param)]
+
+    def _release(self, index: int) -> None:
+        if not 0 <= index < len(self.blocks):
+            return
+        block = self.blocks[index]
+        if not block.buffers:
+            return
+        for param in block.params:
+            if param.data is block.buffers.get(id(param)):
+                param.data = self._placeholder
+        block.buffers = {}
+        block.copied = None
+        self.resident_bytes -= block.send_bytes
+
+    # --- hooks ----------------------------------------------------------------------------------
+
+    def _before_forward(self, block: _Block) -> Any:
+        def hook(module: nn.Module, args: Any) -> None:
+            self._use(block.index)
+            self._fetch(block.index + 1)
+
+        return hook
+
+    def _after_forward(self, block: _Block) -> Any:
+        last = block.index == len(self.blocks) - 1
+
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if self.mode is Mode.INFER or not torch.is_grad_enabled():
+                self._release(block.index)
+                return
+            for tensor in _tensors(output):
+                if tensor.requires_grad:
+                    tensor.register_hook(self._before_backward(block))
+            if last:  # backward starts here: keep it, and fetch the block before it
+                self._fetch(block.index - 1)
+            else:
+                self._release(block.index)
+
+        return hook
+
+    def _before_backward(self, block: _Block) -> Any:
+        def hook(grad: torch.Tensor) -> None:
+            # the block after this one has finished its backward: its weights can go
+            self._release(block.index + 1)
+            self._use(block.index)
+            self._fetch(block.index - 1)
+
+        return hook
+
+    def _gradient_ready(self, block: _Block) -> Any:
+        def hook(param: torch.Tensor) -> None:
+            host = self.host[id(param)]
+            grad = param.grad
+            param.grad = None
+            if grad is None:
+                return
+            assert host.grad_staging is not None
+            if self._copy_stream is None:
+                start = time.perf_counter()
+                host.grad_staging.copy_(grad)
+                self._times.copy_out_s += time.perf_counter() - start
+            else:
+                ready, begin, end = _event(), _event(), _event()
+                ready.record(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(self._copy_stream):
+                    self._copy_stream.wait_event(ready)
+                    begin.record()
+                    host.grad_staging.copy_(grad, non_blocking=self.pinned)
+                    end.record()
+                grad.record_stream(self._copy_stream)
+                host.grad_copied = end
+                self._events.append((len(self.steps), "copy_out", begin, end))
+            host.has_grad = True
+            block.waiting -= 1
+            if block.waiting == 0 and self.clip_grad_norm is None:
+                self._submit_update(block)
+
+        return hook
+
+    # --- the host update --------------------------------------------------------------------------
+
+    def _submit_update(self, block: _Block) -> None:
+        assert self.updater is not None
+        hosts = [self.host[id(p)] for p in block.owned]
+
+        def gradients_in_place() -> None:
+            for host in hosts:
+                if host.grad_copied is not None:
+                    host.grad_copied.synchronize()
+                    host.grad_copied = None
+                if host.has_grad and host.grad_staging is not None:
+                    host.master.grad = host.grad_staging.float()
+                    host.has_grad = False
+                else:
+                    host.master.grad = None
+
+        def refresh_send_copies() -> None:
+            for host in hosts:
+                if host.send is not host.master.data:
+                    host.send.copy_(host.master.data)
+
+        self.updater.submit(block.index, gradients_in_place, refresh_send_copies)
+
+    def _clip_and_update_all(self) -> None:
+        """Clipping: the global norm over every gradient, then every block's update."""
+        assert self.updater is not None and self.clip_grad_norm is not None
+        masters = []
+        for host in self.host.values():
+            if host.grad_copied is not None:
+                host.grad_copied.synchronize()
+                host.grad_copied = None
+            if host.has_grad and host.grad_staging is not None:
+                host.master.grad = host.grad_staging.float()
+                masters.append(host.master)
+            host.has_grad = False
+        torch.nn.utils.clip_grad_norm_(masters, self.clip_grad_norm)
+        for block in self.blocks:
+            hosts = [self.host[id(p)] for p in block.owned]
+            self.updater.submit(block.index, lambda: None, _refresher(hosts))
+
+    # --- steps --------------------------------------------------------------------------------
+
+    def step(self, batch: Batch) -> torch.Tensor:
+        """Queue one step; return its loss (a detached device tensor)."""
+        self._times = StepTimes()
+        if self.mode is Mode.INFER:
+            with torch.inference_mode(), self.policy.autocast():
+                loss = self.problem.loss(self.model, batch)
+            self.steps.append(self._times)
+            return loss
+        for block in self.blocks:
+            block.waiting = sum(1 for p in block.owned if p.requires_grad)
+        with self.policy.autocast():
+            loss = self.problem.loss(self.model, batch)
+        loss.backward()
+        for index in range(len(self.blocks)):
+            self._release(index)
+        if self.clip_grad_norm is not None:
+            self._clip_and_update_all()
+        else:
+            for block in self.blocks:  # blocks some of whose parameters got no gradient
+                if block.waiting > 0:
+                    self._submit_update(block)
+        self.steps.append(self._times)
+        return loss.detach()
+
+    def finish(self) -> None:
+        """Wait for the last updates (the weights are then final) and stop the host thread."""
+        if self.updater is not None:
+            self.updater.wait_all()
+            self.updater.close()
+
+    @contextmanager
+    def master_weights(self) -> Iterator[nn.Module]:
+        """The model with its fp32 master weights in place (checkpoints, tests), then back."""
+        if self.updater is not None:
+            self.updater.wait_all()
+        saved = {}
+        for block in self.blocks:
+            for param in block.owned:
+                saved[id(param)] = param.data
+                param.data = self.host[id(param)].master.data
+        try:
+            yield self.model
+        finally:
+            for block in self.blocks:
+                for param in block.owned:
+                    param.data = saved[id(param)]
+
+    # --- the record -----------------------------------------------------------------------------
+
+    def report(self, timed_steps: int | None = None) -> dict[str, Any]:
+        """Per-step times (medians over the timed steps) and memory, for Result.streaming."""
+        if self._copy_stream is not None:
+            torch.cuda.synchronize(self.device)
+            self._resolve_events()
+        steps = self.steps[-timed_steps:] if timed_steps else self.steps
+        updater = self.updater
+
+        def median(name: str) -> float:
+            values = sorted(getattr(s, name) for s in steps)
+            return values[len(values) // 2] if values else 0.0
+
+        copy_in = median("copy_in_s")
+        exposed = median("copy_wait_s") if self._cuda else copy_in
+        hosts = list(self.host.values())
+        host_bytes = sum(
+            h.master.nbytes + (h.send.nbytes if h.send is not h.master.data else 0) for h in hosts
+        ) + sum(h.grad_staging.nbytes for h in hosts if h.grad_staging is not None)
+        return {
+            "blocks": len(self.blocks),
+            "recompute": self.recompute,
+            "clip_grad_norm": self.clip_grad_norm,
+            "compute_dtype": str(self.compute_dtype).removeprefix("torch."),
+            "copy_in_s_per_step": copy_in,
+            "copy_out_s_per_step": median("copy_out_s"),
+            "copy_exposed_s_per_step": exposed,
+            "copy_hidden_fraction": None if copy_in <= 0 else max(0.0, 1.0 - exposed / copy_in),
+            "optimizer_wait_s_per_step": median("optimizer_wait_s"),
+            "optimizer_s_total": None if updater is None else updater.busy_s,
+            "steps": len(self.steps),
+            "device_weight_bytes_peak": self.peak_resident_bytes,
+            "largest_block_bytes": max(b.send_bytes for b in self.blocks),
+            "host_bytes": host_bytes,
+            "host_pinned": self.pinned,
+            "note": None
+            if self._cuda
+            else "on the CPU host and device share memory: copies are clones, none is hidden",
+        }
+
+    def _resolve_events(self) -> None:
+        """Credit each timed copy (CUDA events, read once the device is idle) to its step."""
+        for index, kind, begin, end in self._events:
+            if index < len(self.steps):
+                step = self.steps[index]
+                setattr(step, f"{kind}_s", getattr(step, f"{kind}_s") + begin.elapsed_time(end) / 1000.0)
+        self._events.clear()
+
+
+def _refresher(hosts: Sequence[_Host]) -> Any:
+    def refresh() -> None:
+        for host in hosts:
+            if host.send is not host.master.data:
+                host.send.copy_(host.master.data)
+
+    return refresh
+
+
+def _event() -> Any:
+    return torch.cuda.Event(enable_timing=True)
+
+
+def _tensors(output: Any) -> list[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, tuple | list):
+        return [t for item in output for t in _tensors(item)]
+    if isinstance(output, dict):
+        return [t for item in output.values() for t in _tensors(item)]
+    return []
+
+
+def _recompute_in_backward(module: nn.Module) -> None:
+    """Keep only the block's inputs; its forward runs again in backward (activation checkpointing).
+
+    The second run must not count twice: buffers a forward updates (BatchNorm's running
+    statistics) are put back as the first run left them.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    forward = module.forward
+
+    def recomputed(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return forward(*args, **kwargs)
+        runs = 0
+
+        def run(*inner: Any, **inner_kwargs: Any) -> Any:
+            nonlocal runs
+            runs += 1
+            if runs == 1:
+                return forward(*inner, **inner_kwargs)
+            kept = [(buffer, buffer.clone()) for buffer in module.buffers()]
+            try:
+                return forward(*inner, **inner_kwargs)
+            finally:
+                for buffer, value in kept:
+                    buffer.copy_(value)
+
+        return checkpoint(run, *args, use_reentrant=False, **kwargs)
+
+    module.forward = recomputed
