@@ -259,3 +259,19 @@ def test_options_that_need_streaming_or_cuda_say_so() -> None:
         run_config(
             RunConfig(problem="fc_mnist", size="debug", device="cpu", device_memory_limit_gib=1, steps=1)
         )
+
+
+def test_gradients_are_reduced_once_per_block_per_step_before_the_update() -> None:
+    calls: list[int] = []
+
+    def average_with_an_identical_rank(flat: torch.Tensor) -> None:
+        calls.append(flat.numel())
+        flat.add_(flat.clone()).div_(2)  # what all_reduce(AVG) gives when both ranks agree
+
+    problem, resident, streamed = pair("transformer", reduce_gradients=average_with_an_identical_rank)
+    batch = problem.make_batch(4, CPU, torch.Generator().manual_seed(5))
+    for _ in range(3):
+        assert float(streamed.step(batch)) == pytest.approx(float(resident.step(batch)), rel=1e-6)
+    streamed.finish()
+    per_block = [sum(p.numel() for p in b.owned if p.requires_grad) for b in streamed.blocks]
+    assert sorted(calls) == sorted(per_block * 3)  # one collective per block per step, whole blocks

@@ -25,7 +25,7 @@ longer hidden behind the backward (the copies still are).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,9 +131,12 @@ class StreamingExecutor:
         *,
         recompute: bool = False,
         clip_grad_norm: float | None = None,
+        reduce_gradients: Callable[[torch.Tensor], None] | None = None,
     ) -> None:
         check_streamable(policy.precision, policy.device)
         self.problem = problem
+        # data-parallel streaming: averages a flat fp32 gradient tensor across ranks, in place
+        self.reduce_gradients = reduce_gradients
         self.policy = policy
         self.device = policy.device
         self.mode = mode
@@ -380,37 +383,45 @@ class StreamingExecutor:
     def _submit_update(self, block: _Block) -> None:
         assert self.updater is not None
         hosts = [self.host[id(p)] for p in block.owned]
+        self.updater.submit(block.index, lambda: self._land_gradients(hosts), _refresher(hosts))
 
-        def gradients_in_place() -> None:
-            for host in hosts:
-                if host.grad_copied is not None:
-                    host.grad_copied.synchronize()
-                    host.grad_copied = None
-                if host.has_grad and host.grad_staging is not None:
-                    host.master.grad = host.grad_staging.float()
-                    host.has_grad = False
-                else:
-                    host.master.grad = None
+    def _land_gradients(self, hosts: Sequence[_Host]) -> None:
+        """The masters' fp32 gradients from their staging copies, reduced across ranks if asked.
 
-        def refresh_send_copies() -> None:
-            for host in hosts:
-                if host.send is not host.master.data:
-                    host.send.copy_(host.master.data)
-
-        self.updater.submit(block.index, gradients_in_place, refresh_send_copies)
-
-    def _clip_and_update_all(self) -> None:
-        """Clipping: the global norm over every gradient, then every block's update."""
-        assert self.updater is not None and self.clip_grad_norm is not None
-        masters = []
-        for host in self.host.values():
+        Runs on the host thread. A data-parallel run averages each block's gradients with one
+        collective over the block's flattened gradients; every rank submits blocks in the same
+        (backward) order, so the collectives match. A parameter without a gradient on this rank
+        contributes zeros there, so every rank reduces tensors of the same size.
+        """
+        for host in hosts:
             if host.grad_copied is not None:
                 host.grad_copied.synchronize()
                 host.grad_copied = None
             if host.has_grad and host.grad_staging is not None:
                 host.master.grad = host.grad_staging.float()
-                masters.append(host.master)
+            else:
+                host.master.grad = None
             host.has_grad = False
+        if self.reduce_gradients is None:
+            return
+        trained = [h for h in hosts if h.grad_staging is not None]
+        if not trained:
+            return
+        grads = [h.master.grad if h.master.grad is not None else torch.zeros_like(h.master) for h in trained]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        self.reduce_gradients(flat)
+        offset = 0
+        for host in trained:
+            n = host.master.numel()
+            host.master.grad = flat[offset : offset + n].view_as(host.master)
+            offset += n
+
+    def _clip_and_update_all(self) -> None:
+        """Clipping: the global norm over every gradient, then every block's update."""
+        assert self.updater is not None and self.clip_grad_norm is not None
+        for block in self.blocks:
+            self._land_gradients([self.host[id(p)] for p in block.owned])
+        masters = [h.master for h in self.host.values() if h.master.grad is not None]
         torch.nn.utils.clip_grad_norm_(masters, self.clip_grad_norm)
         for block in self.blocks:
             hosts = [self.host[id(p)] for p in block.owned]
