@@ -29,6 +29,14 @@ def results_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     return path
 
 
+@pytest.fixture(autouse=True)
+def estimate_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the user's calibration or compile cache (~/.cache/flowrate)."""
+    folder = tmp_path_factory.mktemp("flowrate-cache")
+    monkeypatch.setenv("FLOWRATE_CALIBRATION", str(folder / "calibration.json"))
+    monkeypatch.setenv("FLOWRATE_CACHE", str(folder))
+
+
 @pytest.fixture
 def run_cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
     """Call `flowrate ARGS…` in this process; return its exit code, stdout and stderr."""

@@ -28,12 +28,14 @@ __all__ = [
     "Problem",
     "Result",
     "RunConfig",
+    "Session",
     "Store",
     "__version__",
     "benchmark",
     "get_problem",
     "list_problems",
     "run_config",
+    "session",
 ]
 
 _LAZY = {
@@ -46,6 +48,8 @@ _LAZY = {
     "RunConfig": "flowrate.config",
     "Result": "flowrate.results.schema",
     "Store": "flowrate.results.store",
+    "Session": "flowrate.user_loop",
+    "session": "flowrate.user_loop",
     "benchmark": "flowrate.runner",
     "run_config": "flowrate.runner",
     "get_problem": "flowrate.problems.registry",
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
     from flowrate.results.schema import Result
     from flowrate.results.store import Store
     from flowrate.runner import benchmark, run_config
+    from flowrate.user_loop import Session, session
 
 
 def __getattr__(name: str) -> Any:

@@ -103,6 +103,10 @@ class RunConfig:
     batch_size: int | str | None = None
     # Where "auto" starts its search.
     max_batch_size: int = 256
+    # Data-parallel runs: samples per step over all ranks, divided evenly among them (the world
+    # size must divide it); instead of batch_size, which is per rank. A single process takes it
+    # whole.
+    global_batch_size: int | None = None
     precision: Precision = Precision.FP32
     optimizer: OptimizerName = OptimizerName.ADAMW
     learning_rate: float = 1e-4
@@ -111,6 +115,9 @@ class RunConfig:
     recompute: bool = False
     # Clip the global gradient norm to this value before the optimizer step (None: no clipping).
     clip_grad_norm: float | None = None
+    # Compile the step's loss function with torch.compile, its artifacts cached on disk per
+    # configuration (flowrate.execution.compile): `flowrate compile` fills the cache.
+    compile: bool = False
     # CUDA only: cap this process's device memory at this many GiB (a per-process fraction).
     device_memory_limit_gib: float | None = None
     # "auto" (cuda when present, else cpu), "cpu", "cuda" or "cuda:N".
@@ -146,6 +153,9 @@ class RunConfig:
     prefetch: int = 2
     # Records per shuffle window of the loader (indices only: it holds no data).
     shuffle_buffer: int = 4096
+    # Data-parallel runs: seconds a collective may wait for the other ranks before the run stops
+    # with an error (a rank that died or hangs), and how long start-up waits for every rank.
+    dist_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed enums in place
@@ -165,13 +175,19 @@ class RunConfig:
         elif self.batch_size is not None:
             _positive_int("batch_size", self.batch_size)
         _positive_int("max_batch_size", self.max_batch_size)
-        for name in ("min_steps", "target_interval_s", "duration_s", "learning_rate"):
+        if self.global_batch_size is not None:
+            _positive_int("global_batch_size", self.global_batch_size)
+            if self.batch_size is not None:
+                raise ConfigError("global_batch_size", "give it or --batch-size (per rank), not both")
+        for name in ("min_steps", "target_interval_s", "duration_s", "learning_rate", "dist_timeout_s"):
             _positive_number(name, getattr(self, name))
         for name in ("clip_grad_norm", "device_memory_limit_gib"):
             if getattr(self, name) is not None:
                 _positive_number(name, getattr(self, name))
         if self.recompute and self.execution is not Execution.STREAMING:
             raise ConfigError("recompute", "applies to --execution streaming only")
+        if self.compile and self.execution is not Execution.RESIDENT:
+            raise ConfigError("compile", "applies to --execution resident only")
         for name in ("steps", "sample_every", "threads", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None:
@@ -271,6 +287,7 @@ FLAG_NAMES = {
     "target_interval_s": "target_interval",
     "device_memory_limit_gib": "device_memory_limit",
     "data_dir": "data",
+    "dist_timeout_s": "dist_timeout",
 }
 
 _LOADER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 import torch
 
@@ -22,7 +22,16 @@ from flowrate.config import AUTO, Execution, Mode, RunConfig
 from flowrate.data.feed import DataFeed, input_report, open_feed
 from flowrate.env import collect_environment, device_name
 from flowrate.errors import ConfigError, FlowrateError, OutOfMemory
+from flowrate.estimate.report import run_estimate
 from flowrate.execution.checkpoint import save_checkpoint
+from flowrate.execution.compile import first_step, open_cache
+from flowrate.execution.distributed import (
+    DataParallel,
+    check_data_parallel_config,
+    data_parallel,
+    per_rank_batch_size,
+    unwrap,
+)
 from flowrate.execution.precision import PrecisionPolicy, check_supported, matmul_settings
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import (
@@ -89,7 +98,38 @@ def run_config(
     ``data="learnable"`` feeds a fresh batch of the problem's learnable task to every step (made
     inside the timed loop), for `flowrate check`; the default cycles synthetic batches made before
     the clock starts.
+
+    Launched by torchrun, the run is data-parallel (flowrate.execution.distributed): every rank
+    returns the merged Result, whose throughput is the sum over ranks, and TensorBoard gets the
+    merged intervals from rank 0 when the run ends.
     """
+    with data_parallel(config) as dp:
+        if dp is None:
+            return _run(config, problem, None, on_interval, clock, argv, data, tensorboard)
+        check_data_parallel_config(config)
+        if problem is None:
+            problem = get_problem(config.problem, config.size, config.problem_options)
+        config = config.for_problem(problem.modes, problem.default_mode, problem.name)
+        dp.check_same_configuration(config, problem)
+        result = dp.merge(_run(config, problem, dp, on_interval, clock, argv, data, None))
+    if tensorboard is not None and dp.rank == 0:
+        with TensorBoardWriter(tensorboard) as board:
+            for interval in result.intervals:
+                board.write(interval)
+    return result
+
+
+def _run(
+    config: RunConfig,
+    problem: Problem | None,
+    dp: DataParallel | None,
+    on_interval: Callable[[IntervalRecord], None] | None,
+    clock: Callable[[], float],
+    argv: list[str] | None,
+    data: str,
+    tensorboard: str | Path | None,
+) -> Result:
+    """One process's run: alone, or as one rank of a data-parallel run (``dp``)."""
     if data not in ("synthetic", "learnable"):
         raise FlowrateError(f"unknown data source {data!r}; use synthetic or learnable")
     if config.data_dir is not None and data != "synthetic":
@@ -98,7 +138,7 @@ def run_config(
         problem = get_problem(config.problem, config.size, config.problem_options)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     problem.set_precision(config.precision)
-    device = resolve_device(config.device)
+    device = dp.device if dp is not None else resolve_device(config.device)
     check_supported(config.precision, device)
     if config.execution is Execution.STREAMING:
         check_streamable(config.precision, device)
@@ -111,20 +151,25 @@ def run_config(
             listeners.append(stack.enter_context(TensorBoardWriter(tensorboard)).write)
         with matmul_settings(config.precision), _threads(config.threads):
             measured_peak = measured_gemm_peak(config, device) if config.measure_peak else None
-            prepared = _prepare_with_batch_search(config, problem, policy, data)
+            cache = open_cache(stack, config, config.batch_size or problem.default_batch_size, name)
+            prepared = _prepare_with_batch_search(config, problem, policy, data, dp)
             if isinstance(prepared.executor, StreamingExecutor):
                 stack.callback(prepared.executor.finish)  # stop its host thread, whatever happens
             feed = prepared.batches if isinstance(prepared.batches, DataFeed) else None
             if feed is not None:
                 stack.callback(feed.close)  # stop the loader's workers, whatever happens
                 feed.clock = clock
+            compiled = None
+            if cache is not None:  # torch.compile compiles on the first step: time it apart
+                sync = synchronizer(device)
+                compiled = first_step(prepared.executor.step, prepared.batches[0], sync, cache)
             executed, count_warning = None, None
             if data == "synthetic":  # a check's curve must start from the untrained model
                 with _oom_says_what_to_lower(prepared.batch_size, device):
                     executed, count_warning = _count_executed_flops(prepared, device)
             peak = peak_for(name, config.precision)
             meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=clock)))
-            recorder = _IntervalRecorder(
+            recorder = IntervalRecorder(
                 problem.flops_per_sample(config.settled_mode), peak.flops, device, meter, listeners, feed
             )
             rss_reset = reset_peaks(device)
@@ -138,14 +183,15 @@ def run_config(
                     clock=clock,
                     on_interval=recorder,
                     on_start=recorder.start,
-                    checkpoint=_checkpoint_saver(config, prepared.executor),
+                    checkpoint=_checkpoint_saver(config, prepared.executor, dp),
+                    consensus=dp,
                 )
             energy = meter.stop()
             memory = read_peaks(device, rss_reset)
             streaming = _finish_streaming(prepared.executor, record)
             inputs = input_report(feed, recorder.records) if feed is not None else None
         environment = collect_environment(device, argv)
-    measurements = _Measurements(
+    measurements = Measurements(
         recorder.records,
         executed,
         measured_peak,
@@ -157,14 +203,18 @@ def run_config(
         streaming,
         inputs,
     )
-    return _assemble(config, problem, prepared, record, measurements, environment)
+    result = assemble(config, problem, prepared, record, measurements, environment)
+    estimate = run_estimate(config, problem, prepared.batch_size, device, dp is not None, data == "learnable")
+    return dataclasses.replace(result, estimate=estimate, compile=compiled.to_dict() if compiled else None)
 
 
 Executor = ResidentExecutor | StreamingExecutor
 
 
 @dataclass
-class _Prepared:
+class Prepared:
+    """What a run measures: the executor, its batches and what was built (also a user loop's)."""
+
     executor: Executor
     batches: Sequence[Batch]
     batch_size: int
@@ -174,13 +224,13 @@ class _Prepared:
 
 
 def _prepare_with_batch_search(
-    config: RunConfig, problem: Problem, policy: PrecisionPolicy, data: str
-) -> _Prepared:
+    config: RunConfig, problem: Problem, policy: PrecisionPolicy, data: str, dp: DataParallel | None = None
+) -> Prepared:
     """Build model, executor and batches; with batch size "auto", halve until one step fits."""
     if config.batch_size != AUTO:
-        batch_size = int(config.batch_size or problem.default_batch_size)
+        batch_size = per_rank_batch_size(config, problem, dp.world_size if dp is not None else 1)
         with _oom_says_what_to_lower(batch_size, policy.device):
-            return _prepare(config, problem, policy, batch_size, data, trial_step=False)
+            return _prepare(config, problem, policy, batch_size, data, trial_step=False, dp=dp)
     search: list[dict[str, Any]] = []
     batch_size = config.max_batch_size
     while batch_size >= 1:
@@ -209,7 +259,10 @@ def _prepare(
     batch_size: int,
     data: str,
     trial_step: bool,
-) -> _Prepared:
+    dp: DataParallel | None = None,
+) -> Prepared:
+    """Model, executor and batches; a data-parallel rank reduces gradients with the others and
+    makes its own data (seed + rank; a dataset's loader reads the rank's own shards)."""
     device = policy.device
     streaming = config.execution is Execution.STREAMING
     if streaming:  # the model is built in host memory: it may not fit on the device
@@ -231,6 +284,7 @@ def _prepare(
             config.learning_rate,
             recompute=config.recompute,
             clip_grad_norm=config.clip_grad_norm,
+            reduce_gradients=dp.average_host_gradients if dp is not None else None,
         )
     else:
         executor = ResidentExecutor(
@@ -241,8 +295,12 @@ def _prepare(
             config.optimizer,
             config.learning_rate,
             clip_grad_norm=config.clip_grad_norm,
+            compile=config.compile,
         )
-    generator = torch.Generator(device=device).manual_seed(config.seed)
+        if dp is not None and executor.optimizer is not None:
+            executor.model = dp.wrap(executor.model)
+    seed = config.seed + (dp.rank if dp is not None else 0)
+    generator = torch.Generator(device=device).manual_seed(seed)
     batches: Sequence[Batch]
     if data == "learnable":
         batches = LearnableStream(problem, batch_size, device, generator)
@@ -253,7 +311,7 @@ def _prepare(
     if trial_step:
         executor.step(batches[0])
         synchronizer(device)()
-    return _Prepared(executor, batches, batch_size, [], parameters_built, block_count)
+    return Prepared(executor, batches, batch_size, [], parameters_built, block_count)
 
 
 class LearnableStream(Sequence[Batch]):
@@ -287,7 +345,7 @@ def _count_blocks(problem: Problem, model: torch.nn.Module) -> int | None:
         return None
 
 
-def _count_executed_flops(prepared: _Prepared, device: torch.device) -> tuple[float | None, str | None]:
+def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[float | None, str | None]:
     """Executed FLOPs per sample, counted over one real step (it also warms up, like preheat)."""
     try:
         total = count_step_flops(prepared.executor.step, prepared.batches[0], device)
@@ -302,18 +360,27 @@ def _count_executed_flops(prepared: _Prepared, device: torch.device) -> tuple[fl
     return total / prepared.batch_size, None
 
 
-def _checkpoint_saver(config: RunConfig, executor: Executor) -> Callable[[int], None] | None:
+def _checkpoint_saver(
+    config: RunConfig, executor: Executor, dp: DataParallel | None
+) -> Callable[[int], None] | None:
+    """Saves every --checkpoint-every steps; in a data-parallel run rank 0 saves (the weights are
+    the same on every rank) while the others wait for it, so every rank times the same interval."""
     if config.checkpoint_dir is None:
         return None
     directory = Path(config.checkpoint_dir)
 
     def save(step: int) -> None:
+        if dp is not None and dp.rank != 0:
+            dp.barrier()
+            return
         if isinstance(executor, StreamingExecutor):  # the fp32 masters and per-block optimizers
             with executor.master_weights() as model:
                 optimizers = executor.updater.optimizers if executor.updater else []
                 save_checkpoint(directory, step, model, [o for o in optimizers if o is not None])
         else:
-            save_checkpoint(directory, step, executor.model, executor.optimizer)
+            save_checkpoint(directory, step, unwrap(executor.model), executor.optimizer)
+        if dp is not None:
+            dp.barrier()
 
     return save
 
@@ -343,7 +410,15 @@ def _finish_streaming(executor: Executor, record: LoopRecord) -> dict[str, Any] 
     return executor.report(timed)
 
 
-class _IntervalRecorder:
+class InputWaits(Protocol):
+    """The input pipeline's waits, as the recorder reads them: a DataFeed, or a session's loader."""
+
+    def start(self) -> None: ...
+
+    def take_wait(self) -> float: ...
+
+
+class IntervalRecorder:
     """Turns each Interval into its IntervalRecord at the sample point and hands it on."""
 
     def __init__(
@@ -353,7 +428,7 @@ class _IntervalRecorder:
         device: torch.device,
         meter: EnergyMeter,
         listeners: list[Callable[[IntervalRecord], None]],
-        feed: DataFeed | None = None,
+        feed: InputWaits | None = None,
     ) -> None:
         self.flops_per_sample = flops_per_sample
         self.peak_flops = peak_flops
@@ -401,7 +476,9 @@ class _IntervalRecorder:
 
 
 @dataclass
-class _Measurements:
+class Measurements:
+    """Everything measured around the timed loop that assemble() puts into the Result."""
+
     intervals: list[IntervalRecord]
     executed_flops_per_sample: float | None
     measured_peak_flops: float | None
@@ -472,14 +549,15 @@ def _threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(saved)
 
 
-def _assemble(
+def assemble(
     config: RunConfig,
     problem: Problem,
-    prepared: _Prepared,
+    prepared: Prepared,
     record: LoopRecord,
-    measured: _Measurements,
+    measured: Measurements,
     environment: dict[str, Any],
 ) -> Result:
+    """The Result of one process's run (flowrate.session builds its user loop's with it too)."""
     intervals = measured.intervals
     compute = [i for i in intervals if i.kind == COMPUTE]
     saves = [i for i in intervals if i.kind == CHECKPOINT]

@@ -26,6 +26,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
 from flowrate.analysis.pareto import Objective, ParetoResult
+from flowrate.analysis.scaling import ScalingReport
 from flowrate.cli.format import si
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import summarize
@@ -470,4 +471,44 @@ def comparison_bars(
     ax.grid(True, axis="y", alpha=0.3)
     pooled = "intervals pooled per group" if m.per_interval is not None else "runs per group"
     _footnote(fig, f"n = {pooled}; no error bar where n = 1")
+    return fig
+
+
+# --- weak scaling ------------------------------------------------------------------------------------
+
+
+def scaling_figure(report: ScalingReport, title: str) -> Figure:
+    """Throughput against processes beside linear scaling, and weak-scaling efficiency."""
+    sizes = [p.processes for p in report.points]
+    fig = _figure()
+    rate_ax, efficiency_ax = fig.subplots(1, 2)
+    measured = [p.samples_per_sec for p in report.points]
+    rate_ax.plot(sizes, measured, marker="o", label="measured (sum of ranks)")
+    rate_ax.plot(
+        sizes,
+        [p.ideal_samples_per_sec for p in report.points],
+        ls="--",
+        color=_GREY,
+        label=f"linear from {report.baseline_processes} process(es)",
+    )
+    rate_ax.set_ylabel("samples/s")
+    rate_ax.set_ylim(bottom=0)
+    rate_ax.legend(fontsize="small", loc="upper left")
+    efficiency_ax.plot(sizes, [p.efficiency for p in report.points], marker="o", color=_FRONT_COLOUR)
+    efficiency_ax.axhline(1.0, ls="--", color=_GREY, lw=1)
+    efficiency_ax.set_ylabel("weak-scaling efficiency")
+    efficiency_ax.set_ylim(0, max(1.1, max(p.efficiency for p in report.points) * 1.05))
+    efficiency_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0%}"))
+    for ax in (rate_ax, efficiency_ax):
+        ax.set_xlabel("processes (ranks)")
+        ax.set_xticks(sizes)
+        ax.set_xlim(0.5, max(sizes) + 0.5)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(plain(title), fontsize="medium")
+    base = report.baseline_processes
+    _footnote(
+        fig,
+        f"the same batch per rank at every size; efficiency = (T(N) / N) / (T({base}) / {base}), "
+        "T = samples/s summed over ranks",
+    )
     return fig

@@ -37,6 +37,11 @@ def error(message: str) -> None:
     _err.print(f"[bold red]error:[/bold red] {escape(message)}")
 
 
+def detail(message: str) -> None:
+    """A plain line on stderr: the items under an error or a heading."""
+    _err.print(escape(message))
+
+
 def data(text: str) -> None:
     """Machine-readable output (JSON) on stdout, exactly as given."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

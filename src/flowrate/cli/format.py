@@ -56,6 +56,8 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
             f"{rate(s.samples_per_sec)} samples/s (GlobalRate)  {rate(s.steps_per_sec)} steps/s",
         ),
     ]
+    if result.distributed:
+        rows.append(("ranks", _distributed_line(result.distributed)))
     if s.tokens_per_sec is not None:
         rows.append(("tokens", f"{si(s.tokens_per_sec, digits=4)} tokens/s"))
     rows += [
@@ -92,6 +94,24 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         )
         rows.append(("batch search", tried))
     return rows
+
+
+# Ranks listed one by one in the summary; beyond this the median and the slowest stand for them.
+_RANKS_LISTED = 8
+
+
+def _distributed_line(d: dict[str, Any]) -> str:
+    """Data-parallel: how many ranks where, the batch per rank, and each rank's share of the sum."""
+    ranks = d["ranks"]
+    hosts = f"{d['hosts']} host" + ("s" if d["hosts"] != 1 else "")
+    rates = [rate(r["samples_per_sec"]) for r in ranks[:_RANKS_LISTED]]
+    listed = ", ".join(rates) + (", …" if len(ranks) > _RANKS_LISTED else "")
+    if len(ranks) > _RANKS_LISTED:
+        listed += f" (median {rate(d['median_rank_samples_per_sec'])}, slowest rank {d['slowest_rank']})"
+    return (
+        f"{d['world_size']} on {hosts} ({d['backend']}): batch {d['batch_size_per_rank']} per rank, "
+        f"{d['global_batch_size']} in all; throughput is the sum of the ranks' {listed} samples/s"
+    )
 
 
 def _streaming_rows(st: dict[str, Any]) -> list[tuple[str, str]]:

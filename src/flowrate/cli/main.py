@@ -29,6 +29,10 @@ COMMANDS = {
     "report": "flowrate.cli.report:command",
     "data": "flowrate.cli.data:group",
     "analyze-input": "flowrate.cli.analyze_input:command",
+    "scaling": "flowrate.cli.scaling:command",
+    "validate": "flowrate.cli.validate:command",
+    "compile": "flowrate.cli.compile:command",
+    "estimate": "flowrate.cli.estimate:command",
 }
 
 EXIT_FAILED = 1

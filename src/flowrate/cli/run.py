@@ -54,6 +54,12 @@ _RUN_OPTIONS = [
         type=int,
         help="Where --batch-size auto starts." + _default("max_batch_size"),
     ),
+    click.option(
+        "--global-batch-size",
+        type=int,
+        help="Data-parallel runs (torchrun): samples per step over all ranks, split evenly; "
+        "instead of --batch-size, which is per rank.",
+    ),
     click.option("--seq-len", type=int, help="Sequence length of token problems."),
     click.option("--image-size", type=int, help="Image side of image problems."),
     click.option(
@@ -91,6 +97,13 @@ _RUN_OPTIONS = [
         "--clip-grad-norm",
         type=float,
         help="Clip the global gradient norm to this value before each optimizer step.",
+    ),
+    click.option(
+        "--compile",
+        is_flag=True,
+        default=None,
+        help="Compile the step with torch.compile, reusing what `flowrate compile` cached for this "
+        "configuration (the compile time and cache hit are recorded).",
     ),
     click.option(
         "--device-memory-limit",
@@ -172,6 +185,14 @@ _RUN_OPTIONS = [
         help="--data: records per shuffle window of the loader." + _default("shuffle_buffer"),
     ),
     click.option(
+        "--dist-timeout",
+        "dist_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="Data-parallel runs: how long a rank waits for the others before the run stops with "
+        "an error." + _default("dist_timeout_s"),
+    ),
+    click.option(
         "-O",
         "--option",
         "extra_options",
@@ -245,18 +266,35 @@ def command(
     sample_shape: int | None,
     **flags: Any,
 ) -> None:
-    """Benchmark one problem: train or infer, timed with Rate and GlobalRate."""
+    """Benchmark one problem: train or infer, timed with Rate and GlobalRate.
+
+    Under torchrun (`torchrun --nproc-per-node N -m flowrate run …`) the run is data-parallel:
+    --batch-size is per rank, the throughput is the sum over ranks, and rank 0 alone prints,
+    writes --out and records the run.
+    """
     import sys
 
     from flowrate.cli import console
     from flowrate.cli.format import count, summary_rows
     from flowrate.cli.progress import LiveProgress
+    from flowrate.execution.distributed import is_primary, launched
     from flowrate.runner import run_config
 
     config, problem = resolve_run(
         flags, sample_shape, out, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
     )
+    launch = launched()
+    if launch is not None and repeat > 1:
+        from flowrate.errors import ConfigError
+
+        raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")
+    quiet = quiet or not is_primary()
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    if launch is not None:
+        console.status(
+            f"data-parallel: {launch.world_size} ranks; live figures are rank 0's, the result sums them all",
+            quiet,
+        )
     console.status(
         f"flowrate: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
         f"{config.mode} {config.precision.value}: {config.preheat_steps} preheat steps, "
@@ -284,6 +322,7 @@ class Destination:
     out: str | None
     quiet: bool
     as_json: bool
+    silent: bool = False  # a data-parallel rank other than 0: rank 0 reports the merged run
 
     @classmethod
     def open(
@@ -296,16 +335,21 @@ class Destination:
         as_json: bool,
     ) -> Destination:
         from flowrate.errors import ConfigError
+        from flowrate.execution.distributed import is_primary
         from flowrate.results.store import Store
 
         if no_store and (store or tags):
             raise ConfigError("no_store", "cannot be combined with --store or --tag")
+        if not is_primary():
+            return cls(None, (), None, True, False, silent=True)
         return cls(None if no_store else Store(store), tags, out, quiet, as_json)
 
     def report(self, result: Result, title: str, rows: list[tuple[str, str]]) -> None:
         """Save, record, show and print: the file first, so nothing measured is lost."""
         from flowrate.cli import console
 
+        if self.silent:
+            return
         if self.out:
             result.save(self.out)
             console.status(f"result written to {self.out}", self.quiet)

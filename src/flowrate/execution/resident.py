@@ -53,12 +53,18 @@ class ResidentExecutor:
         model: nn.Module,
         policy: PrecisionPolicy,
         mode: Mode,
-        optimizer: OptimizerName,
+        optimizer: OptimizerName | torch.optim.Optimizer,
         learning_rate: float,
         *,
         clip_grad_norm: float | None = None,
+        compile: bool = False,
     ) -> None:
+        """``optimizer`` names flowrate's optimizer, or is the user's own over ``model``'s
+        parameters (a session around the user's loop; ``learning_rate`` is then theirs).
+        ``compile`` runs the loss function (forward and loss; backward through AOTAutograd) through
+        torch.compile, which compiles on the first step (flowrate.execution.compile)."""
         self.problem = problem
+        self._loss = torch.compile(self._eager_loss) if compile else self._eager_loss
         self.clip_grad_norm = clip_grad_norm
         self.policy = policy
         self.mode = mode
@@ -67,8 +73,11 @@ class ResidentExecutor:
         self.scaler: torch.amp.GradScaler | None = None
         if mode is Mode.TRAIN:
             self.model.train()
-            params = [p for p in self.model.parameters() if p.requires_grad]
-            self.optimizer = make_optimizer(optimizer, params, learning_rate, policy.device)
+            if isinstance(optimizer, torch.optim.Optimizer):
+                self.optimizer = optimizer
+            else:
+                params = [p for p in self.model.parameters() if p.requires_grad]
+                self.optimizer = make_optimizer(optimizer, params, learning_rate, policy.device)
             self.scaler = policy.grad_scaler()
         else:
             self.model.eval()
@@ -77,8 +86,12 @@ class ResidentExecutor:
         """Queue one step on the device; return its loss (a detached device tensor)."""
         if self.optimizer is None:
             return self._infer(batch)
-        with self.policy.autocast():
-            loss = self.problem.loss(self.model, batch)
+        return self.update(self._loss(batch))
+
+    def update(self, loss: torch.Tensor) -> torch.Tensor:
+        """Backward from ``loss`` and the optimizer step: the second half of a training step, also
+        for a loss computed by the user's own loop (flowrate.session)."""
+        assert self.optimizer is not None, "update() is for training steps"
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             if self.clip_grad_norm is not None:
@@ -95,5 +108,9 @@ class ResidentExecutor:
         return loss.detach()
 
     def _infer(self, batch: Batch) -> torch.Tensor:
-        with torch.inference_mode(), self.policy.autocast():
+        with torch.inference_mode():
+            return self._loss(batch)
+
+    def _eager_loss(self, batch: Batch) -> torch.Tensor:
+        with self.policy.autocast():
             return self.problem.loss(self.model, batch)

@@ -24,6 +24,7 @@ longer hidden behind the backward (the copies still are).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -126,13 +127,15 @@ class StreamingExecutor:
         model: nn.Module,
         policy: PrecisionPolicy,
         mode: Mode,
-        optimizer: OptimizerName,
+        optimizer: OptimizerName | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
         learning_rate: float,
         *,
         recompute: bool = False,
         clip_grad_norm: float | None = None,
         reduce_gradients: Callable[[torch.Tensor], None] | None = None,
     ) -> None:
+        """``optimizer`` names flowrate's optimizer, or makes one over a block's host master
+        parameters (a user's optimizer class and hyper-parameters, from flowrate.session)."""
         check_streamable(policy.precision, policy.device)
         self.problem = problem
         # data-parallel streaming: averages a flat fp32 gradient tensor across ranks, in place
@@ -162,9 +165,12 @@ class StreamingExecutor:
         if mode is Mode.TRAIN:
             self.model.train()
             masters = [[self.host[id(p)].master for p in b.owned] for b in self.blocks]
-            self.updater = BlockUpdater(
-                [make_optimizer(optimizer, m, learning_rate, _HOST) if m else None for m in masters]
+            make: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = (
+                functools.partial(make_optimizer, optimizer, lr=learning_rate, device=_HOST)
+                if isinstance(optimizer, OptimizerName)
+                else optimizer
             )
+            self.updater = BlockUpdater([make(m) if m else None for m in masters])
         else:
             self.model.eval()
         self._install_hooks()
@@ -437,10 +443,25 @@ class StreamingExecutor:
                 loss = self.problem.loss(self.model, batch)
             self.steps.append(self._times)
             return loss
-        for block in self.blocks:
-            block.waiting = sum(1 for p in block.owned if p.requires_grad)
+        self.begin_step()
         with self.policy.autocast():
             loss = self.problem.loss(self.model, batch)
+        return self.finish_step(loss)
+
+    def begin_step(self) -> None:
+        """Before a training step's forward: count the gradients each block waits for."""
+        self._times = StepTimes()
+        for block in self.blocks:
+            block.waiting = sum(1 for p in block.owned if p.requires_grad)
+
+    def finish_step(self, loss: torch.Tensor) -> torch.Tensor:
+        """Backward from ``loss`` (its gradients stream out, the host updates each block), then
+        release every block: the second half of a training step, also for a loss computed by
+        the user's own loop (flowrate.session), which calls begin_step() before its forward.
+        Inference steps only record their copy times."""
+        if self.mode is Mode.INFER:
+            self.steps.append(self._times)
+            return loss.detach()
         loss.backward()
         for index in range(len(self.blocks)):
             self._release(index)

@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -64,6 +65,23 @@ class LoopRecord:
     sample_every: int
 
 
+class Consensus(Protocol):
+    """How the ranks of a data-parallel run agree on the loop's two local decisions.
+
+    Each rank chooses its sample interval from its own preheat and sees its own clock; ranks must
+    place sample points at the same steps (so per-interval sums over ranks mean something) and
+    stop at the same step (a rank that stops early leaves the others waiting in a collective).
+    """
+
+    def sample_every(self, mine: int) -> int:
+        """The steps between sample points every rank uses, given this rank's choice."""
+        ...
+
+    def finished(self, mine: bool) -> bool:
+        """Whether every rank has measured long enough, given whether this one has."""
+        ...
+
+
 def preheat(
     step: StepFn,
     batches: Sequence[Batch],
@@ -108,17 +126,22 @@ def timed_loop(
     on_interval: Callable[[Interval], None] | None = None,
     on_start: Callable[[], None] | None = None,
     checkpoint: Callable[[int], None] | None = None,
+    consensus: Consensus | None = None,
 ) -> LoopRecord:
     """Preheat, start the clock with the device idle, and step until the plan is met.
 
     ``on_start`` runs right after the clock starts (energy meters read their counters there);
     ``checkpoint(steps_done)`` saves state every ``plan.checkpoint_every`` steps, timed as an
-    interval of its own.
+    interval of its own. ``consensus`` makes the ranks of a data-parallel run agree on the
+    sample interval and, when the plan is a duration, on when to stop (one tiny collective per
+    sample point, after the clock is read: it falls in the next interval).
     """
     if plan.checkpoint_every is not None and checkpoint is None:
         raise ValueError("plan.checkpoint_every is set but no checkpoint function was given")
     preheat_s, step_s = preheat(step, batches, plan.preheat_steps, sync, clock)
     every = choose_sample_every(plan, step_s)
+    if consensus is not None:
+        every = consensus.sample_every(every)
     tracker = RateTracker(plan.smoothing, clock)
     intervals: list[Interval] = []
     losses: list[float] = []
@@ -151,7 +174,10 @@ def timed_loop(
         after_checkpoint = False
         if on_interval is not None:
             on_interval(interval)
-        if _finished(plan, done, reading.elapsed_s):
+        finished = _finished(plan, done, reading.elapsed_s)
+        if consensus is not None and plan.steps is None:
+            finished = consensus.finished(finished)
+        if finished:
             break
         if checkpoint is not None and plan.checkpoint_every and done % plan.checkpoint_every == 0:
             checkpoint(done)

@@ -28,7 +28,7 @@ Adding an entry
         [{"name": "Example X1", "match": ["example", "x1"],
           "dense_flops": {"fp32": 50e12, "bf16": 400e12}, "memory_bandwidth": 2.0e12,
           "host_link_bandwidth": 31.5e9, "source": "Example X1 datasheet, https://example.com/x1.pdf",
-          "notes": "dense; sparse figures not used", "exclude": ["x1l"]}]
+          "notes": "dense; sparse figures not used", "exclude": ["x1l"], "memory_capacity": 85899345920}]
 
     The file's entries are searched after registered ones and before the built-in table. A
     malformed file raises ``FlowrateError`` naming the file and the entry.
@@ -69,6 +69,7 @@ __all__ = [
     "DevicePeak",
     "PeakLookup",
     "find_device",
+    "known_devices",
     "load_peak_file",
     "peak_for",
     "precision_key",
@@ -128,6 +129,9 @@ class DevicePeak:
     notes: str = ""
     # Lowercase strings any one of which, occurring as a whole word, rules the entry out.
     exclude: tuple[str, ...] = ()
+    # Device memory capacity, bytes (the datasheet's "80GB" of HBM is 80 GiB; PyTorch reports a
+    # little less, what the driver keeps back: an H100 80GB shows 79.1 GiB). None: not stated.
+    memory_capacity: float | None = None
 
     def __post_init__(self) -> None:
         def fail(problem: str) -> FlowrateError:
@@ -158,16 +162,16 @@ class DevicePeak:
         # json can serialise a dict (a MappingProxyType would make asdict raise).
         object.__setattr__(self, "dense_flops", flops)
 
-        for field_name in ("memory_bandwidth", "host_link_bandwidth"):
+        for field_name in ("memory_bandwidth", "host_link_bandwidth", "memory_capacity"):
             value = getattr(self, field_name)
             if value is None:
                 continue
+            unit = "bytes" if field_name == "memory_capacity" else "bytes/s"
             if not _is_number(value) or not math.isfinite(value) or value <= 0:
-                raise fail(f"{field_name} must be a positive number of bytes/s or null, got {value!r}")
+                raise fail(f"{field_name} must be a positive number of {unit} or null, got {value!r}")
             if value < _MIN_BANDWIDTH:
-                raise fail(
-                    f"{field_name} = {value!r} is too small; values are bytes/s (3.35 TB/s is 3.35e12)"
-                )
+                example = "80 GiB is 85899345920" if unit == "bytes" else "3.35 TB/s is 3.35e12"
+                raise fail(f"{field_name} = {value!r} is too small; values are {unit} ({example})")
             object.__setattr__(self, field_name, float(value))
 
         if not isinstance(self.source, str) or not self.source.strip():
@@ -207,8 +211,9 @@ def _entry(
     source: str,
     notes: str,
     exclude: tuple[str, ...] = (),
+    memory_gb: float | None = None,
 ) -> DevicePeak:
-    """A built-in entry written in the datasheet's own units (TFLOP/s, TB/s)."""
+    """A built-in entry written in the datasheet's own units (TFLOP/s, TB/s, GB of memory)."""
     return DevicePeak(
         name=name,
         match=match,
@@ -218,6 +223,7 @@ def _entry(
         source=source,
         notes=f"{_DENSE} {notes}",
         exclude=exclude,
+        memory_capacity=memory_gb * 2**30 if memory_gb is not None else None,
     )
 
 
@@ -252,8 +258,10 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         None,
         _V100,
         "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity); 125 is FP16 with FP32 "
-        "accumulate. Host link left empty: SXM2 reaches the host through the system's PCIe Gen3 "
-        "switches (or NVLink on POWER9), which the datasheet does not fix.",
+        "accumulate. Memory: the datasheet lists 32GB and 16GB boards; the smaller is assumed. Host "
+        "link left empty: SXM2 reaches the host through the system's PCIe Gen3 switches (or NVLink "
+        "on POWER9), which the datasheet does not fix.",
+        memory_gb=16,
     ),
     _entry(
         "NVIDIA Tesla V100 PCIe",
@@ -262,7 +270,9 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         0.9,
         _PCIE3_X16,
         _V100,
-        "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity). PCIe 3.0 x16.",
+        "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity). Memory: the datasheet lists "
+        "32GB and 16GB boards; the smaller is assumed. PCIe 3.0 x16.",
+        memory_gb=16,
     ),
     _entry(
         "NVIDIA A100 80GB PCIe",
@@ -272,6 +282,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _PCIE4_X16,
         _A100,
         "Same peaks as SXM4 on the datasheet, at a lower power limit (300 W). PCIe 4.0 x16.",
+        memory_gb=80,
     ),
     _entry(
         "NVIDIA A100 80GB SXM4",
@@ -282,6 +293,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _A100,
         "HBM2e. Host link is the SXM4 module's PCIe 4.0 x16.",
         exclude=("pcie",),
+        memory_gb=80,
     ),
     _entry(
         "NVIDIA A100 40GB (SXM4 or PCIe)",
@@ -292,6 +304,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _A100,
         "HBM2; the datasheet gives the 40GB SXM4 and PCIe parts the same peaks and bandwidth "
         "(the PCIe card at 250 W may not sustain them). PCIe 4.0 x16.",
+        memory_gb=40,
     ),
     _entry(
         "NVIDIA H100 PCIe",
@@ -301,6 +314,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _PCIE5_X16,
         _H100,
         "80GB HBM2e, 114 SMs; dense = the 2022 datasheet's sparse 756/1,513 halved. PCIe 5.0 x16.",
+        memory_gb=80,
     ),
     _entry(
         "NVIDIA H100 NVL",
@@ -311,6 +325,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _H100,
         "Per GPU (one 94GB board of the NVLink-bridged pair); dense = the datasheet's sparse "
         "835/1,671 halved. PCIe 5.0 x16.",
+        memory_gb=94,
     ),
     _entry(
         "NVIDIA H100 SXM5 80GB",
@@ -322,6 +337,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         "SXM5 at boost clock; torch reports it as 'NVIDIA H100 80GB HBM3'. FP8 not listed. "
         "Host link is the module's PCIe 5.0 x16.",
         exclude=("pcie", "nvl"),
+        memory_gb=80,
     ),
     _entry(
         "NVIDIA H200 SXM 141GB",
@@ -333,6 +349,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         "Same GH100 compute as H100 SXM (datasheet: 1,979 bf16 sparse), HBM3e at 4.8 TB/s. "
         "H200 NVL (lower power) is deliberately not matched. PCIe 5.0 x16.",
         exclude=("nvl",),
+        memory_gb=141,
     ),
     _entry(
         "NVIDIA L4",
@@ -342,6 +359,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _PCIE4_X16,
         "NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/l4/",
         "72 W card; dense = the datasheet's sparse 120/242 halved. PCIe 4.0 x16.",
+        memory_gb=24,
     ),
     _entry(
         "NVIDIA L40S",
@@ -352,6 +370,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         "NVIDIA L40S GPU datasheet, https://www.nvidia.com/en-us/data-center/l40s/",
         "bf16/fp16 is the datasheet's printed dense 362.05 (its sparse column says 733, not 724.1). "
         "PCIe 4.0 x16.",
+        memory_gb=48,
     ),
     _entry(
         "NVIDIA L40",
@@ -361,6 +380,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         _PCIE4_X16,
         "NVIDIA L40 GPU datasheet, https://www.nvidia.com/en-us/data-center/l40/",
         "Not the L40S. PCIe 4.0 x16.",
+        memory_gb=48,
     ),
     _entry(
         "NVIDIA A10",
@@ -371,6 +391,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         "NVIDIA A10 Tensor Core GPU datasheet, "
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf",
         "Not the AWS A10G, whose figures differ. PCIe 4.0 x16.",
+        memory_gb=24,
     ),
     _entry(
         "NVIDIA GeForce RTX 4090",
@@ -382,6 +403,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         "bf16/fp16 are the FP32-accumulate rates PyTorch uses (FP16-accumulate is 330.3). The "
         "4090 D and the laptop 4090 are different chips and are not matched. PCIe 4.0 x16.",
         exclude=("d", "laptop", "mobile"),
+        memory_gb=24,
     ),
     _entry(
         "AMD Instinct MI300X",
@@ -393,6 +415,7 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
         "instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf",
         "fp32 vector and FP32 matrix are both 163.4. Whether PyTorch on ROCm runs TF32 (xf32) "
         "depends on the ROCm/PyTorch version. PCIe 5.0 x16.",
+        memory_gb=192,
     ),
 )
 
@@ -437,7 +460,7 @@ def registered_peaks(*peaks: DevicePeak) -> Iterator[None]:
 
 _JSON_TYPES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
 _REQUIRED = ("name", "match", "dense_flops", "source")
-_OPTIONAL = ("memory_bandwidth", "host_link_bandwidth", "notes", "exclude")
+_OPTIONAL = ("memory_bandwidth", "host_link_bandwidth", "notes", "exclude", "memory_capacity")
 
 
 def _json_type(value: object) -> str:
@@ -468,6 +491,7 @@ def _peak_from_json(item: object, where: str) -> DevicePeak:
             source=item["source"],
             notes=item.get("notes", ""),
             exclude=item.get("exclude", ()),
+            memory_capacity=item.get("memory_capacity"),
         )
     except FlowrateError as error:
         raise FlowrateError(f"{where}: {error}") from None
@@ -501,6 +525,11 @@ def _candidates() -> list[DevicePeak]:
     env_path = os.environ.get(PEAKS_ENV, "").strip()
     from_env = _env_file_peaks(env_path) if env_path else ()
     return [*reversed(_registered), *from_env, *BUILTIN_PEAKS]
+
+
+def known_devices() -> list[DevicePeak]:
+    """Every entry in search order: registered, then ``FLOWRATE_PEAKS``, then built-in."""
+    return _candidates()
 
 
 def find_device(device_name: str) -> DevicePeak | None:

@@ -23,7 +23,12 @@ from flowrate.errors import FlowrateError
 #   3: streaming section (--execution streaming: copy, compute and host-optimizer times, hidden
 #      share, device and pinned host bytes); input section and per-interval input wait
 #      (--data); estimate section (the cost model's prediction beside the measurement).
-SCHEMA_VERSION = 3
+#   4: distributed section (data-parallel runs: world size, backend, each rank's throughput; the
+#      headline figures and the intervals are sums over ranks, batch_size is the global batch);
+#      config fields global_batch_size and dist_timeout_s. Versions 1-3 read with it empty.
+#      Also the compile section (--compile: the first step's seconds, inductor cache hits and
+#      misses) and config field compile.
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,10 @@ class Result:
     input: dict[str, Any] | None = None
     # the cost model's estimate for this configuration on this device (None where none was made)
     estimate: dict[str, Any] | None = None
+    # data-parallel runs (torchrun): world size, backend, per-rank figures (None: one process)
+    distributed: dict[str, Any] | None = None
+    # --compile: the first (compiling) step's seconds and whether inductor's cache was hit
+    compile: dict[str, Any] | None = None
     run_id: str = ""
     created_at: str = ""
     flowrate_version: str = ""

@@ -1,0 +1,164 @@
+"""How good is the estimate? Predicted ÷ measured samples/s for every zoo model family on this device.
+
+Calibrates the device first (`flowrate estimate --calibrate`, into a temporary file unless
+--calibration names one), then for each model family at its debug size and at a small realistic
+size, training and inference: the cost model's prediction (flowrate.estimate) beside a real
+measurement (flowrate.benchmark, GlobalRate). Target: within ±30% on a CPU.
+
+Other processes on the machine slow a measurement down without slowing the prediction: before
+each measurement the script waits for the CPUs to be idle, counts the CPU time other processes
+used while it measured, and measures again (up to --retries times) when they used more than 10%
+of one CPU; a row still disturbed is marked.
+
+    python benchmarks/estimate_accuracy.py                 # about 3 minutes on 2 cores
+    python benchmarks/estimate_accuracy.py --seconds 5 --json accuracy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import psutil
+import torch
+
+import flowrate
+from flowrate.config import RunConfig
+from flowrate.estimate.calibration import CALIBRATION_ENV, calibrate, save_calibration
+from flowrate.estimate.cost import estimate_step
+from flowrate.estimate.devices import local_device
+from flowrate.estimate.report import trace_for
+from flowrate.problems.registry import get_problem
+
+# (family, size, shape options, batch size or None for the problem's default)
+CASES: list[tuple[str, str, dict[str, int], int | None]] = [
+    ("fc_mnist", "debug", {}, None),
+    ("fc_mnist", "default", {}, None),  # 784-512-512-10, batch 128
+    ("transformer", "debug", {}, None),
+    ("transformer", "mini", {}, None),  # 4 layers, 256 wide, 128 tokens, batch 8
+    ("bert-base", "debug", {}, None),
+    ("bert-base", "default", {"seq_len": 64}, 2),  # BERT-base, 64 tokens, batch 2
+    ("roberta-large", "debug", {}, None),
+    ("roberta-large", "default", {"seq_len": 64}, 2),  # RoBERTa-large, 64 tokens, batch 2
+    ("resnet50", "debug", {}, None),
+    ("resnet50", "default", {}, 2),  # ResNet-50 at 224², batch 2
+]
+WITHIN = 0.30
+DISTURBED = 0.10  # share of one CPU other processes may use while a row is measured
+
+
+@dataclass
+class Row:
+    problem: str
+    size: str
+    mode: str
+    batch_size: int
+    predicted: float
+    measured: float
+    ratio: float
+    disturbed: float  # CPU share other processes used during the measurement
+
+
+def wait_until_idle(threshold: float = 8.0, seconds: int = 3, limit_s: float = 300.0) -> None:
+    """Until the machine's CPU use stays under ``threshold``% for ``seconds`` in a row."""
+    quiet, start = 0, time.monotonic()
+    while quiet < seconds and time.monotonic() - start < limit_s:
+        quiet = quiet + 1 if psutil.cpu_percent(interval=1.0) < threshold else 0
+
+
+def _busy(times: Any) -> float:
+    return float(times.user + times.system + getattr(times, "nice", 0.0) + getattr(times, "irq", 0.0))
+
+
+def measure(
+    name: str, size: str, options: dict[str, int], mode: str, batch: int, seconds: float
+) -> tuple[float, float]:
+    """GlobalRate of a real run, and the CPU share other processes used meanwhile."""
+    me = psutil.Process()
+    wait_until_idle()
+    system, own, start = _busy(psutil.cpu_times()), _busy(me.cpu_times()), time.perf_counter()
+    result = flowrate.benchmark(
+        name,
+        size=size,
+        problem_options=options,
+        mode=mode,
+        batch_size=batch,
+        duration_s=seconds,
+        min_steps=3,
+        preheat_steps=3,
+    )
+    wall = time.perf_counter() - start
+    other = (_busy(psutil.cpu_times()) - system) - (_busy(me.cpu_times()) - own)
+    return result.summary.samples_per_sec, max(other, 0.0) / wall
+
+
+def row(
+    name: str, size: str, options: dict[str, int], batch: int | None, mode: str, args: argparse.Namespace
+) -> Row:
+    problem = get_problem(name, size, options)
+    config = RunConfig(problem=name, size=size, problem_options=options, mode=mode)
+    config = config.for_problem(problem.modes, problem.default_mode, problem.name)
+    batch_size = batch or problem.default_batch_size
+    predicted = estimate_step(
+        trace_for(config, problem, batch_size), local_device(torch.device("cpu"))
+    ).samples_per_sec
+    for _ in range(args.retries):
+        measured, disturbed = measure(name, size, options, mode, batch_size, args.seconds)
+        if disturbed < DISTURBED:
+            break
+    return Row(name, size, mode, batch_size, predicted, measured, predicted / measured, disturbed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per measurement")
+    parser.add_argument("--retries", type=int, default=3, help="measurements of a disturbed row")
+    parser.add_argument("--calibration", help="use this calibration file instead of calibrating")
+    parser.add_argument("--json", dest="json_path", help="also write the rows to this file")
+    args = parser.parse_args()
+    if args.calibration:
+        os.environ[CALIBRATION_ENV] = args.calibration
+    else:
+        os.environ[CALIBRATION_ENV] = os.path.join(tempfile.mkdtemp(prefix="flowrate-"), "calibration.json")
+        for _ in range(args.retries + 2):
+            wait_until_idle()
+            started = time.perf_counter()
+            calibration = calibrate(torch.device("cpu"))
+            print(
+                f"calibrated in {time.perf_counter() - started:.1f} s, disturbed {calibration.disturbed:.0%}"
+            )
+            if calibration.disturbed < DISTURBED:
+                break
+        save_calibration(calibration)
+    device = local_device(torch.device("cpu"))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {device.name}: {device.basis}")
+    print(f"{'problem':26} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6}")
+    rows = []
+    for name, size, options, batch in CASES:
+        for mode in ("train", "infer"):
+            r = row(name, size, options, batch, mode, args)
+            rows.append(r)
+            label = f"{name}/{size}" + "".join(f" {k}={v}" for k, v in options.items())
+            mark = "  (disturbed)" if r.disturbed >= DISTURBED else ""
+            figures = f"{r.batch_size:>5} {r.predicted:>11.4g} {r.measured:>11.4g} {r.ratio:>6.2f}"
+            print(f"{label:26} {mode:6} {figures}{mark}", flush=True)
+    errors = [abs(r.ratio - 1) for r in rows]
+    within = sum(e <= WITHIN for e in errors)
+    worst = max(rows, key=lambda r: abs(r.ratio - 1)).ratio
+    print(
+        f"{within} of {len(rows)} within ±{WITHIN:.0%}; median |error| {statistics.median(errors):.0%}, "
+        f"median ratio {statistics.median(r.ratio for r in rows):.2f}, worst {worst:.2f}"
+    )
+    if args.json_path:
+        with open(args.json_path, "w", encoding="utf-8") as out:
+            json.dump([asdict(r) for r in rows], out, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Weak-scaling efficiency at 1 and 2 processes on this machine, and DDP's cost at world size 1.
+
+For each case, in rounds (the sizes alternate, so drift in the machine hits every size alike):
+
+    plain     `flowrate run` in a fresh process, no process group: the single-process baseline
+    N ranks   `flowrate scaling`'s launch: torchrun --standalone --nproc-per-node N, the same
+              per-rank batch; throughput is the sum over ranks (MEASUREMENT.md)
+
+and reports medians over rounds of: T(plain), T(1), T(2), efficiency = T(2) / (2 × T(1)), and
+DDP's cost at world size 1 = 1 − T(1) / T(plain) (a process group, DDP's gradient buckets and
+the all-reduce over one rank).
+
+Every rank gets --threads 1 at every size (``--threads``), so 2 ranks use both cores of a
+2-core machine without oversubscribing it, and 1 rank uses one: the resources per rank are the
+same at both sizes, which is what weak scaling asks.
+
+    python benchmarks/scaling.py                         # fc_mnist and transformer/mini, 3 rounds
+    python benchmarks/scaling.py --rounds 1 --duration 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowrate.analysis.scaling import run_size
+from flowrate.config import RunConfig
+from flowrate.repeat import run_in_fresh_process
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    problem: str
+    size: str | None
+    batch_size: int
+
+
+CASES = (
+    Case("fc_mnist (784-512-512-10)", "fc_mnist", None, 128),
+    Case("transformer/mini (4 layers, 256 wide, seq 128)", "transformer", "mini", 8),
+)
+
+
+def measure(case: Case, rounds: int, duration: float, threads: int) -> dict[str, list[float]]:
+    config = RunConfig(
+        problem=case.problem,
+        size=case.size,
+        batch_size=case.batch_size,
+        threads=threads,
+        device="cpu",
+        duration_s=duration,
+        preheat_steps=3,
+    )
+    figures: dict[str, list[float]] = {"plain": [], "1": [], "2": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(rounds):
+            order = ["plain", "1", "2"] if round_ % 2 == 0 else ["2", "1", "plain"]
+            for which in order:
+                if which == "plain":
+                    outcome = run_in_fresh_process(config)
+                    assert outcome.result is not None, outcome.message
+                    figures[which].append(outcome.result.summary.samples_per_sec)
+                else:
+                    result = run_size(config, int(which), Path(folder))
+                    figures[which].append(result.summary.samples_per_sec)
+            print(
+                f"  round {round_ + 1}: plain {figures['plain'][-1]:.1f}, 1 rank {figures['1'][-1]:.1f}, "
+                f"2 ranks {figures['2'][-1]:.1f} samples/s",
+                flush=True,
+            )
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=8.0, help="timed seconds per run")
+    parser.add_argument("--threads", type=int, default=1, help="threads per rank, at every size")
+    args = parser.parse_args()
+    rows = []
+    for case in CASES:
+        print(f"{case.label}, batch {case.batch_size} per rank:", flush=True)
+        f = measure(case, args.rounds, args.duration, args.threads)
+        plain, one, two = (statistics.median(f[k]) for k in ("plain", "1", "2"))
+        efficiencies = [b / (2 * a) for a, b in zip(f["1"], f["2"], strict=True)]
+        rows.append(
+            f"| {case.label} | {case.batch_size} | {plain:,.1f} | {one:,.1f} | {two:,.1f} | {two / 2:,.1f} "
+            f"| **{statistics.median(efficiencies):.1%}** ({min(efficiencies):.1%}–{max(efficiencies):.1%}) "
+            f"| {1 - one / plain:.1%} |"
+        )
+    print()
+    print(
+        "| case | batch per rank | plain 1 process (samples/s) | torchrun 1 rank | torchrun 2 ranks (sum) "
+        "| per rank at 2 | weak-scaling efficiency (range) | DDP cost at world size 1 |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""`flowrate estimate`: the compile report and its throughput estimate, on this device or a target;
+--calibrate measures this device's rates; --check sets predictions beside recorded measurements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from flowrate.cli.run import resolve_run, run_options
+from flowrate.cli.select import STORE_HELP
+from flowrate.cli.validate import host_memory_option, target_option
+
+# Share of a CPU other processes may use during a calibration before it is called disturbed.
+DISTURBED = 0.1
+# Run options that also select recorded runs under --check (as `flowrate runs` filters).
+_SHARED_FILTERS = ("problem", "device", "precision", "mode", "execution")
+
+
+@click.command("estimate")
+@run_options
+@target_option
+@host_memory_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report (or the check) as JSON on stdout.")
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Also write compile_report.txt and compile_report.json to this folder.",
+)
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="First measure this device's GEMM, convolution and attention FLOP/s, copy bandwidth and "
+    "per-op overhead (about 15 s on a CPU) and keep them for every later estimate.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Instead, print predicted against measured samples/s for recorded runs: RUN ids, tags or "
+    "files, or the filters --problem --device --precision --mode --execution --tag --sweep --since --until.",
+)
+@click.argument("refs", nargs=-1, metavar="[RUN|TAG|FILE]...")
+@click.option("--store", type=click.Path(dir_okay=False), help="--check: " + STORE_HELP)
+@click.option("--tag", help="--check: only runs with this tag.")
+@click.option("--sweep", help="--check: only runs of this sweep.")
+@click.option("--since", help="--check: only runs from this date or time on.")
+@click.option("--until", help="--check: only runs up to this date or time.")
+def command(
+    target: str | None,
+    host_memory: float | None,
+    as_json: bool,
+    out_dir: str | None,
+    calibrate: bool,
+    check: bool,
+    refs: tuple[str, ...],
+    store: str | None,
+    tag: str | None,
+    sweep: str | None,
+    since: str | None,
+    until: str | None,
+    sample_shape: int | None,
+    **flags: Any,
+) -> None:
+    """Estimate samples/s before running: the compile report with a roofline cost model.
+
+    Every op of one step is traced on the meta device and priced at the larger of its FLOPs over
+    the achieved FLOP/s and its bytes over the achieved bandwidth, plus a launch overhead; the
+    rates are the datasheet peaks of --target (any device in the peak table, present or not)
+    scaled by efficiency measured with --calibrate where that device was calibrated. A CPU has no
+    datasheet peak: calibrate it first. With --check, recorded runs' predictions (every run
+    records one) are set against what they measured.
+    """
+    if check:
+        _check(refs, store, tag, sweep, since, until, as_json, sample_shape, flags)
+        return
+    given = [
+        name
+        for name, value in (
+            ("refs", refs),
+            ("--store", store),
+            ("--tag", tag),
+            ("--sweep", sweep),
+            ("--since", since),
+            ("--until", until),
+        )
+        if value
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} select recorded runs: add --check")
+    import json
+    from pathlib import Path
+
+    from flowrate.cli import console
+    from flowrate.cli.estimate_text import report_lines
+    from flowrate.estimate.report import report_for, save_report
+
+    config, problem = resolve_run(
+        flags, sample_shape, None, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
+    )
+    if calibrate:
+        _calibrate(config)
+    batch_size = problem.default_batch_size if config.batch_size in (None, "auto") else int(config.batch_size)
+    report = report_for(
+        config,
+        problem,
+        target=target,
+        batch_size=batch_size,
+        host_capacity=host_memory * 2**30 if host_memory is not None else None,
+    )
+    lines = report_lines(report)
+    if out_dir:
+        text, _ = save_report(report, lines, Path(out_dir))
+        console.status(f"compile report written to {text} (and .json)")
+    console.data(json.dumps(report.to_dict(), indent=2) if as_json else "\n".join(lines))
+
+
+def _calibrate(config: Any) -> None:
+    import torch
+
+    from flowrate.cli import console
+    from flowrate.estimate.calibration import calibrate, save_calibration
+    from flowrate.measure.device import resolve_device
+
+    device = resolve_device(config.device)
+    saved = torch.get_num_threads()
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    try:
+        console.status(f"calibrating {device} ({torch.get_num_threads()} threads): about 15 s on a CPU")
+        calibration = calibrate(device, on_point=console.status)
+    finally:
+        torch.set_num_threads(saved)
+    path = save_calibration(calibration)
+    console.status(f"calibration of {calibration.device} saved in {path}")
+    if calibration.disturbed > DISTURBED:
+        console.warn(
+            f"other processes used {calibration.disturbed:.0%} of a CPU while calibrating: the rates may be "
+            "low; calibrate again on a quiet machine"
+        )
+
+
+def _check(
+    refs: tuple[str, ...],
+    store: str | None,
+    tag: str | None,
+    sweep: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+    sample_shape: int | None,
+    flags: dict[str, Any],
+) -> None:
+    import json
+
+    from flowrate.cli import console
+    from flowrate.cli.estimate_text import CHECK_HEADER, check_rows
+    from flowrate.cli.select import select_runs
+    from flowrate.results.store import RunFilter
+
+    stray = [
+        name
+        for name, value in flags.items()
+        if value not in (None, (), False) and name not in _SHARED_FILTERS
+    ]
+    if sample_shape is not None:
+        stray.append("sample_shape")
+    if stray:
+        flag = stray[0].replace("_", "-")
+        raise click.UsageError(f"--{flag} does not select runs; --check takes runs, tags, files or filters")
+    where = RunFilter(
+        **{name: flags.get(name) for name in _SHARED_FILTERS},
+        tag=tag,
+        sweep=sweep,
+        since=since,
+        until=until,
+    )
+    runs = select_runs(store, refs, where)
+    rows, summary = check_rows(runs)
+    if as_json:
+        console.data(
+            json.dumps(
+                {"runs": [dict(zip(CHECK_HEADER, row, strict=True)) for row in rows], "summary": summary},
+                indent=2,
+            )
+        )
+        return
+    console.grid("predicted against measured samples/s", CHECK_HEADER, rows, right_aligned=(4, 6, 7, 8))
+    for line in summary:
+        console.detail(line)

@@ -1,0 +1,286 @@
+"""Text for validate, compile and estimate: the compile report (compile_report.txt), what
+validate found, and predicted against measured for recorded runs.
+
+Pure: data in, lines or rows out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from flowrate.cli.format import count, rate, si
+from flowrate.estimate.memory import gib
+
+if TYPE_CHECKING:
+    from flowrate.estimate.report import CompileReport
+    from flowrate.estimate.validate import Validation
+    from flowrate.results.store import StoredRun
+
+_INDENT = " " * 18
+
+
+def report_lines(report: CompileReport) -> list[str]:
+    c = report.configuration
+    optimizer = f"  {c['optimizer']}" if c["optimizer"] else ""
+    recompute = " --recompute" if c["recompute"] else ""
+    lines = [
+        f"compile report: {c['problem']}/{c['size']}  {c['mode']}  {c['precision']}  batch {c['batch_size']}"
+        f"{optimizer}  {c['execution']}{recompute}",
+        _row(
+            "parameters",
+            f"{count(report.parameters)} (counted on the meta device: "
+            f"{count(report.parameters_traced)}), {_blocks(report.blocks)}",
+        ),
+    ]
+    flops = f"forward {si(report.forward_flops_per_sample, 'FLOP')}/sample"
+    if report.backward_flops_per_sample is not None:
+        flops += f", backward {si(report.backward_flops_per_sample, 'FLOP')}/sample"
+    lines.append(_row("model FLOPs", flops + " (analytic)"))
+    executed = f"forward {si(report.traced_forward_flops_per_sample, 'FLOP')}/sample"
+    if report.traced_backward_flops_per_sample:
+        executed += f", backward {si(report.traced_backward_flops_per_sample, 'FLOP')}/sample"
+    lines.append(_row("kernel FLOPs", executed + " (traced; causal attention counts its unmasked half)"))
+    lines.append(
+        _row(
+            "bytes per step",
+            f"{si(report.bytes_per_step, 'B')} read + written by {report.kernels_per_step} kernels",
+        )
+    )
+    if report.arithmetic_intensity is not None:
+        ridge = report.device.get("ridge_point") or {}
+        key = "bf16" if c["precision"] in ("bf16", "pure-bf16") else c["precision"]
+        where = f" (the device's ridge point at {key}: {ridge[key]:.3g})" if key in ridge else ""
+        lines.append(_row("intensity", f"{report.arithmetic_intensity:.3g} FLOP/byte{where}"))
+    lines.append(_row("activations", f"{gib(report.activation_bytes)} saved for backward"))
+    lines += _memory_lines(report)
+    lines += _device_lines(report)
+    lines += _estimate_lines(report)
+    lines += _block_lines(report)
+    return lines
+
+
+def duration(seconds: float) -> str:
+    """0.00148 -> '1.48 ms': seconds in the unit that reads best."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _row(label: str, text: str) -> str:
+    return f"{label:<18}{text}"
+
+
+def _blocks(blocks: int | None) -> str:
+    return "no blocks declared" if blocks is None else f"{blocks} blocks"
+
+
+def _memory_lines(report: CompileReport) -> list[str]:
+    memory = report.memory
+    out = []
+    for name, need in memory["needs"].items():
+        if not need["available"]:
+            text = f"{name}: — ({need['reason']})"
+        else:
+            parts = ", ".join(f"{k} {gib(v)}" for k, v in need["parts"].items() if v)
+            text = f"{name}: {gib(need['device_bytes'])} on the device ({parts})"
+            if need["host_bytes"] is not None:
+                text += f"; {gib(need['host_bytes'])} on the host"
+        if name == memory["chosen"]:
+            text += " [chosen]"
+        out.append(text)
+    for fit in memory["fits"]:
+        if fit["capacity"] is None:
+            out.append(f"{fit['where']} capacity unknown: fit not checked")
+            continue
+        verdict = "fits" if fit["fits"] else "DOES NOT FIT"
+        tight = ", tight" if fit["tight"] else ""
+        out.append(f"{verdict} the {fit['where']}: {gib(fit['need'])} of {gib(fit['capacity'])}{tight}")
+    return [_row("memory" if i == 0 else "", line) for i, line in enumerate(out)]
+
+
+def _device_lines(report: CompileReport) -> list[str]:
+    d = report.device
+    if d.get("name") is None:
+        return []
+    rates = ", ".join(f"{key} {si(value, 'FLOP/s')}" for key, value in d["flops"].items())
+    link = f"; host link {si(d['host_link_bandwidth'], 'B/s')}" if d.get("host_link_bandwidth") else ""
+    memory = si(d["memory_bandwidth"], "B/s")
+    if d.get("best_bandwidth", 0) > d["memory_bandwidth"] * 1.05:
+        memory += f" for large copies (up to {si(d['best_bandwidth'], 'B/s')} in cache)"
+    return [
+        _row("device", f"{d['name']} ({d['type']}): {d['basis']}"),
+        _row("", f"large GEMM {rates}; memory {memory}{link}"),
+    ]
+
+
+def _estimate_lines(report: CompileReport) -> list[str]:
+    e = report.estimate
+    if e is None:
+        return [_row("estimate", f"— ({report.reasons.get('estimate', 'not made')})")]
+    tokens = f", {si(e.tokens_per_sec, 'tokens/s')}" if e.tokens_per_sec else ""
+    step = e.step_s
+    phases = ", ".join(f"{name} {seconds / step:.0%}" for name, seconds in e.phase_s.items() if seconds)
+    lines = [
+        _row("estimate", f"{rate(e.samples_per_sec)} samples/s{tokens} (step {duration(step)})"),
+        _row(
+            "",
+            f"time: compute-bound {e.compute_bound_s / step:.0%}, memory-bound "
+            f"{e.memory_bound_s / step:.0%}, launch overhead {e.overhead_s / step:.0%}; {phases}",
+        ),
+    ]
+    s = report.streaming
+    if s is None:
+        if "streaming" in report.reasons:
+            lines.append(_row("streaming", f"— ({report.reasons['streaming']})"))
+        return lines
+    lines.append(
+        _row(
+            "streaming",
+            f"{rate(s.samples_per_sec)} samples/s (step {duration(s.step_s)}): copies "
+            f"{duration(s.copy_s)} per step over the {s.host_link_basis} at "
+            f"{si(s.host_link_bandwidth, 'B/s')}, {s.hidden_share:.0%} hidden behind compute",
+        )
+    )
+    bounds = []
+    if s.tokens_per_load is not None:  # MEASUREMENT.md's T = F / B is about tokens
+        bounds.append(
+            f"compute-bound from {si(s.min_tokens_per_load)} tokens per weight load "
+            f"(this step: {si(s.tokens_per_load)})"
+        )
+    if s.batch_to_hide is not None:
+        bounds.append(f"batch size to hide every copy: {s.batch_to_hide}")
+    if bounds:
+        lines.append(_row("", "; ".join(bounds)))
+    lines += [_row("", note) for note in s.notes]
+    return lines
+
+
+def _block_lines(report: CompileReport) -> list[str]:
+    if not report.block_rows:
+        return []
+    total = sum(row.seconds or 0.0 for row in report.block_rows)
+    columns = ("parameters", "fwd FLOP", "bwd FLOP", "bytes", "activ.")
+    header = f"{'#':>3}  {'block':<14}" + "".join(f"{c:>11}" for c in columns)
+    header += f"{'time':>8}" if total else ""
+    lines = [_row("per block", header)]
+    for row in report.block_rows:
+        text = (
+            f"{row.index:>3}  {row.name[:13]:<14}{count(row.parameters):>11}{si(row.forward_flops):>11}"
+            f"{si(row.backward_flops):>11}{si(row.bytes, 'B'):>11}{gib(row.activation_bytes):>11}"
+        )
+        if total:
+            text += f"{(row.seconds or 0.0) / total:>8.0%}"
+        lines.append(_row("", text))
+    return lines
+
+
+def describe_run(validation: Validation) -> str:
+    """'transformer/debug train fp32 batch 4 on AMD EPYC 7B13', as far as it is known."""
+    config, problem = validation.config, validation.problem
+    if config is None or problem is None:
+        return config.problem if config is not None else "the configuration"
+    batch = f"batch {validation.batch_size}" + (
+        " (auto: checked at the default)" if config.batch_size == "auto" else ""
+    )
+    where = f" on {validation.device}" if validation.device else ""
+    return (
+        f"{problem.name}/{problem.size} {config.settled_mode.value} {config.precision.value} {batch}{where}"
+    )
+
+
+def finding_lines(validation: Validation) -> list[str]:
+    errors = [f for f in validation.findings if f.error]
+    what = "problem" if len(errors) == 1 else "problems"
+    lines = [f"flowrate validate: {describe_run(validation)}: {len(errors)} {what}"]
+    lines += [f"  {i}. {finding.message}" for i, finding in enumerate(errors, 1)]
+    return lines
+
+
+def validation_rows(validation: Validation) -> list[tuple[str, str]]:
+    """The summary of a configuration that passed."""
+    trace, plan = validation.trace, validation.plan
+    rows = [("validate", f"OK: {describe_run(validation)}")]
+    if trace is not None:
+        step = (
+            "one training step (forward, backward, optimizer)"
+            if trace.mode.value == "train"
+            else "one forward"
+        )
+        blocks = f"{len(trace.blocks)} blocks" if trace.blocks is not None else "no blocks declared"
+        rows.append(
+            (
+                "model",
+                f"{count(trace.parameters)} parameters, {blocks}; {step} ran on the meta device "
+                f"({trace.kernels()} kernels)",
+            )
+        )
+    if validation.config is not None:
+        rows.append(
+            ("precision", f"{validation.config.precision.value} runs on {validation.device or 'the device'}")
+        )
+    if plan is not None:
+        for name, need in plan.needs.items():
+            if not need.available:
+                rows.append((name, f"— ({need.reason})"))
+                continue
+            text = f"{gib(need.device_bytes)} on the device"
+            if need.host_bytes is not None:
+                text += f", {gib(need.host_bytes)} on the host"
+            if name == plan.chosen:
+                fits = ", ".join(
+                    f"{f.where} {gib(f.need)} of {gib(f.capacity)}" + (" (tight)" if f.tight else "")
+                    for f in plan.fits
+                    if f.capacity is not None
+                )
+                text += f" [chosen; fits: {fits}]" if fits else " [chosen; capacity unknown]"
+            rows.append((name, text))
+    return rows
+
+
+CHECK_HEADER = ("run", "problem", "mode", "precision", "batch", "device", "predicted", "measured", "ratio")
+
+
+def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
+    """Predicted against measured samples/s, one row per run, and the summary lines."""
+    rows: list[list[str]] = []
+    ratios: list[float] = []
+    missing: dict[str, int] = {}
+    for run in runs:
+        result = run.result
+        estimate: dict[str, Any] = result.estimate or {}
+        predicted = estimate.get("samples_per_sec")
+        measured = result.summary.samples_per_sec
+        ratio = predicted / measured if predicted and measured else None
+        if ratio is None:
+            reason = estimate.get("reason") or "no estimate recorded (an older run, or a check)"
+            missing[reason] = missing.get(reason, 0) + 1
+        else:
+            ratios.append(ratio)
+        c, p = result.config, result.problem
+        rows.append(
+            [
+                run.run_id[:8],
+                f"{p.get('name')}/{p.get('size')}",
+                str(c.get("mode")),
+                str(c.get("precision")),
+                str(result.batch_size),
+                str(estimate.get("device") or result.environment.get("device", {}).get("name") or "?"),
+                rate(predicted),
+                rate(measured),
+                f"{ratio:.2f}" if ratio is not None else "—",
+            ]
+        )
+    summary = []
+    if ratios:
+        errors = [abs(r - 1) for r in ratios]
+        within = sum(e <= 0.3 for e in errors)
+        summary.append(
+            f"{len(ratios)} run(s) with an estimate: median |error| {statistics.median(errors):.0%}, "
+            f"median ratio {statistics.median(ratios):.2f} (predicted / measured), "
+            f"{within} of {len(ratios)} within ±30%"
+        )
+    for reason, n in missing.items():
+        summary.append(f"{n} run(s) without an estimate: {reason}")
+    return rows, summary

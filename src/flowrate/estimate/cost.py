@@ -1,0 +1,223 @@
+"""The roofline cost model: a step's time from its ops and a device's achievable rates.
+
+Each op of the traced step (flowrate.estimate.trace) takes
+
+    time = max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + launch overhead
+
+where the achieved rates are the device model's (flowrate.estimate.devices), views and metadata
+ops cost nothing, and ops run one after another (eager PyTorch on one stream). The step's time is
+the sum; samples/s = batch size / step time. Which rate prices an op's work:
+
+- matmuls, convolutions (3x3 stride-1 apart: Winograd) and attention, forward and backward: the
+  FLOP/s of that class measured at the op's FLOPs, and no more than a GEMM as thin as the op's
+  thinnest dimension (a 4-row matmul never reaches the peak however many FLOPs it has);
+- elementwise kernels a calibration timed (GELU, softmax, normalisation, pooling, …): the larger
+  of their elements over the measured elements/s and their bytes over the bandwidth;
+- the fused optimizer: parameters over the measured update rate (its traffic included);
+- everything else: bytes over the bandwidth measured for copies of that size (in cache when small);
+- the launch overhead per kernel is measured per mode (training, inference) on a tiny model, so it
+  holds the framework's per-op work (module calls, autograd) as well as the launch itself.
+
+A device known only from its datasheet (no calibration) has one rate per precision and one
+bandwidth, each at DEFAULT_EFFICIENCY of the peak, and no elementwise or optimizer rates.
+
+Weight streaming adds the host link: each block's weights are copied to the device in the
+compute precision before its forward and again before its backward, and its gradients are copied
+back, while the device computes the block before (the copy of block i+1 overlaps the compute of
+block i), and the host optimizer updates each block as its gradients arrive. A block's phase
+therefore takes the longest of its compute, its copies (each direction on its own) and its
+host update; the copy is hidden where compute covers it. The copy of a block is fully hidden when
+the tokens per weight load reach T = F·c / (2·B) (MEASUREMENT.md's F/B for bf16, c = 2 bytes):
+F the achieved FLOP/s, B the achievable host-link bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from flowrate.config import Mode
+from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
+from flowrate.estimate.trace import BACKWARD, FORWARD, OPTIMIZER, Op, StepTrace
+
+# Parameters per second a host optimizer updates: DeepSpeed's CPU Adam, 11.6 B parameters in
+# 8.2 s on a server CPU (MEASUREMENT.md). Used where the host's own rate is not measured.
+HOST_OPTIMIZER_PARAMS_PER_S = 1.4e9
+
+
+# Fused optimizer kernels -> the optimizer whose measured update rate prices them.
+_OPTIMIZERS = {"_fused_adamw_": "adamw", "_fused_adam_": "adamw", "_fused_sgd_": "sgd"}
+
+
+@dataclass(frozen=True)
+class OpCost:
+    compute_s: float  # FLOPs / achieved FLOP/s
+    memory_s: float  # bytes / achieved bandwidth
+    overhead_s: float  # launch overhead
+
+    @property
+    def seconds(self) -> float:
+        return max(self.compute_s, self.memory_s) + self.overhead_s
+
+
+def op_cost(op: Op, device: DeviceModel, mode: str = "train") -> OpCost:
+    """The roofline time of one op on ``device`` in a step of ``mode`` (train or infer)."""
+    if not op.kernel:
+        return OpCost(0.0, 0.0, 0.0)
+    overhead = device.launch_overhead_s[mode]
+    optimizer = _OPTIMIZERS.get(op.key, "")
+    if op.kind == "optimizer" and optimizer in device.optimizer:
+        # the measured update rate already includes its memory traffic
+        return OpCost(op.elements / device.optimizer[optimizer], 0.0, overhead)
+    compute = 0.0
+    if op.flops:
+        compute = op.flops / device.flop_rate(op.precision, op.flops, op.kind, op.thin)
+    elif op.kind == "elementwise" and op.key in device.elementwise:
+        compute = op.elements / device.elementwise[op.key]
+    memory = op.bytes / device.bandwidth_rate(op.bytes) if op.bytes else 0.0
+    return OpCost(compute, memory, overhead)
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """The cost model's account of one step on one device."""
+
+    device: str
+    basis: str
+    batch_size: int
+    step_s: float
+    samples_per_sec: float
+    tokens_per_sec: float | None
+    kernels: int
+    compute_bound_s: float  # time in ops whose FLOPs outlast their bytes
+    memory_bound_s: float  # time in ops whose bytes outlast their FLOPs
+    overhead_s: float  # launch overhead of every kernel
+    phase_s: dict[str, float]  # forward, backward, optimizer
+    block_s: list[float] | None  # forward + backward per block (None: no blocks)
+
+
+def estimate_step(
+    trace: StepTrace, device: DeviceModel, tokens_per_sample: int | None = None
+) -> StepEstimate:
+    """Time one step of ``trace`` on ``device`` with the roofline of each op."""
+    mode = trace.mode.value
+    costs = [(op, op_cost(op, device, mode)) for op in trace.ops]
+    compute = sum(c.compute_s for _, c in costs if c.compute_s >= c.memory_s and c.compute_s > 0)
+    memory = sum(c.memory_s for _, c in costs if c.memory_s > c.compute_s)
+    overhead = sum(c.overhead_s for _, c in costs)
+    step = sum(c.seconds for _, c in costs)
+    if step <= 0:
+        raise EstimateUnavailable("the step runs no kernels: nothing to estimate")
+    phases = {phase: 0.0 for phase in (FORWARD, BACKWARD, OPTIMIZER)}
+    for op, cost in costs:
+        phases[op.phase] += cost.seconds
+    block_s = None
+    if trace.blocks is not None:
+        block_s = [0.0] * len(trace.blocks)
+        for op, cost in costs:
+            if op.block is not None and op.phase != OPTIMIZER:
+                block_s[op.block] += cost.seconds
+    samples = trace.batch_size / step
+    return StepEstimate(
+        device=device.name,
+        basis=device.basis,
+        batch_size=trace.batch_size,
+        step_s=step,
+        samples_per_sec=samples,
+        tokens_per_sec=samples * tokens_per_sample if tokens_per_sample else None,
+        kernels=trace.kernels(),
+        compute_bound_s=compute,
+        memory_bound_s=memory,
+        overhead_s=overhead,
+        phase_s=phases,
+        block_s=block_s,
+    )
+
+
+@dataclass(frozen=True)
+class StreamingEstimate:
+    """Weight streaming's step on ``device``: where the host link slows it, and by how much."""
+
+    host_link_bandwidth: float  # achievable bytes/s per direction
+    host_link_basis: str
+    copy_s: float  # weights in (forward and backward) and gradients out, per step
+    compute_s: float  # the device's compute over the blocks, per step
+    hidden_share: float  # share of copy time that compute covers
+    step_s: float
+    samples_per_sec: float
+    resident_samples_per_sec: float  # the same step with every weight resident
+    min_tokens_per_load: float  # T = F·c / (2·B): tokens per weight load for copies to hide
+    tokens_per_load: int | None  # tokens each block processes per load (batch x tokens per sample)
+    batch_to_hide: int | None  # batch size at which compute covers every block's copy
+    notes: list[str] = field(default_factory=list)
+
+
+def estimate_streaming(
+    trace: StepTrace,
+    device: DeviceModel,
+    step: StepEstimate,
+    tokens_per_sample: int | None = None,
+    compute_element_size: int | None = None,
+) -> StreamingEstimate:
+    """The streamed step: per block, the longest of compute, copies and host update, per phase."""
+    if trace.blocks is None:
+        raise EstimateUnavailable("the problem declares no blocks, so it cannot be streamed")
+    notes: list[str] = []
+    link, basis = device.host_link_bandwidth, "host link"
+    if device.device_type == "cpu":
+        link, basis = device.bandwidth_rate(math.inf), "memory copies (the CPU is its own host)"
+    if not link:
+        raise EstimateUnavailable(f"{device.name} has no host-link bandwidth in the peak table")
+    element = compute_element_size or trace.compute_element_size
+    costs = [(op, op_cost(op, device, trace.mode.value).seconds) for op in trace.ops]
+    forward = [0.0] * len(trace.blocks)
+    backward = [0.0] * len(trace.blocks)
+    outside = 0.0
+    for op, seconds in costs:
+        if op.phase == OPTIMIZER:
+            continue  # the host optimizer replaces the device's update
+        if op.block is None:
+            outside += seconds
+        elif op.phase == FORWARD:
+            forward[op.block] += seconds
+        else:
+            backward[op.block] += seconds
+    train = trace.mode is Mode.TRAIN
+    if train:
+        notes.append(
+            f"host optimizer at {HOST_OPTIMIZER_PARAMS_PER_S / 1e9:.2g} B parameters/s (DeepSpeed's CPU "
+            "Adam; not measured here)"
+        )
+    total = outside
+    copies = hidden = compute = 0.0
+    for block, f, b in zip(trace.blocks, forward, backward, strict=True):
+        copy = block.parameters * element / link
+        phases = [(f, copy, 0.0)]
+        if train:
+            # weights in and gradients out use the link's two directions at once
+            phases.append((b, copy, block.parameters / HOST_OPTIMIZER_PARAMS_PER_S))
+        for work, copy_s, update_s in phases:
+            total += max(work, copy_s, update_s)
+            copies += copy_s
+            hidden += min(work, copy_s)
+            compute += work
+    key = "bf16" if element == 2 else "fp32"
+    flop_rate = device.large_flop_rate(key)
+    tokens = step.batch_size * tokens_per_sample if tokens_per_sample else None
+    forward_total = sum(forward)
+    copy_forward = sum(block.parameters * element / link for block in trace.blocks)
+    batch_to_hide = math.ceil(step.batch_size * copy_forward / forward_total) if forward_total > 0 else None
+    return StreamingEstimate(
+        host_link_bandwidth=link,
+        host_link_basis=basis,
+        copy_s=copies,
+        compute_s=compute,
+        hidden_share=hidden / copies if copies > 0 else 1.0,
+        step_s=total,
+        samples_per_sec=step.batch_size / total,
+        resident_samples_per_sec=step.samples_per_sec,
+        min_tokens_per_load=flop_rate * element / (2 * link),
+        tokens_per_load=tokens,
+        batch_to_hide=batch_to_hide,
+        notes=notes,
+    )

@@ -1,0 +1,75 @@
+"""One rank of the executor-level data-parallel tests, run as a script with torchrun's variables.
+
+Trains each problem for STEPS steps, resident in DistributedDataParallel and then streamed with
+host gradients averaged over the ranks, on this rank's own batches; saves every step's loss and
+the final weights of each to OUT-RANK.pt. test_data_parallel.py compares them with one process
+training on the ranks' batches concatenated.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from flowrate.config import Mode, OptimizerName, Precision, RunConfig
+from flowrate.execution.distributed import DataParallel, data_parallel, unwrap
+from flowrate.execution.precision import PrecisionPolicy
+from flowrate.execution.resident import ResidentExecutor
+from flowrate.execution.streaming import StreamingExecutor
+from flowrate.problems.base import Batch
+from flowrate.problems.registry import get_problem
+
+PROBLEMS = ("fc_mnist", "transformer")
+STEPS = 4
+BATCH = 4  # per rank
+LR = 1e-3
+
+
+def batches(problem_name: str, rank: int) -> list[Batch]:
+    """Rank ``rank``'s batch of every step; the same in every process that asks."""
+    problem = get_problem(problem_name, "debug")
+    return [
+        problem.make_batch(BATCH, torch.device("cpu"), torch.Generator().manual_seed(1000 * step + rank))
+        for step in range(STEPS)
+    ]
+
+
+def train(
+    problem_name: str, execution: str, steps: list[Batch], dp: DataParallel | None
+) -> tuple[list[float], torch.Tensor]:
+    """Every step's loss and the final weights (flattened), fp32 on the CPU."""
+    problem = get_problem(problem_name, "debug")
+    torch.manual_seed(0)
+    model = problem.build_model()
+    policy = PrecisionPolicy(Precision.FP32, torch.device("cpu"))
+    if execution == "streaming":
+        reduce = dp.average_host_gradients if dp is not None else None
+        streamed = StreamingExecutor(
+            problem, model, policy, Mode.TRAIN, OptimizerName.ADAMW, LR, reduce_gradients=reduce
+        )
+        losses = [float(streamed.step(batch)) for batch in steps]
+        streamed.finish()
+        with streamed.master_weights() as masters:
+            weights = torch.cat([p.detach().reshape(-1) for p in masters.parameters()])
+        return losses, weights
+    resident = ResidentExecutor(problem, model, policy, Mode.TRAIN, OptimizerName.ADAMW, LR)
+    if dp is not None:
+        resident.model = dp.wrap(resident.model)
+    losses = [float(resident.step(batch)) for batch in steps]
+    return losses, torch.cat([p.detach().reshape(-1) for p in unwrap(resident.model).parameters()])
+
+
+def main(out: str) -> None:
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        saved = {}
+        for name in PROBLEMS:
+            mine = batches(name, dp.rank)
+            for execution in ("resident", "streaming"):
+                saved[(name, execution)] = train(name, execution, mine, dp)
+        torch.save(saved, f"{out}-{dp.rank}.pt")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,120 @@
+"""Target devices from the peak table, calibrations, and the rates they combine into."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from estimate_factories import cpu_calibration
+from flowrate.errors import ConfigError, FlowrateError
+from flowrate.estimate import calibration as cal
+from flowrate.estimate.devices import (
+    DEFAULT_EFFICIENCY,
+    EstimateUnavailable,
+    device_model,
+    local_device,
+    resolve_target,
+    target_device,
+)
+from flowrate.measure.peaks import find_device
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("h100", "NVIDIA H100 SXM5 80GB"),
+        ("H100 PCIe", "NVIDIA H100 PCIe"),
+        ("h100-nvl", "NVIDIA H100 NVL"),
+        ("a100-80gb", "NVIDIA A100 80GB SXM4"),
+        ("a100 40gb", "NVIDIA A100 40GB (SXM4 or PCIe)"),
+        ("rtx 4090", "NVIDIA GeForce RTX 4090"),
+        ("NVIDIA L40S", "NVIDIA L40S"),
+    ],
+)
+def test_targets_resolve_by_their_short_names(text: str, name: str) -> None:
+    peak, calibrated = resolve_target(text)
+    assert peak is not None and peak.name == name and calibrated is None
+
+
+def test_an_unknown_target_lists_the_known_ones_and_close_matches() -> None:
+    with pytest.raises(ConfigError) as mistake:
+        resolve_target("h900")
+    assert mistake.value.field == "target"
+    assert "did you mean h200" in mistake.value.message
+    for key in ("h100", "a100-80gb", "mi300x", "l4"):
+        assert key in mistake.value.message
+    with pytest.raises(ConfigError, match="matches several devices: a100-80gb-pcie, a100-80gb, a100-40gb"):
+        resolve_target("a100")
+
+
+def test_an_uncalibrated_gpu_runs_at_its_datasheet_peak_times_the_default_efficiency() -> None:
+    model = target_device("h100")
+    assert model.large_flop_rate("bf16") == pytest.approx(989.4e12 * DEFAULT_EFFICIENCY["flops"])
+    assert model.bandwidth_rate(1e9) == pytest.approx(3.35e12 * DEFAULT_EFFICIENCY["memory"])
+    assert model.memory_capacity == 80 * 2**30
+    assert "not calibrated" in model.basis and model.source is not None
+
+
+def test_a_calibration_scales_the_datasheet_by_the_efficiency_it_measured() -> None:
+    peak = find_device("NVIDIA H100 80GB HBM3")
+    measured = cpu_calibration(flops=0.7 * 989.4e12)  # as if measured on an H100: bf16 and fp32 keys
+    measured = cal.Calibration(
+        **{**measured.__dict__, "flops": {"matmul": {"bf16": [(1.0, 0.7 * 989.4e12)]}}}
+    )
+    model = device_model("NVIDIA H100 80GB HBM3", peak, measured, None)
+    assert model.large_flop_rate("bf16") == pytest.approx(0.7 * 989.4e12)
+    assert model.large_flop_rate("tf32") == pytest.approx(0.7 * 494.7e12)  # not timed: same efficiency
+    assert "measured" in model.basis
+
+
+def test_a_cpu_without_calibration_says_how_to_get_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(EstimateUnavailable, match="flowrate estimate --calibrate"):
+        local_device(torch.device("cpu"))
+    cal.save_calibration(cpu_calibration())
+    model = local_device(torch.device("cpu"))
+    assert model.large_flop_rate("fp32") == 50e9 and model.device_type == "cpu"
+    peak, calibrated = resolve_target(model.name.lower(), list(cal.load_calibrations()))
+    assert peak is None and calibrated == model.name
+
+
+def test_calibrations_round_trip_and_damage_is_refused(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "calibration.json"  # type: ignore[operator]
+    saved = cpu_calibration()
+    cal.save_calibration(saved, path)
+    assert cal.load_calibrations(path)[saved.device] == saved
+    path.write_text(json.dumps({"version": 99, "devices": {}}))
+    with pytest.raises(FlowrateError, match="version 99"):
+        cal.load_calibrations(path)
+    path.write_text("{not json")
+    with pytest.raises(FlowrateError, match=r"recalibrate|again"):
+        cal.load_calibrations(path)
+    assert cal.load_calibrations(tmp_path / "absent.json") == {}  # type: ignore[operator]
+
+
+def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a miniature ladder: the same code path in a fraction of a second
+    monkeypatch.setitem(cal.GEMM_SIDES, "cpu", (16, 64))
+    monkeypatch.setitem(cal.CONV, "cpu", ((1, 8), (4, 8)))
+    monkeypatch.setitem(cal.ATTENTION_LENGTHS, "cpu", (8, 16))
+    monkeypatch.setitem(cal.COPY_BYTES, "cpu", (4096, 65536))
+    monkeypatch.setitem(cal.PRECISIONS, "cpu", (cal.Precision.FP32,))
+    monkeypatch.setitem(cal.THIN_SIDE, "cpu", 64)
+    monkeypatch.setattr(cal, "THIN", (1, 16))
+    monkeypatch.setattr(cal, "ELEMENTWISE_SIZE", 1 << 16)
+    monkeypatch.setattr(cal, "OPTIMIZER_PARAMETERS", 1 << 12)
+    measured = cal.calibrate(torch.device("cpu"), seconds_per_point=0.003)
+    for op_class in (
+        "matmul",
+        "conv",
+        "conv3x3_backward",
+        "attention",
+        "attention_backward",
+        "matmul_thin",
+        "conv_thin",
+    ):
+        assert all(rate > 0 for _, rate in measured.flops[op_class]["fp32"]), op_class
+    assert len(measured.bandwidth) == 2 and measured.elementwise["gelu[tanh]"] > 0
+    assert set(measured.optimizer) == {"adamw", "sgd"}
+    assert 0 < measured.launch_overhead_s["infer"] < 1e-3 and measured.threads == torch.get_num_threads()
