@@ -84,6 +84,12 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("final loss", f"{s.final_loss:.4f}"))
     if result.streaming:
         rows += _streaming_rows(result.streaming)
+    if result.estimate:
+        rows.append(("estimate", _estimate_line(result.estimate, s.samples_per_sec)))
+    if result.compile:
+        c = result.compile
+        hit = "cache hit" if c.get("cache_hit") else "compiled (cache miss)"
+        rows.append(("compile", f"first step {c.get('compile_s', 0):.2f} s, {hit}"))
     if result.input:
         rows.append(("input", _input_line(result.input)))
     if result.repeat:
@@ -140,6 +146,14 @@ def _streaming_rows(st: dict[str, Any]) -> list[tuple[str, str]]:
     if st.get("note"):
         rows.append(("", str(st["note"])))
     return rows
+
+
+def _estimate_line(estimate: dict[str, Any], measured: float) -> str:
+    """The cost model's prediction beside the measurement, or why there is none."""
+    predicted = estimate.get("samples_per_sec")
+    if predicted is None:
+        return f"— ({estimate.get('reason')})"
+    return f"{rate(predicted)} samples/s predicted by the cost model ({predicted / measured:.2f}× measured)"
 
 
 def _ms(seconds: float) -> str:
