@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, overload
+from typing import Any, Protocol
 
 import torch
 
@@ -43,7 +43,7 @@ from flowrate.execution.streaming import (
 from flowrate.measure.device import is_out_of_memory, release_memory, resolve_device, synchronizer
 from flowrate.measure.energy import EnergyMeter, EnergyReading, open_energy_meter
 from flowrate.measure.flops import count_step_flops, flops_report, flops_warnings
-from flowrate.measure.loop import CHECKPOINT, COMPUTE, Interval, LoopPlan, LoopRecord, timed_loop
+from flowrate.measure.loop import CHECKPOINT, COMPUTE, BatchStream, Interval, LoopPlan, LoopRecord, timed_loop
 from flowrate.measure.memory import MemoryReport, current_bytes, read_peaks, reset_peaks
 from flowrate.measure.peaks import PeakLookup, peak_for
 from flowrate.measure.stats import measurement_warnings, summarize
@@ -314,7 +314,7 @@ def _prepare(
     return Prepared(executor, batches, batch_size, [], parameters_built, block_count)
 
 
-class LearnableStream(Sequence[Batch]):
+class LearnableStream(BatchStream):
     """An endless sequence of fresh learnable batches: item i is made when step i asks for it."""
 
     def __init__(
@@ -325,16 +325,7 @@ class LearnableStream(Sequence[Batch]):
         self.device = device
         self.generator = generator
 
-    def __len__(self) -> int:
-        return 2**62  # the loop indexes i % len: every step gets a new batch
-
-    @overload
-    def __getitem__(self, index: int) -> Batch: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Batch]: ...
-    def __getitem__(self, index: int | slice) -> Batch | Sequence[Batch]:
-        if isinstance(index, slice):
-            raise TypeError("a learnable stream cannot be sliced")
+    def next_batch(self) -> Batch:
         return self.problem.learnable_batch(self.batch_size, self.device, self.generator)
 
 
@@ -578,16 +569,7 @@ def assemble(
         steps_per_sec=samples_per_sec / prepared.batch_size,
         tokens_per_sec=samples_per_sec * tokens if tokens else None,
         model_flops_per_sec=samples_per_sec * flops_per_sample,
-        median_samples_per_sec=stats.median,
-        mean_samples_per_sec=stats.mean,
-        stdev_samples_per_sec=stats.stdev,
-        cv=stats.cv,
-        min_samples_per_sec=stats.min,
-        max_samples_per_sec=stats.max,
-        p5_samples_per_sec=stats.p5,
-        p95_samples_per_sec=stats.p95,
-        ci95_low_samples_per_sec=stats.ci95_low,
-        ci95_high_samples_per_sec=stats.ci95_high,
+        **stats.rate_fields(),
         timed_steps=sum(i.steps for i in compute),
         timed_samples=timed_samples,
         timed_duration_s=last.elapsed_s,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any
 
 import torch
 
@@ -23,6 +23,7 @@ from flowrate.data.format import DatasetIndex, check_fits, check_shard_files, re
 from flowrate.data.loader import Loader, LoaderSettings, SamplesBatch
 from flowrate.data.make import problem_label, problem_spec
 from flowrate.errors import ConfigError
+from flowrate.measure.loop import BatchStream
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.schema import IntervalRecord
 
@@ -59,7 +60,7 @@ def open_loader(
     return Loader(directory, settings, index=open_dataset(directory, problem), epochs=epochs)
 
 
-class DataFeed(Sequence[Batch]):
+class DataFeed(BatchStream):
     """The run's batches from a dataset: item i is the loader's next batch, on the device, as the
     problem's Batch. The time spent waiting for it and copying it accumulates until take_wait()."""
 
@@ -80,16 +81,7 @@ class DataFeed(Sequence[Batch]):
         self._wait_s = 0.0
         self._copies: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
 
-    def __len__(self) -> int:
-        return 2**62  # endless: the loop indexes i % len, and every index draws the next batch
-
-    @overload
-    def __getitem__(self, index: int) -> Batch: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Batch]: ...
-    def __getitem__(self, index: int | slice) -> Batch | Sequence[Batch]:
-        if isinstance(index, slice):
-            raise TypeError("a data feed cannot be sliced")
+    def next_batch(self) -> Batch:
         start = self.clock()
         host = next(self._batches)
         self._wait_s += self.clock() - start

@@ -6,12 +6,13 @@ clock is running can be read in one sitting. Batches are made before the clock s
 
 from __future__ import annotations
 
+import abc
 import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
 
 import torch
 
@@ -63,6 +64,30 @@ class LoopRecord:
     preheat_s: float
     preheat_step_s: float | None  # median synchronized step time in preheat (first step excluded)
     sample_every: int
+
+
+class BatchStream(Sequence[Batch], abc.ABC):
+    """An endless batch sequence whose item i is made when step i asks for it.
+
+    The loop indexes ``batches[i % len(batches)]``; a stream is "long" enough never to wrap, and
+    each index draws the next batch (a learnable task's, or the data loader's).
+    """
+
+    def __len__(self) -> int:
+        return 2**62
+
+    @overload
+    def __getitem__(self, index: int) -> Batch: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Batch]: ...
+    def __getitem__(self, index: int | slice) -> Batch | Sequence[Batch]:
+        if isinstance(index, slice):
+            raise TypeError(f"a {type(self).__name__} cannot be sliced")
+        return self.next_batch()
+
+    @abc.abstractmethod
+    def next_batch(self) -> Batch:
+        """The next step's batch, on the device."""
 
 
 class Consensus(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from scipy.special import stdtrit  # Student-t quantile; scipy.stats would cost each fresh process 0.3 s
@@ -19,6 +19,21 @@ MIN_INTERVAL_S = 0.1  # aim for intervals of at least 100 ms
 TINY_INTERVAL_S = 0.001  # pyperf: values under 1 ms are unreliable
 MIN_INTERVALS = 5
 PERCENTILE_MIN_N = 20  # below this, p5/p95 are not meaningful: report min/max instead
+
+
+class RateFields(TypedDict):
+    """The interval statistics as RunSummary names them."""
+
+    median_samples_per_sec: float
+    mean_samples_per_sec: float
+    stdev_samples_per_sec: float
+    cv: float
+    min_samples_per_sec: float
+    max_samples_per_sec: float
+    p5_samples_per_sec: float | None
+    p95_samples_per_sec: float | None
+    ci95_low_samples_per_sec: float | None
+    ci95_high_samples_per_sec: float | None
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,21 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def rate_fields(self) -> RateFields:
+        """These statistics as RunSummary's samples/s fields (median_samples_per_sec, …)."""
+        return RateFields(
+            median_samples_per_sec=self.median,
+            mean_samples_per_sec=self.mean,
+            stdev_samples_per_sec=self.stdev,
+            cv=self.cv,
+            min_samples_per_sec=self.min,
+            max_samples_per_sec=self.max,
+            p5_samples_per_sec=self.p5,
+            p95_samples_per_sec=self.p95,
+            ci95_low_samples_per_sec=self.ci95_low,
+            ci95_high_samples_per_sec=self.ci95_high,
+        )
 
 
 def summarize(values: list[float]) -> Summary:
