@@ -22,6 +22,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -164,7 +165,7 @@ class Store:
         try:
             self._check_identity()
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA journal_mode = WAL")
+            self._use_wal()
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except BaseException:
@@ -184,10 +185,12 @@ class Store:
 
     def _check_identity(self) -> None:
         """Refuse anything but an empty file or a flowrate store this version reads, writing nothing."""
-        try:
+        try:  # one read transaction: a consistent view while another process creates the store
+            self._db.execute("BEGIN")
             application_id = self._db.execute("PRAGMA application_id").fetchone()[0]
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             objects = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            self._db.execute("COMMIT")
         except sqlite3.DatabaseError as error:
             raise FlowrateError(
                 f"{self.path} is not a flowrate results store ({error}); it was left untouched: "
@@ -204,6 +207,27 @@ class Store:
                 f"{version}; this flowrate reads up to {STORE_VERSION}); it was left untouched: "
                 "upgrade flowrate to use it"
             )
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL (it stays so); retry while another process holds a lock.
+
+        SQLite answers "database is locked" at once, without waiting on the busy timeout, when a
+        journal-mode change meets another connection's lock: two processes opening a new store
+        together (a sweep and a run) would otherwise fail.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) and "busy" not in str(error):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def _migrate(self) -> None:
         if self.version() == STORE_VERSION:
