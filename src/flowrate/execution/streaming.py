@@ -95,6 +95,7 @@ class _Block:
     buffers: dict[int, torch.Tensor] = field(default_factory=dict)  # id(param) -> device copy
     copied: Any = None  # CUDA event: the device copy is complete
     waiting: int = 0  # owned parameters whose gradient has not arrived this step
+    owners: list[int] = field(default_factory=list)  # blocks whose updates its weights come from
 
 
 @dataclass
@@ -160,7 +161,6 @@ class StreamingExecutor:
         self.steps: list[StepTimes] = []
         self._times = StepTimes()
         self._events: list[tuple[int, str, Any, Any]] = []  # (step, kind, start, end) CUDA events
-        self._backward = False
         self.updater: BlockUpdater | None = None
         if mode is Mode.TRAIN:
             self.model.train()
@@ -195,6 +195,9 @@ class StreamingExecutor:
                 f"{missing} parameter tensors of {type(model).__name__} are in none of its declared blocks: "
                 "weight streaming loads only blocks; make Problem.blocks(model) cover every parameter"
             )
+        owner_of = {id(p): block.index for block in blocks for p in block.owned}
+        for block in blocks:  # once here, not at every fetch inside the timed loop
+            block.owners = sorted({owner_of[id(p)] for p in block.params} | {block.index})
         return blocks
 
     def _place(self, model: nn.Module) -> None:
@@ -261,7 +264,7 @@ class StreamingExecutor:
             return
         if self.updater is not None:  # the weights must be this step's, updated
             start = time.perf_counter()
-            for owner in self._owners(block):
+            for owner in block.owners:
                 self.updater.wait(owner)
             self._times.optimizer_wait_s += time.perf_counter() - start
         if self._copy_stream is None:
@@ -281,13 +284,6 @@ class StreamingExecutor:
             block.copied = end
         self.resident_bytes += block.send_bytes
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
-
-    def _owners(self, block: _Block) -> list[int]:
-        owners = {block.index}
-        for other in self.blocks:
-            if any(any(p is q for q in other.owned) for p in block.params):
-                owners.add(other.index)
-        return sorted(owners)
 
     def _use(self, index: int) -> None:
         """Make block ``index``'s weights the parameters' data, on the compute stream."""
