@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 import flowrate
-from flowrate.cli.format import si
+from flowrate.units import si
 
 # (label, problem, precision, options) per device type
 CPU_CASES: list[tuple[str, str, str, dict[str, int]]] = [

@@ -35,9 +35,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import flowrate
-from flowrate.data.format import DatasetIndex, Shard, read_index
 from flowrate.data.loader import Loader, LoaderSettings
 from flowrate.data.make import make_dataset
+from flowrate.data.records import DatasetIndex, Shard, read_index
 from flowrate.problems.registry import get_problem
 
 CASES = {

@@ -26,9 +26,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.analysis.scaling import run_size
+from flowrate.campaigns.repeat import run_in_fresh_process
+from flowrate.campaigns.scaling import run_size
 from flowrate.config import RunConfig
-from flowrate.repeat import run_in_fresh_process
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.analysis.sweep import (
+from flowrate.campaigns.repeat import ChildOutcome
+from flowrate.campaigns.sweep import (
     PlannedPoint,
     PointReport,
     SweepProgress,
@@ -40,7 +41,6 @@ from flowrate.analysis.sweep import (
     run_sweep,
 )
 from flowrate.config import RunConfig
-from flowrate.repeat import ChildOutcome
 from flowrate.results.store import Store
 
 TARGET_S = 3.0

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from flowrate.data.format import SampleField
 from flowrate.data.writer import DatasetWriter
+from flowrate.problems.sample import SampleField
 
 # Sample i holds id i, pixels (i + 0 … i + 5) % 256 and label i % 5.
 FIELDS = (

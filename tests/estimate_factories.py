@@ -6,9 +6,9 @@ import torch
 from torch import nn
 
 import flowrate
-from flowrate.env import device_name
 from flowrate.estimate.calibration import Calibration
 from flowrate.estimate.devices import DeviceModel
+from flowrate.measure.env import device_name
 
 FLOPS = 100e9  # FLOP/s of every op class and precision
 BANDWIDTH = 10e9  # bytes/s at every size

@@ -11,13 +11,9 @@ lazily so that ``flowrate --help`` starts without loading PyTorch.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("flowrate")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from flowrate._version import __version__
 
 __all__ = [
     "Batch",
@@ -48,10 +44,10 @@ _LAZY = {
     "RunConfig": "flowrate.config",
     "Result": "flowrate.results.schema",
     "Store": "flowrate.results.store",
-    "Session": "flowrate.user_loop",
-    "session": "flowrate.user_loop",
-    "benchmark": "flowrate.runner",
-    "run_config": "flowrate.runner",
+    "Session": "flowrate.harness.session",
+    "session": "flowrate.harness.session",
+    "benchmark": "flowrate.harness.run",
+    "run_config": "flowrate.harness.run",
     "get_problem": "flowrate.problems.registry",
     "list_problems": "flowrate.problems.registry",
 }
@@ -59,12 +55,12 @@ _LAZY = {
 if TYPE_CHECKING:
     from flowrate.config import Mode, Precision, RunConfig
     from flowrate.errors import ConfigError, FlowrateError
+    from flowrate.harness.run import benchmark, run_config
+    from flowrate.harness.session import Session, session
     from flowrate.problems.base import Batch, Problem
     from flowrate.problems.registry import get_problem, list_problems
     from flowrate.results.schema import Result
     from flowrate.results.store import Store
-    from flowrate.runner import benchmark, run_config
-    from flowrate.user_loop import Session, session
 
 
 def __getattr__(name: str) -> Any:

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import flowrate
-from flowrate.data.analyze import analyze_input
 from flowrate.data.feed import loader_settings, open_dataset
 from flowrate.data.make import make_dataset
+from flowrate.harness.analyze_input import analyze_input
 from flowrate.problems.registry import get_problem
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from flowrate.data.format import shard_layout
+from flowrate.data.records import shard_layout
 from flowrate.problems.registry import get_problem
 
 FAST = ("--preheat", "1", "--steps", "6", "--sample-every", "2")

@@ -13,8 +13,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import flowrate
-from flowrate import runner
 from flowrate.execution.checkpoint import load_checkpoint
+from flowrate.harness import run as runner
 from flowrate.measure.energy import open_energy_meter
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result
@@ -171,7 +171,7 @@ def test_measure_peak_reports_mfu_against_a_measured_gemm() -> None:
 
 
 def test_mfu_end_to_end_with_a_fake_device_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flowrate.cli.format import summary_rows
+    from flowrate.cli.run_text import summary_rows
     from flowrate.measure.peaks import DevicePeak, registered_peaks
 
     fake = DevicePeak(

@@ -7,7 +7,7 @@ import pytest
 import scipy.stats
 
 import flowrate
-from flowrate.repeat import combine
+from flowrate.campaigns.repeat import combine
 from flowrate.results.schema import Result
 
 TINY = dict(size="debug", device="cpu", preheat_steps=1, steps=4, sample_every=2)

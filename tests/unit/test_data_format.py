@@ -11,21 +11,20 @@ import pytest
 import torch
 
 from data_factories import FIELDS, write_ids
-from flowrate.data.format import (
+from flowrate.data.make import make_dataset
+from flowrate.data.records import (
     INDEX,
     DatasetError,
-    SampleField,
     check_fits,
     check_shard_files,
     read_index,
     shard_layout,
-    token_dtype,
     verify,
 )
-from flowrate.data.make import make_dataset
 from flowrate.data.writer import DatasetWriter, shard_sizes
 from flowrate.errors import ConfigError
 from flowrate.problems.registry import get_problem
+from flowrate.problems.sample import SampleField, token_dtype
 
 
 def test_shard_sizes_split_evenly() -> None:

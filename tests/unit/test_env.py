@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from flowrate import env
-from flowrate.env import collect_environment, read_nvml
+from flowrate.measure import env
+from flowrate.measure.env import collect_environment, read_nvml
 from flowrate.results.schema import environment_fingerprint
 
 HEX40 = re.compile(r"[0-9a-f]{40}")

@@ -11,7 +11,7 @@ import torch
 
 from flowrate.config import Mode, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.fidelity import (
+from flowrate.harness.fidelity import (
     THROUGHPUT_WARNING,
     comparable,
     has_learnable_task,

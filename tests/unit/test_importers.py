@@ -9,9 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
-from flowrate.data.format import read_index, verify
 from flowrate.data.importers import import_images, import_tokens
 from flowrate.data.loader import Loader, LoaderSettings
+from flowrate.data.records import read_index, verify
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.registry import get_problem
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from data_factories import FIELDS, write_ids
-from flowrate.data.analyze import analyze_input, candidates, predicted_share, worker_counts
-from flowrate.data.format import DatasetError, read_index, shard_layout
 from flowrate.data.loader import Loader, LoaderSettings, ShardStream, worker_shards
+from flowrate.data.records import DatasetError, read_index, shard_layout
 from flowrate.errors import ConfigError
+from flowrate.harness.analyze_input import analyze_input, candidates, predicted_share, worker_counts
 
 SAMPLES = 103  # over 7 shards of 14 or 15: nothing divides evenly
 

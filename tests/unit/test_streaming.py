@@ -20,9 +20,9 @@ from flowrate.execution.streaming import (
     check_host_memory,
     host_bytes_per_parameter,
 )
+from flowrate.harness.run import run_config
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
-from flowrate.runner import run_config
 
 CPU = torch.device("cpu")
 STREAMED = ["fc_mnist", "transformer", "resnet50", "bert-base"]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.analysis.sweep import (
+from flowrate.campaigns.repeat import CRASHED, ERROR, OOM, ChildOutcome
+from flowrate.campaigns.sweep import (
     PlannedPoint,
     PointReport,
     SweepProgress,
@@ -28,7 +29,6 @@ from flowrate.analysis.sweep import (
 from flowrate.cli.sweep import duration
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
-from flowrate.repeat import CRASHED, ERROR, OOM, ChildOutcome
 from flowrate.results.store import Store
 
 BASE = {"problem": "fc_mnist", "size": "debug", "device": "cpu"}

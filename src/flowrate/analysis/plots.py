@@ -26,13 +26,14 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
 from flowrate.analysis.pareto import Objective, ParetoResult
-from flowrate.analysis.scaling import ScalingReport
-from flowrate.cli.format import si
+from flowrate.campaigns.scaling import ScalingReport
 from flowrate.errors import FlowrateError
+from flowrate.io import write_atomic
 from flowrate.measure.stats import summarize
 from flowrate.results.metrics import METRICS, Metric
-from flowrate.results.schema import Result, write_atomic
+from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
+from flowrate.units import si
 
 FIGSIZE_IN = (8.0, 5.0)
 DPI = 200

@@ -19,14 +19,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from flowrate import __version__
+from flowrate._version import __version__
 from flowrate.analysis import plots
 from flowrate.analysis.pareto import Objective, ParetoResult, pareto_front, parse_objective
-from flowrate.cli.format import rate, si
 from flowrate.errors import FlowrateError
 from flowrate.results.metrics import METRICS, Metric
 from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
+from flowrate.units import rate, si
 
 MAX_RATE_PLOTS = 12  # one plot per run gets long; past this the report says how many it left out
 REPORT_DPI = 150  # 1200 x 750 px: sharp at the page's 960 px width, ~60 kB per plot

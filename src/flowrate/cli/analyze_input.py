@@ -11,7 +11,7 @@ from flowrate.cli.run import resolve_run, run_options
 
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
-    from flowrate.data.analyze import InputAnalysis, PipelinePoint
+    from flowrate.harness.analyze_input import InputAnalysis, PipelinePoint
     from flowrate.problems.base import Problem
 
 # Seconds of synthetic timing for the model's rate when the user sets no length.
@@ -82,9 +82,9 @@ def command(
 
     from flowrate.cli import console
     from flowrate.config import AUTO
-    from flowrate.data.analyze import analyze_input, candidates, default_max_workers, estimated_rate
     from flowrate.data.feed import loader_settings, open_dataset
     from flowrate.errors import ConfigError
+    from flowrate.harness.analyze_input import analyze_input, candidates, default_max_workers, estimated_rate
     from flowrate.measure.device import resolve_device
 
     if flags["data_dir"] is None:
@@ -169,8 +169,8 @@ def _depths(text: str) -> list[int]:
 
 def _model_rate(config: RunConfig, problem: Problem) -> tuple[float, str]:
     from flowrate.cli import console
-    from flowrate.data.analyze import consumption_rate
     from flowrate.data.make import problem_label
+    from flowrate.harness.analyze_input import consumption_rate
 
     console.status(
         f"measuring {problem_label(problem)}'s rate with synthetic data ({config.settled_mode}, "

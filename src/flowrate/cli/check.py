@@ -54,9 +54,9 @@ def command(
     import sys
 
     from flowrate.cli import console
-    from flowrate.cli.format import count
     from flowrate.errors import FlowrateError
-    from flowrate.fidelity import require_checkable, run_check
+    from flowrate.harness.fidelity import require_checkable, run_check
+    from flowrate.units import count
 
     if flags["steps"] is None and flags["min_steps"] is None and flags["duration_s"] is None:
         flags["steps"] = CHECK_STEPS
@@ -83,7 +83,7 @@ def command(
 
 def fidelity_rows(result: Result) -> list[tuple[str, str]]:
     """The human summary of a check, as (label, value) rows."""
-    from flowrate.cli.format import count
+    from flowrate.units import count
 
     f = result.fidelity or {}
     c = result.config

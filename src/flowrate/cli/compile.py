@@ -46,7 +46,7 @@ def command(
     from flowrate.cli.estimate_text import report_lines
     from flowrate.errors import ConfigError
     from flowrate.estimate.report import report_for, save_report
-    from flowrate.runner import run_config
+    from flowrate.harness.run import run_config
 
     flags["compile"] = True
     config, problem = resolve_run(

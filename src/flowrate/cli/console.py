@@ -2,7 +2,7 @@
 
 The live progress display (flowrate/cli/progress.py) draws on this module's stderr console.
 
-Formatting is done by pure functions in flowrate/cli/format.py; this module only prints.
+Formatting is done by pure functions (flowrate/units.py, cli/*_text.py); this module only prints.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from flowrate.data.format import DatasetIndex
+    from flowrate.data.records import DatasetIndex
     from flowrate.problems.base import Problem
 
 _PROBLEM_OPTIONS = [
@@ -115,8 +115,8 @@ def info_command(directory: str, verify: bool, as_json: bool) -> None:
     import json
 
     from flowrate.cli import console
-    from flowrate.data.format import check_shard_files, read_index
-    from flowrate.data.format import verify as verify_records
+    from flowrate.data.records import check_shard_files, read_index
+    from flowrate.data.records import verify as verify_records
 
     index = read_index(directory)
     check_shard_files(directory, index)
@@ -132,7 +132,7 @@ def info_command(directory: str, verify: bool, as_json: bool) -> None:
 
 def info_rows(directory: str | Path, index: DatasetIndex) -> list[tuple[str, str]]:
     """The human description of a dataset, as (label, value) rows."""
-    from flowrate.cli.format import si
+    from flowrate.units import si
 
     records = [s.records for s in index.shards]
     size = sum((Path(directory) / s.file).stat().st_size for s in index.shards)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flowrate.cli.format import count, rate, si
 from flowrate.estimate.memory import gib
+from flowrate.units import count, rate, si
 
 if TYPE_CHECKING:
     from flowrate.estimate.report import CompileReport

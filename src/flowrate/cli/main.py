@@ -11,12 +11,12 @@ import sys
 
 import click
 
-from flowrate import __version__
+from flowrate._version import __version__
 
 # name -> "module:attribute"; modules load on use so `flowrate --help` does not import torch
 COMMANDS = {
     "run": "flowrate.cli.run:command",
-    "list": "flowrate.cli.list_cmd:command",
+    "list": "flowrate.cli.list_problems:command",
     "check": "flowrate.cli.check:command",
     "runs": "flowrate.cli.runs:runs_command",
     "show": "flowrate.cli.runs:show_command",

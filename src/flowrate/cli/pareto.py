@@ -96,7 +96,7 @@ def _entry(run_id: str, values: tuple[float, ...], front: Any) -> dict[str, Any]
 
 
 def _show(value: float, metric: str) -> str:
-    from flowrate.cli.format import rate, si
+    from flowrate.units import rate, si
 
     if metric == "peak_memory_bytes":
         return si(value, "B")

@@ -12,9 +12,9 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from flowrate.cli.format import rate
 from flowrate.config import RunConfig
 from flowrate.results.schema import IntervalRecord
+from flowrate.units import rate
 
 # Runs expected to end sooner than this show no progress display.
 SHOW_AFTER_S = 2.0

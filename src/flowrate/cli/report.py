@@ -38,7 +38,7 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
     from flowrate.analysis.report import render_report
     from flowrate.cli import console
     from flowrate.cli.select import select_runs
-    from flowrate.results.schema import write_atomic
+    from flowrate.io import write_atomic
 
     runs = select_runs(store, refs, pop_filter(flags))
     page = render_report(

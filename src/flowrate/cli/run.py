@@ -275,10 +275,11 @@ def command(
     import sys
 
     from flowrate.cli import console
-    from flowrate.cli.format import count, summary_rows
     from flowrate.cli.progress import LiveProgress
+    from flowrate.cli.run_text import summary_rows
     from flowrate.execution.distributed import is_primary, launched
-    from flowrate.runner import run_config
+    from flowrate.harness.run import run_config
+    from flowrate.units import count
 
     config, problem = resolve_run(
         flags, sample_shape, out, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
@@ -369,9 +370,9 @@ class Destination:
 def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet: bool) -> Result:
     import sys
 
+    from flowrate.campaigns.repeat import run_repeated
     from flowrate.cli import console
-    from flowrate.cli.format import rate
-    from flowrate.repeat import run_repeated
+    from flowrate.units import rate
 
     def report(index: int, result: Result) -> None:
         s = result.summary

@@ -33,8 +33,8 @@ def runs_command(
     import dataclasses
 
     from flowrate.cli import console
-    from flowrate.cli.format import rate, si
     from flowrate.results.store import Store
+    from flowrate.units import rate, si
 
     where = dataclasses.replace(pop_filter(flags), limit=None if show_all else limit)
     with Store(store, create=False) as opened:
@@ -101,7 +101,7 @@ def show_command(ref: str, as_json: bool, store: str | None) -> None:
 
     from flowrate.cli import console
     from flowrate.cli.check import fidelity_rows
-    from flowrate.cli.format import summary_rows
+    from flowrate.cli.run_text import summary_rows
     from flowrate.results.schema import Result
     from flowrate.results.store import Store
 

@@ -1,6 +1,6 @@
 """`flowrate scaling`: weak-scaling efficiency on this machine, one torchrun launch per size.
 
-Parses the run options and the sizes, runs each size through flowrate.analysis.scaling, records
+Parses the run options and the sizes, runs each size through flowrate.campaigns.scaling, records
 the runs, prints the table and draws the plot. Run as a module (`python -m flowrate.cli.scaling
 CONFIG.json RESULT.json`) it is the worker torchrun starts on every rank of a size.
 """
@@ -17,7 +17,7 @@ from flowrate.cli.run import resolve_run, run_options, span
 from flowrate.cli.select import STORE_HELP
 
 if TYPE_CHECKING:
-    from flowrate.analysis.scaling import ScalingReport
+    from flowrate.campaigns.scaling import ScalingReport
 
 
 @click.command("scaling")
@@ -64,7 +64,7 @@ def command(
 
     import torch
 
-    from flowrate.analysis.scaling import check_weak_scaling, parse_sizes, run_scaling, threads_per_rank
+    from flowrate.campaigns.scaling import check_weak_scaling, parse_sizes, run_scaling, threads_per_rank
     from flowrate.cli import console
     from flowrate.errors import ConfigError
     from flowrate.results.store import Store
@@ -118,7 +118,7 @@ def command(
 
 def table(report: ScalingReport) -> tuple[list[str], list[list[str]]]:
     """The report as a table: processes, summed and per-rank samples/s, efficiency, run id."""
-    from flowrate.cli.format import rate
+    from flowrate.units import rate
 
     header = ["processes", "samples/s (sum)", "per rank", "efficiency", "run"]
     rows = [
@@ -145,7 +145,7 @@ def worker(config_file: str, result_file: str) -> int:
     from flowrate.config import RunConfig
     from flowrate.errors import ConfigError, FlowrateError
     from flowrate.execution.distributed import is_primary
-    from flowrate.runner import run_config
+    from flowrate.harness.run import run_config
 
     try:
         result = run_config(RunConfig.from_dict(json.loads(Path(config_file).read_text())))

@@ -1,6 +1,6 @@
 """`flowrate sweep`: a grid over run options, each point in a fresh process, recorded as it ends.
 
-The sweep itself (grid, order, out-of-memory skipping, resume) lives in flowrate.analysis.sweep;
+The sweep itself (grid, order, out-of-memory skipping, resume) lives in flowrate.campaigns.sweep;
 this module parses flags, shows progress and prints the table.
 """
 
@@ -20,7 +20,7 @@ from flowrate.cli.select import STORE_HELP
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from flowrate.analysis.sweep import (
+    from flowrate.campaigns.sweep import (
         PlannedPoint,
         PointReport,
         SweepProgress,
@@ -82,7 +82,7 @@ def command(
     """
     import sys
 
-    from flowrate.analysis.sweep import load_sweep_file, merge_spec, parse_grid_flags, plan_points
+    from flowrate.campaigns.sweep import load_sweep_file, merge_spec, parse_grid_flags, plan_points
     from flowrate.cli import console
     from flowrate.errors import ConfigError, FlowrateError
     from flowrate.results.store import Store
@@ -98,7 +98,7 @@ def command(
     if dry_run:
         _dry_run(spec, points, store)
         return
-    from flowrate.analysis.sweep import run_sweep
+    from flowrate.campaigns.sweep import run_sweep
 
     with Store(store) as opened, SweepDisplay(quiet) as display:
         for other in opened.sweeps():
@@ -138,7 +138,7 @@ def command(
 
 def _base_from_flags(flags: dict[str, Any], sample_shape: int | None) -> dict[str, Any]:
     """The run options given as flags (a flag left out sets nothing, so a file's base shows through)."""
-    from flowrate.analysis.sweep import SAMPLE_SHAPE, parse_base
+    from flowrate.campaigns.sweep import SAMPLE_SHAPE, parse_base
     from flowrate.cli.run import given_fields
 
     if not flags.get("measure_peak"):
@@ -196,7 +196,7 @@ class SweepDisplay:
             )
 
     def starting(self, point: PlannedPoint, progress: SweepProgress) -> None:
-        from flowrate.analysis.sweep import describe
+        from flowrate.campaigns.sweep import describe
 
         if self._progress is not None and self._task is not None:
             self._progress.update(
@@ -206,9 +206,9 @@ class SweepDisplay:
             )
 
     def recorded(self, report: PointReport, progress: SweepProgress) -> None:
-        from flowrate.analysis.sweep import describe
+        from flowrate.campaigns.sweep import describe
         from flowrate.cli import console
-        from flowrate.cli.format import rate
+        from flowrate.units import rate
 
         where = f"point {report.index}/{self.total} {describe(report.params)}"
         if report.status == "done":
@@ -287,7 +287,7 @@ def duration(seconds: float) -> str:
 
 def _summary(name: str, sweep_id: str, reports: list[PointReport]) -> None:
     from flowrate.cli import console
-    from flowrate.cli.format import rate
+    from flowrate.units import rate
 
     keys = list(reports[0].params) if reports else []
     rows = [
@@ -315,7 +315,7 @@ def _note(report: PointReport) -> str:
 
 def _dry_run(spec: SweepSpec, points: list[PlannedPoint], store: str | None) -> None:
     """List the points and what the store already holds of them; open (create) nothing."""
-    from flowrate.analysis.sweep import describe
+    from flowrate.campaigns.sweep import describe
     from flowrate.cli import console
     from flowrate.results.store import Store, store_path
 

@@ -11,24 +11,19 @@ runs on the device after the copy and counts as compute. TensorFlow's profiler c
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from flowrate.config import RunConfig
-from flowrate.data.format import DatasetIndex, check_fits, check_shard_files, read_index
 from flowrate.data.loader import Loader, LoaderSettings, SamplesBatch
 from flowrate.data.make import problem_label, problem_spec
+from flowrate.data.records import DatasetIndex, check_fits, check_shard_files, read_index
 from flowrate.errors import ConfigError
 from flowrate.measure.loop import BatchStream
 from flowrate.problems.base import Batch, Problem
-from flowrate.results.schema import IntervalRecord
-
-INPUT_BOUND_WARN = 0.05
-INPUT_BOUND_HIGH = 0.20
 
 
 def loader_settings(config: RunConfig, batch_size: int, device: torch.device) -> LoaderSettings:
@@ -144,47 +139,3 @@ def open_feed(
         raise ConfigError("data", "no dataset given")
     loader = open_loader(config.data_dir, problem, loader_settings(config, batch_size, device))
     return DataFeed(loader, problem, device, generator)
-
-
-def input_report(feed: DataFeed, intervals: Sequence[IntervalRecord]) -> tuple[dict[str, Any], list[str]]:
-    """The result's input section and its warnings, from the per-interval waits."""
-    timed = [i for i in intervals if i.input_wait_s is not None]
-    wait = sum(i.input_wait_s or 0.0 for i in timed)
-    seconds = sum(i.seconds for i in timed)
-    share = wait / seconds if seconds > 0 else 0.0
-    section = {
-        **feed.describe(),
-        "input_wait_s": wait,
-        "input_bound_share": share,
-        "input_bound": input_bound_level(share),
-    }
-    workers = feed.loader.settings.workers
-    warning = input_warning(share, workers, str(feed.loader.directory))
-    warnings = [warning] if warning else []
-    cores = os.cpu_count() or 1
-    if workers > cores:
-        warnings.append(
-            f"--loader-workers {workers} is more than this machine's {cores} cores: the workers compete "
-            "with each other and with the step for them"
-        )
-    return section, warnings
-
-
-def input_bound_level(share: float) -> str:
-    """ "no", "moderately" (≥ 5%) or "highly" (≥ 20%) input-bound, as TensorFlow's profiler says."""
-    if share >= INPUT_BOUND_HIGH:
-        return "highly"
-    return "moderately" if share >= INPUT_BOUND_WARN else "no"
-
-
-def input_warning(share: float, workers: int, directory: str) -> str | None:
-    level = input_bound_level(share)
-    if level == "no":
-        return None
-    threshold = INPUT_BOUND_HIGH if level == "highly" else INPUT_BOUND_WARN
-    return (
-        f"{level} input-bound: {share:.1%} of the step time went to waiting for batches and copying them "
-        f"to the device (≥ {threshold:.0%}); raise --loader-workers (now {workers}) or --prefetch, or run "
-        f"`flowrate analyze-input --data {directory}` with the same options for the smallest loader "
-        "that keeps up"
-    )

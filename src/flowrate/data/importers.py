@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flowrate.data.format import DatasetIndex, SampleField
 from flowrate.data.make import problem_about, problem_label, problem_spec
+from flowrate.data.records import DatasetIndex
 from flowrate.data.writer import DatasetWriter
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.base import Problem
+from flowrate.problems.sample import SampleField
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from flowrate.data.format import (
+from flowrate.data.records import (
     DatasetError,
     DatasetIndex,
     Shard,

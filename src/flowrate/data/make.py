@@ -8,10 +8,11 @@ from pathlib import Path
 
 import torch
 
-from flowrate.data.format import DatasetIndex, SampleField
+from flowrate.data.records import DatasetIndex
 from flowrate.data.writer import DatasetWriter
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.base import Problem
+from flowrate.problems.sample import SampleField
 
 # Stored bytes per chunk of synthetic samples made and written at once.
 CHUNK_BYTES = 32 * 2**20

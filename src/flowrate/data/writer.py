@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from flowrate.data.format import (
+from flowrate.data.records import (
     INDEX,
     DatasetIndex,
-    SampleField,
     ShardInfo,
     record_crc,
     shard_layout,
 )
 from flowrate.errors import ConfigError
-from flowrate.results.schema import write_atomic
+from flowrate.io import write_atomic
+from flowrate.problems.sample import SampleField
 
 
 def shard_sizes(samples: int, shards: int) -> list[int]:

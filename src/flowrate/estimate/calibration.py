@@ -22,7 +22,7 @@ model adds back per kernel as the launch overhead. The ops are timed directly ra
 the kernel problems' harness, whose per-call bookkeeping would swamp a 16 x 16 GEMM. Each point
 takes the fastest of three rounds: other processes on the machine can only slow a round down.
 
-Results are kept per device name (as ``flowrate.env.device_name`` gives it) in a JSON file:
+Results are kept per device name (as ``flowrate.measure.env.device_name`` gives it) in a JSON file:
 ``$FLOWRATE_CALIBRATION``, else ``$XDG_CACHE_HOME/flowrate/calibration.json``, else
 ``~/.cache/flowrate/calibration.json``. A CPU's rates depend on its thread count, which is kept
 with them.
@@ -162,7 +162,7 @@ def load_calibrations(path: str | os.PathLike[str] | None = None) -> dict[str, C
 
 def save_calibration(calibration: Calibration, path: str | os.PathLike[str] | None = None) -> Path:
     """Add (or replace) this device's entry in the file, written atomically; return the file."""
-    from flowrate.results.schema import write_atomic
+    from flowrate.io import write_atomic
 
     file = calibration_path(path)
     entries = load_calibrations(file)
@@ -179,10 +179,9 @@ def calibrate(
     on_point: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Measure ``device``'s rates (see the module's docstring); about 10 s on a CPU."""
-    from flowrate.env import device_name
-    from flowrate.estimate.devices import local_capacity
     from flowrate.execution.precision import check_supported, matmul_settings
-    from flowrate.measure.device import synchronizer
+    from flowrate.measure.device import local_capacity, synchronizer
+    from flowrate.measure.env import device_name
 
     others = _OtherProcesses()
     timer = _Timer(synchronizer(device), seconds_per_point)

@@ -28,6 +28,7 @@ import torch
 
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.estimate.calibration import Calibration, load_calibrations
+from flowrate.measure.device import local_capacity
 from flowrate.measure.peaks import PRECISION_KEYS, DevicePeak, find_device, known_devices
 
 # Shares of the datasheet peaks that large operations reach on a device never calibrated.
@@ -173,27 +174,10 @@ def _first(*values: float | None) -> float | None:
 
 def local_device(device: torch.device) -> DeviceModel:
     """The model of the device a run uses, with its real memory capacity."""
-    from flowrate.env import device_name
+    from flowrate.measure.env import device_name
 
     name = device_name(device)
     return device_model(name, find_device(name), load_calibrations().get(name), local_capacity(device))
-
-
-def local_capacity(device: torch.device) -> float | None:
-    """Device memory in bytes: the GPU's, or the host's RAM for the CPU."""
-    if device.type == "cuda":
-        return float(torch.cuda.get_device_properties(device).total_memory)
-    return host_memory()
-
-
-def host_memory() -> float | None:
-    """The host's total RAM in bytes (psutil), or None where it cannot be read."""
-    import psutil
-
-    try:
-        return float(psutil.virtual_memory().total)
-    except (OSError, RuntimeError):
-        return None
 
 
 def target_device(text: str) -> DeviceModel:

@@ -214,8 +214,8 @@ def run_estimate(
 
     It runs after the measurement, so whatever goes wrong in the cost model becomes the reason
     and never costs the user the run they measured."""
-    from flowrate.env import device_name
     from flowrate.estimate.devices import local_device
+    from flowrate.measure.env import device_name
 
     if learnable:
         return None
@@ -271,9 +271,9 @@ def report_for(
 ) -> CompileReport:
     """The compile report on ``--target`` (a peak-table or calibrated device) or on the run's own
     device; without rates for it (a CPU never calibrated), the figures without an estimate."""
-    from flowrate.estimate.devices import local_capacity, local_device, target_device
+    from flowrate.estimate.devices import local_device, target_device
     from flowrate.estimate.validate import host_available
-    from flowrate.measure.device import resolve_device
+    from flowrate.measure.device import local_capacity, resolve_device
 
     host = host_capacity if host_capacity is not None else host_available()
     if target is not None:
@@ -298,7 +298,7 @@ def save_report(report: CompileReport, lines: list[str], directory: Path) -> tup
     """compile_report.txt and compile_report.json in ``directory``, each written atomically."""
     import json
 
-    from flowrate.results.schema import write_atomic
+    from flowrate.io import write_atomic
 
     text, data = directory / "compile_report.txt", directory / "compile_report.json"
     write_atomic(text, "\n".join(lines) + "\n")

@@ -21,7 +21,6 @@ from flowrate.errors import ConfigError, FlowrateError
 from flowrate.estimate.devices import (
     DeviceModel,
     EstimateUnavailable,
-    local_capacity,
     local_device,
     target_device,
 )
@@ -35,6 +34,7 @@ from flowrate.estimate.memory import (
     streaming_need,
 )
 from flowrate.estimate.trace import StepTrace, TraceError, trace_step
+from flowrate.measure.device import local_capacity
 from flowrate.problems.base import Problem
 
 # What each trace stage failing means, in words.
@@ -174,7 +174,7 @@ def _device(config: RunConfig, result: Validation, model: DeviceModel | None) ->
         result.device_model = local_device(device)
         result.device = result.device_model.name
     except EstimateUnavailable:
-        from flowrate.env import device_name
+        from flowrate.measure.env import device_name
 
         result.device = device_name(device)
     for check in (check_supported, _streamable if config.execution is Execution.STREAMING else None):

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from flowrate import __version__
+from flowrate._version import __version__
 from flowrate.config import RunConfig
 from flowrate.problems.base import Batch
 
@@ -175,7 +175,7 @@ def first_step(
 
 def write_manifest(entry: CacheEntry, record: CompileRecord) -> Path:
     """The entry's manifest: what it compiles, with which software, and every compile's time."""
-    from flowrate.results.schema import write_atomic
+    from flowrate.io import write_atomic
 
     path = entry.directory / MANIFEST
     history = read_manifest(entry.directory).get("compiles", [])

@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from flowrate._version import __version__
 from flowrate.config import AUTO, FLAG_NAMES, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.measure.device import resolve_device
@@ -177,13 +178,12 @@ class DataParallel:
 
         The rendezvous token for failure notes travels with rank 0's description.
         """
-        import flowrate
 
         mine = {
             "token": uuid.uuid4().hex,
             "config": {k: v for k, v in config.to_dict().items() if k not in RANK_LOCAL_FIELDS},
             "problem": {"parameters": problem.parameter_count(), "settings": problem.describe()},
-            "versions": {"flowrate": flowrate.__version__, "torch": torch.__version__},
+            "versions": {"flowrate": __version__, "torch": torch.__version__},
         }
         everyone = self.all_gather(mine)
         reference = everyone[0]

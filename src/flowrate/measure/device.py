@@ -50,3 +50,20 @@ def release_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def local_capacity(device: torch.device) -> float | None:
+    """Device memory in bytes: the GPU's, or the host's RAM for the CPU."""
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    return host_memory()
+
+
+def host_memory() -> float | None:
+    """The host's total RAM in bytes (psutil), or None where it cannot be read."""
+    import psutil
+
+    try:
+        return float(psutil.virtual_memory().total)
+    except (OSError, RuntimeError):
+        return None

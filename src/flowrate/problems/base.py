@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from flowrate.config import Mode, Precision
-from flowrate.data.format import SampleField
 from flowrate.errors import FlowrateError
+from flowrate.problems.sample import SampleField
 
 # A batch is a tuple of tensors on the device: inputs first, then targets.
 Batch = tuple[torch.Tensor, ...]

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowrate.data.format import SampleField, token_dtype
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
+from flowrate.problems.sample import SampleField, token_dtype
 from flowrate.problems.transformer import (
     MLP,
     TORCH_TOKEN_DTYPES,

@@ -58,9 +58,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from flowrate.config import Mode, Precision
-from flowrate.data.format import SampleField
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.base import Batch, Family, Problem
+from flowrate.problems.sample import SampleField
 
 MIB = 1 << 20
 

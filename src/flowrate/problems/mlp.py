@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowrate.data.format import SampleField
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
+from flowrate.problems.sample import SampleField
 
 INPUTS = 28 * 28
 CLASSES = 10

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowrate.data.format import SampleField
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
+from flowrate.problems.sample import SampleField
 
 EXPANSION = 4  # a bottleneck's output has 4x the channels of its 3x3 convolution
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowrate.data.format import SampleField, token_dtype
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family, Problem
+from flowrate.problems.sample import SampleField, token_dtype
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def synthetic_tokens(
     return torch.where(pick_zipf, zipf, uniform).clamp_(0, vocab_size - 1)
 
 
-# Stored token dtypes (see flowrate.data.format.token_dtype).
+# Stored token dtypes (see flowrate.data.records.token_dtype).
 TORCH_TOKEN_DTYPES = {"uint16": torch.uint16, "uint32": torch.uint32}
 
 

@@ -223,7 +223,7 @@ def _merge_memory(results: Sequence[Result]) -> dict[str, Any]:
 def _merge_input(results: Sequence[Result]) -> dict[str, Any] | None:
     if results[0].input is None:
         return None
-    from flowrate.data.feed import input_bound_level
+    from flowrate.measure.inputs import input_bound_level
 
     sections = [r.input or {} for r in results]
     share = _mean(s.get("input_bound_share") for s in sections) or 0.0

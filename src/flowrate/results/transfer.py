@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.errors import FlowrateError
+from flowrate.io import write_atomic
 from flowrate.results.metrics import METRICS
-from flowrate.results.schema import Result, write_atomic
+from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
 
 EXPORT_FORMATS = ("jsonl", "csv")

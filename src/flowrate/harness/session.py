@@ -48,15 +48,16 @@ import torch
 from torch import nn
 
 from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
-from flowrate.data.feed import INPUT_BOUND_HIGH, INPUT_BOUND_WARN, input_bound_level
-from flowrate.env import collect_environment, device_name
 from flowrate.errors import ConfigError, FlowrateError, NonFiniteLoss
 from flowrate.execution.distributed import DataParallel, data_parallel
 from flowrate.execution.precision import PrecisionPolicy, check_supported, matmul_settings
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor, check_streamable
+from flowrate.harness.run import Executor, IntervalRecorder, Measurements, Prepared, assemble
 from flowrate.measure.device import resolve_device, synchronizer
 from flowrate.measure.energy import open_energy_meter
+from flowrate.measure.env import collect_environment, device_name
+from flowrate.measure.inputs import INPUT_BOUND_HIGH, INPUT_BOUND_WARN, input_bound_level
 from flowrate.measure.loop import Interval, LoopPlan, LoopRecord, choose_sample_every
 from flowrate.measure.memory import read_peaks, reset_peaks
 from flowrate.measure.peaks import peak_for
@@ -64,7 +65,6 @@ from flowrate.measure.rate import RateTracker
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.schema import IntervalRecord, Result
 from flowrate.results.tensorboard import TensorBoardWriter
-from flowrate.runner import Executor, IntervalRecorder, Measurements, Prepared, assemble
 
 __all__ = ["Session", "session"]
 

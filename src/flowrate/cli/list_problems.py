@@ -12,8 +12,8 @@ import click
 def command(as_json: bool) -> None:
     """List the problem zoo: families, sizes and parameter counts."""
     from flowrate.cli import console
-    from flowrate.cli.format import count
     from flowrate.problems.registry import SIZE_ALIASES, list_problems
+    from flowrate.units import count
 
     rows = list_problems()
     if as_json:

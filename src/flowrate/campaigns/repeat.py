@@ -166,7 +166,7 @@ def _run_in_child(
     config: dict[str, Any], argv: list[str] | None, logdir: str | None
 ) -> tuple[str, str, float, float]:
     started = time.time()
-    from flowrate.runner import run_config
+    from flowrate.harness.run import run_config
 
     try:
         text = run_config(RunConfig.from_dict(config), argv=argv, tensorboard=logdir).to_json()

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+from flowrate.campaigns.repeat import CRASHED, ERROR, OOM, ChildCrash, ChildOutcome, run_in_fresh_process
 from flowrate.config import AUTO, Execution, Mode, OptimizerName, Precision, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.repeat import CRASHED, ERROR, OOM, ChildCrash, ChildOutcome, run_in_fresh_process
 from flowrate.results.store import SweepPoint, point_key
 
 if typing.TYPE_CHECKING:

@@ -16,10 +16,10 @@ from typing import Any
 
 from flowrate.config import Mode, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.harness.run import run_config
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
-from flowrate.runner import run_config
 
 # `fell`: the loss fell when initial − final exceeds both FELL_SIGMAS standard errors of that
 # difference (the two windows' step-to-step scatter, so a noisy flat curve does not count) and

@@ -33,11 +33,11 @@ from typing import Any
 import torch
 
 from flowrate.config import RunConfig
-from flowrate.data.feed import INPUT_BOUND_WARN
-from flowrate.data.format import DatasetIndex
 from flowrate.data.loader import Loader, LoaderSettings, SamplesBatch
 from flowrate.data.make import problem_label
+from flowrate.data.records import DatasetIndex
 from flowrate.measure.device import synchronizer
+from flowrate.measure.inputs import INPUT_BOUND_WARN
 from flowrate.problems.base import Problem
 
 PREFETCH_DEPTHS = (2, 4)
@@ -202,7 +202,7 @@ def analyze_input(
 def consumption_rate(config: RunConfig, problem: Problem) -> tuple[float, str]:
     """The model's samples/s with its batches ready on the device (a synthetic run of ``config``),
     and how it was found."""
-    from flowrate.runner import run_config  # the runner imports this package's feed
+    from flowrate.harness.run import run_config  # the runner imports this package's feed
 
     synthetic = config.replace(
         data_dir=None,

@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from flowrate.campaigns.repeat import portable
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.distributed import LAUNCH_VARIABLES
-from flowrate.repeat import portable
 from flowrate.results.schema import Result
 
 # What torchrun launches for each size (`python -m WORKER_MODULE CONFIG.json RESULT.json`).

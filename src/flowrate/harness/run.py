@@ -17,10 +17,9 @@ from typing import Any, Protocol
 
 import torch
 
-from flowrate import __version__
+from flowrate._version import __version__
 from flowrate.config import AUTO, Execution, Mode, RunConfig
-from flowrate.data.feed import DataFeed, input_report, open_feed
-from flowrate.env import collect_environment, device_name
+from flowrate.data.feed import DataFeed, open_feed
 from flowrate.errors import ConfigError, FlowrateError, OutOfMemory
 from flowrate.estimate.report import run_estimate
 from flowrate.execution.checkpoint import save_checkpoint
@@ -42,7 +41,9 @@ from flowrate.execution.streaming import (
 )
 from flowrate.measure.device import is_out_of_memory, release_memory, resolve_device, synchronizer
 from flowrate.measure.energy import EnergyMeter, EnergyReading, open_energy_meter
+from flowrate.measure.env import collect_environment, device_name
 from flowrate.measure.flops import count_step_flops, flops_report, flops_warnings
+from flowrate.measure.inputs import input_report
 from flowrate.measure.loop import CHECKPOINT, COMPUTE, BatchStream, Interval, LoopPlan, LoopRecord, timed_loop
 from flowrate.measure.memory import MemoryReport, current_bytes, read_peaks, reset_peaks
 from flowrate.measure.peaks import PeakLookup, peak_for
@@ -189,7 +190,7 @@ def _run(
             energy = meter.stop()
             memory = read_peaks(device, rss_reset)
             streaming = _finish_streaming(prepared.executor, record)
-            inputs = input_report(feed, recorder.records) if feed is not None else None
+            inputs = _input_report(feed, recorder.records) if feed is not None else None
         environment = collect_environment(device, argv)
     measurements = Measurements(
         recorder.records,
@@ -654,3 +655,8 @@ def energy_section(reading: EnergyReading, samples: int, model_flops: float) -> 
         "samples_per_joule": samples / joules if joules else None,
         "flops_per_joule": model_flops / joules if joules and model_flops else None,
     }
+
+
+def _input_report(feed: DataFeed, intervals: list[IntervalRecord]) -> tuple[dict[str, Any], list[str]]:
+    """--data: the result's input section and its warnings, from the feed and its waits."""
+    return input_report(feed.describe(), feed.loader.settings.workers, str(feed.loader.directory), intervals)

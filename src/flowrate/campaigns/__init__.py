@@ -1,0 +1,1 @@
+"""Campaigns: many runs, each in a fresh process: repeats, sweeps, scaling."""

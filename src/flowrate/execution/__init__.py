@@ -1,0 +1,2 @@
+"""Execution modes: how a model's step runs on a device (resident, streaming), its precision,
+data parallelism, compilation and checkpoints."""

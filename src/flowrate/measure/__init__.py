@@ -1,0 +1,1 @@
+"""Measurement: the loop clock, rates and their statistics, device, energy, memory, FLOPs, peaks."""
