@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.repeat import run_in_fresh_process
+from flowrate.campaigns.child import run_in_fresh_process
 from flowrate.campaigns.scaling import run_size
 from flowrate.config import RunConfig
 

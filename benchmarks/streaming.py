@@ -206,7 +206,7 @@ def largest_part(duration: float) -> None:
     import psutil
 
     from flowrate.config import Mode, Precision
-    from flowrate.execution.streaming import host_bytes_per_parameter
+    from flowrate.execution.host_memory import host_bytes_per_parameter
     from flowrate.problems.registry import get_problem
 
     per = host_bytes_per_parameter(Mode.TRAIN, Precision.BF16, OptimizerName.ADAMW)

@@ -30,16 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.repeat import ChildOutcome
-from flowrate.campaigns.sweep import (
-    PlannedPoint,
-    PointReport,
-    SweepProgress,
-    SweepSpec,
-    SweepStart,
-    fresh_process_runner,
-    run_sweep,
-)
+from flowrate.campaigns.child import ChildOutcome
+from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart, fresh_process_runner, run_sweep
+from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec
 from flowrate.config import RunConfig
 from flowrate.results.store import Store
 

@@ -2,6 +2,8 @@
 
 The intervals are consistent with each other (seconds from samples and rate, GlobalRate from the
 totals, Rate smoothed as flowrate.measure.rate does), so anything derived from them is meaningful.
+The summary is derived from them by flowrate's own assemble (flowrate.results.assemble), as a
+run's is; the sections given as figures (energy, MFU, memory, fidelity) are taken as given.
 """
 
 from __future__ import annotations
@@ -11,11 +13,22 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from flowrate.measure.stats import summarize
-from flowrate.results.schema import IntervalRecord, Result, RunSummary
+import torch
+from torch import nn
+
+from flowrate.config import RunConfig
+from flowrate.measure.energy import EnergyReading
+from flowrate.measure.loop import LoopRecord
+from flowrate.measure.memory import MemoryReport
+from flowrate.measure.peaks import PeakLookup
+from flowrate.problems.base import Batch, Problem
+from flowrate.results.assemble import Built, Measurements, assemble
+from flowrate.results.schema import IntervalRecord, Result
 
 _ids = itertools.count(1)
 SMOOTHING = 0.4
+FLOPS_PER_SAMPLE = 100_000  # the model FLOPs of one sample of every made result
+PARAMETERS = 26506
 
 
 def make_intervals(
@@ -102,36 +115,97 @@ def make_result(
     if interval_rates is None:
         centre = 1000.0 if samples_per_sec is None else samples_per_sec
         interval_rates = [centre * f for f in (0.96, 1.02, 0.99, 1.03, 1.0)]
-    rates = [float(r) for r in interval_rates]
-    intervals = make_intervals(rates, batch_size, checkpoint_after)
-    stats = summarize(rates)
-    compute = [i for i in intervals if i.kind == "compute"]
-    timed_samples = sum(i.samples for i in compute)
-    checkpoint_s = sum(i.seconds for i in intervals if i.kind == "checkpoint")
-    duration = intervals[-1].elapsed_s
-    if samples_per_sec is None:
-        samples_per_sec = timed_samples / duration
-    summary = RunSummary(
-        samples_per_sec=samples_per_sec,
-        rate_samples_per_sec=compute[-1].rate_samples_per_sec,
-        steps_per_sec=samples_per_sec / batch_size,
-        tokens_per_sec=None,
-        model_flops_per_sec=samples_per_sec * 1e5,
-        **stats.rate_fields(),
-        timed_steps=len(compute),
-        timed_samples=timed_samples,
-        timed_duration_s=duration,
-        intervals=len(compute),
-        sample_every_steps=1,
-        preheat_steps=1,
-        preheat_s=0.01,
-        final_loss=compute[-1].loss,
-        compute_samples_per_sec=timed_samples / (duration - checkpoint_s),
-        checkpoints=len(intervals) - len(compute),
-        checkpoint_s=checkpoint_s,
-        checkpoint_overhead=checkpoint_s / duration,
+    intervals = make_intervals([float(r) for r in interval_rates], batch_size, checkpoint_after)
+    made = _assembled(intervals, batch_size, problem, size)
+    summary = made.summary
+    if samples_per_sec is not None:  # GlobalRate as given, and the figures that follow from it
+        summary = replace(
+            summary,
+            samples_per_sec=samples_per_sec,
+            steps_per_sec=samples_per_sec / batch_size,
+            model_flops_per_sec=samples_per_sec * FLOPS_PER_SAMPLE,
+        )
+    what = {"problem": problem, "size": size, "mode": mode, "batch_size": batch_size, "precision": precision}
+    return replace(
+        made,
+        config={**what, "optimizer": "adamw", "execution": execution, "device": device_type},
+        problem={"name": problem, "size": size, "parameters": PARAMETERS, "blocks": 3},
+        environment={**_environment(problem, batch_size, device_type, device_name), **(environment or {})},
+        summary=summary,
+        warnings=list(warnings),
+        flops={"mfu": mfu, "model_flops_per_sec": summary.samples_per_sec * FLOPS_PER_SAMPLE},
+        energy=_energy(samples_per_joule, summary.timed_samples, summary.timed_duration_s),
+        memory={} if peak_memory_bytes is None else {"process_peak_rss_bytes": peak_memory_bytes},
+        fidelity=None if final_loss is None else {"final_loss": final_loss},
+        run_id=f"{next(_ids):012x}" if run_id is None else run_id,
+        created_at=created_at,
+        flowrate_version="0.1.0",
     )
-    env = {
+
+
+class _MadeProblem(Problem):
+    """The problem a made result ran: only its name and counts matter."""
+
+    def __init__(self, name: str, size: str) -> None:
+        self.name, self.size = name, size
+
+    def build_model(self) -> nn.Module:
+        raise NotImplementedError("a made result runs nothing")
+
+    def make_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        raise NotImplementedError("a made result runs nothing")
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        raise NotImplementedError("a made result runs nothing")
+
+    def parameter_count(self) -> int:
+        return PARAMETERS
+
+    def forward_flops_per_sample(self) -> int:
+        return FLOPS_PER_SAMPLE // 3
+
+    def train_flops_per_sample(self) -> int:
+        return FLOPS_PER_SAMPLE
+
+
+def _assembled(intervals: list[IntervalRecord], batch_size: int, problem: str, size: str) -> Result:
+    """The Result flowrate's own assemble makes of ``intervals`` (one step each, one preheat step)."""
+    compute = [i for i in intervals if i.kind == "compute"]
+    record = LoopRecord([], [i.loss for i in compute if i.loss is not None], 0.01, None, 1)
+    no_energy = EnergyReading(None, 0.0, None, (), {}, reason="no meter in tests")
+    measured = Measurements(
+        intervals=intervals,
+        executed_flops_per_sample=None,
+        measured_peak_flops=None,
+        energy=no_energy,
+        memory=MemoryReport(None, None, None, "run"),
+        peak=PeakLookup(None, None, None, None, "no datasheet peak in tests"),
+        count_warning=None,
+        is_benchmark=False,
+    )
+    config = RunConfig(problem=problem, size=size, mode="train", batch_size=batch_size, preheat_steps=1)
+    built = Built(batch_size, PARAMETERS, 3)
+    return assemble(config, _MadeProblem(problem, size), built, record, measured, {})
+
+
+def _energy(samples_per_joule: float | None, samples: int, seconds: float) -> dict[str, Any]:
+    """The energy section of a run that reached ``samples_per_joule`` (None: no meter)."""
+    if samples_per_joule is None:
+        return {"joules": None, "samples_per_joule": None, "reason": "no meter in tests"}
+    joules = samples / samples_per_joule
+    return {
+        "joules": joules,
+        "seconds": seconds,
+        "average_watts": joules / seconds,
+        "method": "test",
+        "domains": ["package-0"],
+        "samples_per_joule": samples_per_joule,
+        "flops_per_joule": samples_per_joule * FLOPS_PER_SAMPLE,
+    }
+
+
+def _environment(problem: str, batch_size: int, device_type: str, device_name: str) -> dict[str, Any]:
+    return {
         "flowrate": {"version": "0.1.0", "commit": None, "dirty": None},
         "command_line": ["flowrate", "run", "-p", problem, "-b", str(batch_size)],
         "python": {"version": "3.11.7", "implementation": "CPython", "executable": "python"},
@@ -140,45 +214,6 @@ def make_result(
         "cpu": {"model": "Test CPU", "logical_cores": 2},
         "hostname": "testhost",
     }
-    energy: dict[str, Any] = {"joules": None, "samples_per_joule": None, "reason": "no meter in tests"}
-    if samples_per_joule is not None:
-        joules = timed_samples / samples_per_joule
-        energy = {
-            "joules": joules,
-            "seconds": duration,
-            "average_watts": joules / duration,
-            "method": "test",
-            "domains": ["package-0"],
-            "samples_per_joule": samples_per_joule,
-            "flops_per_joule": samples_per_joule * 1e5,
-        }
-    result = Result(
-        config={
-            "problem": problem,
-            "size": size,
-            "mode": mode,
-            "batch_size": batch_size,
-            "precision": precision,
-            "optimizer": "adamw",
-            "execution": execution,
-            "device": device_type,
-        },
-        problem={"name": problem, "size": size, "parameters": 26506, "blocks": 3},
-        batch_size=batch_size,
-        environment={**env, **(environment or {})},
-        intervals=intervals,
-        losses=[i.loss for i in compute if i.loss is not None],
-        summary=summary,
-        warnings=list(warnings),
-        flops={"mfu": mfu, "model_flops_per_sec": samples_per_sec * 1e5},
-        energy=energy,
-        memory={} if peak_memory_bytes is None else {"process_peak_rss_bytes": peak_memory_bytes},
-        fidelity=None if final_loss is None else {"final_loss": final_loss},
-        run_id=f"{next(_ids):012x}" if run_id is None else run_id,
-        created_at=created_at,
-        flowrate_version="0.1.0",
-    )
-    return result
 
 
 def with_figures(result: Result, **changes: Any) -> Result:

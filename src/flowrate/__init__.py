@@ -46,8 +46,8 @@ _LAZY = {
     "Store": "flowrate.results.store",
     "Session": "flowrate.harness.session",
     "session": "flowrate.harness.session",
-    "benchmark": "flowrate.harness.run",
-    "run_config": "flowrate.harness.run",
+    "benchmark": "flowrate.harness.api",
+    "run_config": "flowrate.harness.api",
     "get_problem": "flowrate.problems.registry",
     "list_problems": "flowrate.problems.registry",
 }
@@ -55,7 +55,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from flowrate.config import Mode, Precision, RunConfig
     from flowrate.errors import ConfigError, FlowrateError
-    from flowrate.harness.run import benchmark, run_config
+    from flowrate.harness.api import benchmark, run_config
     from flowrate.harness.session import Session, session
     from flowrate.problems.base import Batch, Problem
     from flowrate.problems.registry import get_problem, list_problems

@@ -1,13 +1,14 @@
 """RunConfig: one typed, validated description of a benchmark run.
 
-Every field has a docstring-style comment, and validation happens at construction: a bad value
-raises ``ConfigError`` naming the field and saying what would be valid.
+Every field has a docstring, and validation happens at construction, one concern at a time: a
+bad value raises ``ConfigError`` naming the field and saying what would be valid.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,133 +89,114 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that defines one benchmark run. Invalid values fail at construction."""
+    """Everything that defines one benchmark run. Invalid values fail at construction.
 
-    # Zoo name ("transformer", "gpt2", "resnet50", …) or a user problem "path/to/file.py:factory".
+    One flat record (its fields are the run's JSON and the CLI's flags), read in groups: what
+    runs, the batch, the step, where it runs, the timed loop, checkpoints, the dataset, and
+    data-parallel runs. Each group is checked by its own function below.
+    """
+
+    # --- what runs ---
     problem: str = "transformer"
-    # Named size of the problem family ("debug", "gpt2-medium", …); None takes the family default.
+    """Zoo name ("transformer", "gpt2", "resnet50", …) or a user problem "path/to/file.py:factory"."""
     size: str | None = None
-    # Overrides of the problem's shape (seq_len, image_size, layers, …; kernels: m, n, k, …).
+    """Named size of the problem family ("debug", "gpt2-medium", …); None takes the family default."""
     problem_options: dict[str, int] = field(default_factory=dict)
-    # None takes the problem's default mode (train for models, infer for kernels).
+    """Overrides of the problem's shape (seq_len, image_size, layers, …; kernels: m, n, k, …)."""
     mode: Mode | None = None
-    # Samples per step; None takes the problem's default; "auto" halves from max_batch_size
-    # until a step fits in memory.
+    """None takes the problem's default mode (train for models, infer for kernels)."""
+
+    # --- the batch ---
     batch_size: int | str | None = None
-    # Where "auto" starts its search.
+    """Samples per step; None takes the problem's default; "auto" halves from max_batch_size until a
+    step fits in memory."""
     max_batch_size: int = 256
-    # Data-parallel runs: samples per step over all ranks, divided evenly among them (the world
-    # size must divide it); instead of batch_size, which is per rank. A single process takes it
-    # whole.
+    """Where "auto" starts its search."""
     global_batch_size: int | None = None
+    """Data-parallel runs: samples per step over all ranks, divided evenly among them (the world
+    size must divide it); instead of batch_size, which is per rank. A single process takes it whole."""
+
+    # --- the step ---
     precision: Precision = Precision.FP32
+    """Numeric policy of the step (see Precision)."""
     optimizer: OptimizerName = OptimizerName.ADAMW
+    """The optimizer of a training step."""
     learning_rate: float = 1e-4
+    """The optimizer's learning rate."""
     execution: Execution = Execution.RESIDENT
-    # Streaming: recompute each block's activations in backward instead of keeping them.
+    """Where the weights live: on the device, or streamed from host memory (see Execution)."""
     recompute: bool = False
-    # Clip the global gradient norm to this value before the optimizer step (None: no clipping).
+    """Streaming: recompute each block's activations in backward instead of keeping them."""
     clip_grad_norm: float | None = None
-    # Compile the step's loss function with torch.compile, its artifacts cached on disk per
-    # configuration (flowrate.execution.compile): `flowrate compile` fills the cache.
+    """Clip the global gradient norm to this value before the optimizer step (None: no clipping)."""
     compile: bool = False
-    # CUDA only: cap this process's device memory at this many GiB (a per-process fraction).
+    """Compile the step's loss function with torch.compile, its artifacts cached on disk per
+    configuration (flowrate.execution.compile): `flowrate compile` fills the cache."""
     device_memory_limit_gib: float | None = None
-    # "auto" (cuda when present, else cpu), "cpu", "cuda" or "cuda:N".
+    """CUDA only: cap this process's device memory at this many GiB (a per-process fraction)."""
+
+    # --- where it runs ---
     device: str = AUTO
+    """Where it runs: "auto" (cuda when present, else cpu), "cpu", "cuda" or "cuda:N"."""
     seed: int = 0
-    # torch.set_num_threads for the CPU; None leaves PyTorch's choice.
+    """Seeds the model's weights, the batches and the loader's shuffle (each data-parallel rank adds
+    its rank)."""
     threads: int | None = None
-    # Untimed warm-up steps before the clock starts.
+    """torch.set_num_threads for the CPU; None leaves PyTorch's choice."""
+
+    # --- the timed loop ---
     preheat_steps: int = 5
-    # Exactly this many timed steps; None measures until both min_steps and duration_s are met.
+    """Untimed warm-up steps before the clock starts."""
     steps: int | None = None
+    """Exactly this many timed steps; None measures until both min_steps and duration_s are met."""
     min_steps: int = 10
-    # Minimum timed duration in seconds (ignored when steps is set).
+    """Fewest timed steps when steps is None."""
     duration_s: float = 10.0
-    # Steps between sample points; None picks enough for target_interval_s.
+    """Minimum timed duration in seconds (ignored when steps is set)."""
     sample_every: int | None = None
+    """Steps between sample points; None picks enough for target_interval_s."""
     target_interval_s: float = 0.2
-    # Rate's smoothing factor α: Rate_k = (1 − α)·local_k + α·Rate_{k−1}.
+    """The seconds an interval between sample points aims at when sample_every is None."""
     smoothing: float = 0.4
-    # Save model and optimizer state every this many timed steps into checkpoint_dir; checkpoint
-    # time is recorded as its own kind of interval.
+    """Rate's smoothing factor α: Rate_k = (1 − α)·local_k + α·Rate_{k−1}."""
+
+    # --- checkpoints and extra measurements ---
     checkpoint_every: int | None = None
+    """Save model and optimizer state every this many timed steps into checkpoint_dir; checkpoint
+    time is recorded as its own kind of interval."""
     checkpoint_dir: str | None = None
-    # Before the run, time a large GEMM at the run's precision: MFU is then also reported against
-    # this measured peak.
+    """Where checkpoints go; given together with checkpoint_every."""
     measure_peak: bool = False
-    # A dataset folder (`flowrate data make` / `data import-*`) to read every step's batch from,
-    # instead of synthetic batches made on the device; the result records the input-bound share.
+    """Before the run, time a large GEMM at the run's precision: MFU is then also reported against
+    this measured peak."""
+
+    # --- the dataset ---
     data_dir: str | None = None
-    # Loader worker processes reading the dataset (0: read in the training loop's own thread).
+    """A dataset folder (`flowrate data make` / `data import-*`) to read every step's batch from,
+    instead of synthetic batches made on the device; the result records the input-bound share."""
     loader_workers: int = 2
-    # Batches each loader worker keeps ready ahead of the step.
+    """Loader worker processes reading the dataset (0: read in the training loop's own thread)."""
     prefetch: int = 2
-    # Records per shuffle window of the loader (indices only: it holds no data).
+    """Batches each loader worker keeps ready ahead of the step."""
     shuffle_buffer: int = 4096
-    # Data-parallel runs: seconds a collective may wait for the other ranks before the run stops
-    # with an error (a rank that died or hangs), and how long start-up waits for every rank.
+    """Records per shuffle window of the loader (indices only: it holds no data)."""
+
+    # --- data-parallel runs ---
     dist_timeout_s: float = 300.0
+    """Seconds a collective may wait for the other ranks before the run stops with an error (a
+    rank that died or hangs), and how long start-up waits for every rank."""
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__  # frozen: normalise parsed enums in place
+        set_ = object.__setattr__  # frozen: normalise parsed values in place
         if self.mode is not None:
             set_(self, "mode", Mode.parse(self.mode))
         set_(self, "precision", Precision.parse(self.precision))
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
-        if not self.problem or not isinstance(self.problem, str):
-            raise ConfigError("problem", "name a zoo problem (see `flowrate list`) or PATH.py:FACTORY")
-        if isinstance(self.batch_size, str):
-            if self.batch_size.lower() != AUTO:
-                _positive_int("batch_size", _to_int("batch_size", self.batch_size))
-                set_(self, "batch_size", int(self.batch_size))
-            else:
-                set_(self, "batch_size", AUTO)
-        elif self.batch_size is not None:
-            _positive_int("batch_size", self.batch_size)
-        _positive_int("max_batch_size", self.max_batch_size)
-        if self.global_batch_size is not None:
-            _positive_int("global_batch_size", self.global_batch_size)
-            if self.batch_size is not None:
-                raise ConfigError("global_batch_size", "give it or --batch-size (per rank), not both")
-        for name in ("min_steps", "target_interval_s", "duration_s", "learning_rate", "dist_timeout_s"):
-            _positive_number(name, getattr(self, name))
-        for name in ("clip_grad_norm", "device_memory_limit_gib"):
-            if getattr(self, name) is not None:
-                _positive_number(name, getattr(self, name))
-        if self.recompute and self.execution is not Execution.STREAMING:
-            raise ConfigError("recompute", "applies to --execution streaming only")
-        if self.compile and self.execution is not Execution.RESIDENT:
-            raise ConfigError("compile", "applies to --execution resident only")
-        for name in ("steps", "sample_every", "threads", "checkpoint_every"):
-            value = getattr(self, name)
-            if value is not None:
-                _positive_int(name, value)
-        if not isinstance(self.preheat_steps, int) or self.preheat_steps < 0:
-            raise ConfigError("preheat_steps", f"must be 0 or more, got {self.preheat_steps!r}")
-        if not 0.0 <= self.smoothing < 1.0:
-            raise ConfigError("smoothing", f"must be in [0, 1), got {self.smoothing!r}")
-        for key, value in self.problem_options.items():
-            _option_int(key, value)
-        _check_device(self.device)
-        if (self.checkpoint_every is None) != (self.checkpoint_dir is None):
-            missing = "checkpoint_dir" if self.checkpoint_dir is None else "checkpoint_every"
-            raise ConfigError(missing, "--checkpoint-every and --checkpoint-dir go together; give both")
-        self._check_loader()
-
-    def _check_loader(self) -> None:
-        if isinstance(self.loader_workers, bool) or not isinstance(self.loader_workers, int):
-            raise ConfigError("loader_workers", f"must be an integer 0 or more, got {self.loader_workers!r}")
-        if self.loader_workers < 0:
-            raise ConfigError("loader_workers", f"must be 0 or more, got {self.loader_workers}")
-        for name in ("prefetch", "shuffle_buffer"):
-            _positive_int(name, getattr(self, name))
-        if self.data_dir is None:
-            for name in ("loader_workers", "prefetch", "shuffle_buffer"):
-                if getattr(self, name) != _LOADER_DEFAULTS[name]:
-                    raise ConfigError(name, "applies with --data DIR only (synthetic batches need no loader)")
+        _check_problem(self)
+        set_(self, "batch_size", _batch_size(self.batch_size))
+        for check in _CHECKS:
+            check(self)
 
     @property
     def settled_mode(self) -> Mode:
@@ -245,6 +227,109 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# --- validation, one concern at a time: each names the field and says what would be valid ---
+
+
+def _check_problem(config: RunConfig) -> None:
+    if not config.problem or not isinstance(config.problem, str):
+        raise ConfigError("problem", "name a zoo problem (see `flowrate list`) or PATH.py:FACTORY")
+    for key, value in config.problem_options.items():
+        _option_int(key, value)
+
+
+def _batch_size(value: int | str | None) -> int | str | None:
+    """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None)."""
+    if isinstance(value, str):
+        if value.lower() == AUTO:
+            return AUTO
+        _positive_int("batch_size", _to_int("batch_size", value))
+        return int(value)
+    if value is not None:
+        _positive_int("batch_size", value)
+    return value
+
+
+def _check_batch(config: RunConfig) -> None:
+    _positive_int("max_batch_size", config.max_batch_size)
+    if config.global_batch_size is not None:
+        _positive_int("global_batch_size", config.global_batch_size)
+        if config.batch_size is not None:
+            raise ConfigError("global_batch_size", "give it or --batch-size (per rank), not both")
+
+
+def _check_step(config: RunConfig) -> None:
+    _positive_number("learning_rate", config.learning_rate)
+    for name in ("clip_grad_norm", "device_memory_limit_gib"):
+        if getattr(config, name) is not None:
+            _positive_number(name, getattr(config, name))
+
+
+def _check_execution(config: RunConfig) -> None:
+    """Options that belong to one way of holding the weights."""
+    if config.recompute and config.execution is not Execution.STREAMING:
+        raise ConfigError("recompute", "applies to --execution streaming only")
+    if config.compile and config.execution is not Execution.RESIDENT:
+        raise ConfigError("compile", "applies to --execution resident only")
+
+
+def _check_placement(config: RunConfig) -> None:
+    _check_device(config.device)
+    if config.threads is not None:
+        _positive_int("threads", config.threads)
+
+
+def _check_loop(config: RunConfig) -> None:
+    if not isinstance(config.preheat_steps, int) or config.preheat_steps < 0:
+        raise ConfigError("preheat_steps", f"must be 0 or more, got {config.preheat_steps!r}")
+    for name in ("steps", "sample_every"):
+        if getattr(config, name) is not None:
+            _positive_int(name, getattr(config, name))
+    for name in ("min_steps", "duration_s", "target_interval_s"):
+        _positive_number(name, getattr(config, name))
+    if not 0.0 <= config.smoothing < 1.0:
+        raise ConfigError("smoothing", f"must be in [0, 1), got {config.smoothing!r}")
+
+
+def _check_checkpoints(config: RunConfig) -> None:
+    if config.checkpoint_every is not None:
+        _positive_int("checkpoint_every", config.checkpoint_every)
+    if (config.checkpoint_every is None) != (config.checkpoint_dir is None):
+        missing = "checkpoint_dir" if config.checkpoint_dir is None else "checkpoint_every"
+        raise ConfigError(missing, "--checkpoint-every and --checkpoint-dir go together; give both")
+
+
+def _check_loader(config: RunConfig) -> None:
+    """The loader's settings: valid numbers, and left at their defaults without a dataset."""
+    workers = config.loader_workers
+    if isinstance(workers, bool) or not isinstance(workers, int):
+        raise ConfigError("loader_workers", f"must be an integer 0 or more, got {workers!r}")
+    if workers < 0:
+        raise ConfigError("loader_workers", f"must be 0 or more, got {workers}")
+    for name in ("prefetch", "shuffle_buffer"):
+        _positive_int(name, getattr(config, name))
+    if config.data_dir is None:
+        for name in ("loader_workers", "prefetch", "shuffle_buffer"):
+            if getattr(config, name) != _LOADER_DEFAULTS[name]:
+                raise ConfigError(name, "applies with --data DIR only (synthetic batches need no loader)")
+
+
+def _check_distributed(config: RunConfig) -> None:
+    _positive_number("dist_timeout_s", config.dist_timeout_s)
+
+
+# in field order, after the problem and the batch size's spelling (the batch checks read it)
+_CHECKS: tuple[Callable[[RunConfig], None], ...] = (
+    _check_batch,
+    _check_step,
+    _check_execution,
+    _check_placement,
+    _check_loop,
+    _check_checkpoints,
+    _check_loader,
+    _check_distributed,
+)
 
 
 def _to_int(name: str, value: str) -> int:

@@ -1,8 +1,13 @@
-"""Numbers with units for people: engineering prefixes, parameter counts, rates. Pure functions."""
+"""Numbers with units for people: engineering prefixes, parameter counts, rates, durations.
+
+Pure functions, the one home of number formatting: the CLI's renderers, the report and the plots
+all format through here.
+"""
 
 from __future__ import annotations
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+DASH = "—"  # a figure that cannot be had
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
@@ -11,6 +16,19 @@ def si(value: float, unit: str = "", digits: int = 3) -> str:
         if abs(value) >= scale:
             return f"{_sig(value / scale, digits)} {prefix}{unit}"
     return f"{_sig(value, digits)} {unit}".rstrip()
+
+
+def compact(value: float | None, digits: int = 4) -> str:
+    """1234567 -> '1.235M': si's prefixes without the space, for table cells; tiny values in
+    scientific notation (0.000123 -> '1.230e-04'), None as a dash."""
+    if value is None:
+        return DASH
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g}{prefix}"
+    if value != 0 and abs(value) < 1e-3:
+        return f"{value:.{digits - 1}e}"
+    return f"{value:.{digits}g}"
 
 
 def count(value: float) -> str:
@@ -29,4 +47,29 @@ def _sig(value: float, digits: int) -> str:
 
 
 def rate(value: float | None) -> str:
-    return "—" if value is None else f"{_sig(value, 4)}"
+    return DASH if value is None else f"{_sig(value, 4)}"
+
+
+def short_duration(duration_s: float) -> str:
+    """0.00148 -> '1.48 ms': a step's time in the unit that reads best."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if duration_s >= scale:
+            return f"{duration_s / scale:.3g} {unit}"
+    return f"{duration_s * 1e9:.3g} ns"
+
+
+def duration(duration_s: float) -> str:
+    """A wait as people say it: 42 s, 3 min 05 s, 1 h 02 min."""
+    whole = max(round(duration_s), 0)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def p_value(p: float) -> str:
+    """A test's p-value: two significant figures, scientific below 1e-4 (0.041, 3.2e-07)."""
+    if p == 0:
+        return "0"
+    return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"

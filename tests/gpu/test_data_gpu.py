@@ -52,4 +52,8 @@ def test_the_analyzer_copies_to_the_gpu(tmp_path: Path) -> None:
         configurations=[(0, None), (2, 2)],
         seconds=0.2,
     )
-    assert all(p.samples_per_sec > 0 for p in analysis.points)
+    assert [(p.workers, p.prefetch) for p in analysis.points] == [(0, None), (2, 2)]
+    for p in analysis.points:  # full batches of 16 from an endless stream, at least 8 of them
+        assert p.batches >= 8 and p.seconds >= 0.2
+        assert p.samples_per_sec == pytest.approx(16 * p.batches / p.seconds)
+    assert analysis.device == "cuda"

@@ -9,6 +9,7 @@ import torch
 
 import flowrate
 from flowrate.config import Precision
+from flowrate.measure.peaks import PeakLookup, peak_for
 from flowrate.problems.registry import get_problem
 
 pytestmark = pytest.mark.gpu
@@ -16,6 +17,19 @@ pytestmark = pytest.mark.gpu
 ON_DEVICE = ["gemm", "bmm", "conv2d", "attention", "layernorm", "copy"]
 HOST_LINK = ["h2d", "d2h", "duplex"]
 FAST = {"steps": 4, "preheat_steps": 2, "device": "cuda"}
+# The share of its datasheet peak a large kernel must reach: well under what a healthy device gives
+# (an H100 SXM runs a 4096³ bf16 GEMM at about 750–800 of its 989 TFLOP/s), far over what a wrong
+# precision, a host-bound loop or an idle device would.
+FLOOR = 0.5
+
+
+def datasheet(result: flowrate.Result, precision: str) -> PeakLookup:
+    """The peak table's entry for the device the run used; a device without one cannot be judged."""
+    name = result.environment["device"]["name"]
+    peak = peak_for(name, precision)
+    if peak.entry is None:
+        pytest.skip(f"no datasheet peak for {name!r} to compare with: {peak.reason}")
+    return peak
 
 
 @pytest.mark.parametrize("precision", ["bf16", "pure-bf16", "fp16", "fp32", "tf32"])
@@ -24,7 +38,9 @@ def test_kernel_runs_on_cuda(name: str, precision: str) -> None:
     result = flowrate.benchmark(name, size="debug", precision=precision, batch_size=3, **FAST)
     assert result.environment["device"]["type"] == "cuda"
     assert all(math.isfinite(v) for v in result.losses)
-    assert result.summary.samples_per_sec > 0
+    s = result.summary
+    assert (s.timed_steps, s.timed_samples) == (4, 4 * 3)  # 3 calls a step
+    assert s.samples_per_sec == pytest.approx(s.timed_samples / s.timed_duration_s)  # GlobalRate
 
 
 def test_causal_attention_runs_on_cuda() -> None:
@@ -32,6 +48,9 @@ def test_causal_attention_runs_on_cuda() -> None:
         "attention", size="debug", precision="bf16", problem_options={"causal": 1}, **FAST
     )
     assert all(math.isfinite(v) for v in result.losses)
+    # causal counts the unmasked half of the full square's FLOPs
+    full = get_problem("attention", "debug").forward_flops_per_sample()
+    assert result.problem["forward_flops_per_sample"] == full // 2
 
 
 @pytest.mark.parametrize("pinned", [1, 0], ids=["pinned", "pageable"])
@@ -77,11 +96,22 @@ def test_host_link_copies_arrive(name: str, pinned: int) -> None:
 def test_gemm_default_reaches_real_flops() -> None:
     result = flowrate.benchmark("gemm", precision="bf16", device="cuda", duration_s=2.0, preheat_steps=5)
     assert result.problem["forward_flops_per_sample"] == 2 * 4096**3
-    assert result.summary.model_flops_per_sec > 0
     assert result.summary.model_flops_per_sec == pytest.approx(result.summary.samples_per_sec * 2 * 4096**3)
+    peak = datasheet(result, "bf16")
+    assert peak.flops is not None and result.flops["peak_flops"] == peak.flops
+    assert result.flops["mfu"] == pytest.approx(result.summary.model_flops_per_sec / peak.flops)
+    # a dense GEMM this large runs near the tensor cores' rate; nothing runs above the datasheet's
+    assert FLOOR <= result.flops["mfu"] <= 1.0
 
 
 def test_copy_bandwidth_is_reported_against_device_memory() -> None:
     result = flowrate.benchmark("copy", precision="bf16", device="cuda", duration_s=1.0, preheat_steps=3)
     assert result.flops["bytes_per_sample"] == 2 * 256 * 2**20
-    assert result.flops["bytes_per_sec"] > 0
+    assert result.flops["bytes_per_sec"] == pytest.approx(result.summary.samples_per_sec * 2 * 256 * 2**20)
+    peak = datasheet(result, "bf16")
+    assert peak.memory_bandwidth is not None and result.flops["peak_bandwidth"] == peak.memory_bandwidth
+    fraction = result.flops["bytes_per_sec"] / peak.memory_bandwidth
+    assert result.flops["bandwidth_fraction"] == pytest.approx(fraction)
+    # 512 MiB of traffic a call is far beyond any L2 cache: the copy runs from device memory, near
+    # its datasheet bandwidth and never above it
+    assert FLOOR <= fraction <= 1.0

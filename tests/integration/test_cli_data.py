@@ -54,7 +54,7 @@ def test_make_then_run_records_the_input_bound_share(run_cli, tmp_path: Path) ->
     intervals = result["intervals"]
     assert len(intervals) == 3
     for interval in intervals:
-        assert interval["input_wait_s"] >= 0
+        assert 0 <= interval["input_wait_s"] <= interval["seconds"]  # waits are part of the interval
         assert interval["input_bound_share"] == pytest.approx(interval["input_wait_s"] / interval["seconds"])
     total = sum(i["input_wait_s"] for i in intervals) / sum(i["seconds"] for i in intervals)
     assert section["input_bound_share"] == pytest.approx(total)
@@ -241,7 +241,10 @@ def test_analyze_input_recommends_the_known_answer(run_cli, mnist_data: Path) ->
     analysis = out.json()
     assert analysis["recommended"] is None
     assert [(p["workers"], p["prefetch"]) for p in analysis["points"]] == [(0, None), (1, 2), (2, 2)]
-    assert analysis["shortfall"] == pytest.approx(4.0, rel=0.2)
+    # C / P of the fastest pipeline. Two workers sleeping 4 ms a sample deliver at most 500 samples/s:
+    # 4 at least, less a prefetched batch's head start; load only raises it (benchmarks/input_analyzer.py)
+    shortfall = 2000 / max(p["samples_per_sec"] for p in analysis["points"])
+    assert analysis["shortfall"] == shortfall > 3.2
     assert "no configuration here keeps the input-bound share under 5%" in " ".join(out.stderr.split())
 
 
@@ -279,6 +282,7 @@ def test_analyze_input_against_the_cost_model_of_a_target(run_cli, mnist_data: P
     assert out.code == 0, out.stderr
     analysis = out.json()
     assert analysis["consumption_source"].startswith("estimated by the cost model for NVIDIA H100")
-    assert analysis["consumption_samples_per_sec"] > 0
+    priced = run_cli("estimate", "-p", "fc_mnist", "--size", "debug", "-b", "8", "--target", "h100", "--json")
+    assert analysis["consumption_samples_per_sec"] == priced.json()["estimate"]["samples_per_sec"]
     out = run_cli(*base, "--target", "h100", "--consumption-rate", "5", *fast)
     assert out.code == 2 and "--target: give --target or --consumption-rate, not both" in out.stderr

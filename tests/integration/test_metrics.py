@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import flowrate
 from flowrate.execution.checkpoint import load_checkpoint
-from flowrate.harness import run as runner
+from flowrate.harness import run as harness_run
 from flowrate.measure.energy import open_energy_meter
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result
@@ -117,7 +117,7 @@ def test_energy_from_a_fake_rapl_tree_gives_exact_samples_per_joule(
         (zone / "energy_uj").write_text(f"{counter['uj']}\n")
 
     monkeypatch.setattr(
-        runner,
+        harness_run,
         "open_energy_meter",
         lambda device, clock: open_energy_meter(device, powercap_root=tmp_path, clock=clock),
     )
@@ -182,7 +182,7 @@ def test_mfu_end_to_end_with_a_fake_device_entry(tmp_path: Path, monkeypatch: py
         host_link_bandwidth=None,
         source="Fake datasheet, https://example.com/fake.pdf",
     )
-    monkeypatch.setattr(runner, "device_name", lambda device: "Fake Accelerator 9000")
+    monkeypatch.setattr(harness_run, "device_name", lambda device: "Fake Accelerator 9000")
     with registered_peaks(fake):
         result = flowrate.benchmark("transformer", tensorboard=tmp_path / "tb", **TINY)
     f = result.flops

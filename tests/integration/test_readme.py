@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -27,15 +28,26 @@ def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def flop_warnings(text: str) -> list[str]:
+    """The warnings that say a problem's declared FLOPs disagree with what PyTorch executed."""
+    return [line for line in text.splitlines() if "warning" in line and "FLOP" in line]
+
+
 def test_readme_user_problem_from_cli_and_python(tmp_path: Path) -> None:
     (tmp_path / "my_model.py").write_text(block_after("<!-- example-file: my_model.py -->"))
     shell = block_after("<!-- example-shell -->").strip()
     assert shell.startswith("flowrate run --problem my_model.py:make_problem")
     done = run(["bash", "-c", shell], tmp_path)
     assert "two_layer_mlp/default" in done.stderr
-    assert (tmp_path / "mlp.json").exists()
+    # the flagship example declares the FLOPs it executes: no warning, MFU not inflated
+    assert flop_warnings(done.stderr) == []
+    recorded = json.loads((tmp_path / "mlp.json").read_text())
+    assert [w for w in recorded["warnings"] if "FLOP" in w] == []
+    flops = recorded["flops"]
+    assert flops["model_flops_per_sample"] == flops["executed_flops_per_sample"]
     done = run([sys.executable, "-c", block_after("<!-- example-python -->")], tmp_path)
     assert "samples/s" in done.stdout
+    assert flop_warnings(done.stdout) == []
 
 
 def test_examples_directory(tmp_path: Path) -> None:
@@ -56,6 +68,7 @@ def test_examples_directory(tmp_path: Path) -> None:
         tmp_path,
     )
     assert '"small_convnet"' in done.stdout
+    assert [w for w in json.loads(done.stdout)["warnings"] if "FLOP" in w] == []
     done = run([sys.executable, str(examples / "api_benchmark.py")], tmp_path)
     assert "transformer/debug" in done.stdout and "small_convnet" in done.stdout
 

@@ -28,9 +28,10 @@ def test_debug_size_runs(family: str, mode: str, precision: str) -> None:
     result = flowrate.benchmark(
         family, size="debug", mode=mode, precision=precision, steps=3, preheat_steps=1, device="cpu"
     )
-    assert result.summary.timed_steps == 3
+    s = result.summary
+    assert s.timed_steps == 3 and s.timed_samples == 3 * result.batch_size
     assert len(result.losses) == 3 and all(math.isfinite(v) for v in result.losses)
-    assert result.summary.samples_per_sec > 0
+    assert s.samples_per_sec == pytest.approx(s.timed_samples / s.timed_duration_s)  # GlobalRate
     assert result.problem["parameters"] == result.problem["parameters_built"]
     assert result.config["precision"] == precision
 

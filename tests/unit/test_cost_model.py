@@ -10,7 +10,8 @@ from estimate_factories import BANDWIDTH, FLOPS, OVERHEAD, TinyMLP, flat_device
 from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.estimate.cost import estimate_step, op_cost
 from flowrate.estimate.devices import EstimateUnavailable, interpolate
-from flowrate.estimate.trace import FORWARD, Op, trace_step
+from flowrate.estimate.ops import FORWARD, Op
+from flowrate.estimate.trace import trace_step
 from flowrate.problems.registry import get_problem
 
 F32 = 4

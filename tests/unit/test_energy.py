@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 import torch
 
-from flowrate.measure import energy
 from flowrate.measure.energy import (
     METHOD_NVML_COUNTER,
     METHOD_NVML_SAMPLED,
     METHOD_RAPL,
     EnergyReading,
-    NvmlSampledMeter,
     open_energy_meter,
 )
+from flowrate.measure.energy import nvml as nvml_meter
+from flowrate.measure.energy import rapl as rapl_meter
+from flowrate.measure.energy.nvml import NvmlSampledMeter
 
 CUDA0 = torch.device("cuda", 0)
 PCI = "00000000:1A:00.0"
@@ -89,7 +90,7 @@ class FakeNVML:
 
 @pytest.fixture
 def pci_known(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(energy, "_cuda_pci_bus_id", lambda index: PCI if index == 0 else None)
+    monkeypatch.setattr(nvml_meter, "_cuda_pci_bus_id", lambda index: PCI if index == 0 else None)
 
 
 # --- EnergyReading ------------------------------------------------------------------------------
@@ -170,11 +171,11 @@ def test_nvml_handle_by_index_when_torch_has_no_pci_id(monkeypatch: pytest.Monke
 def test_pci_bus_id_formatted_as_nvml_expects(monkeypatch: pytest.MonkeyPatch) -> None:
     props = SimpleNamespace(pci_domain_id=0, pci_bus_id=0x1A, pci_device_id=0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
-    assert energy._cuda_pci_bus_id(0) == PCI
+    assert nvml_meter._cuda_pci_bus_id(0) == PCI
 
 
 def test_nvml_unknown_device_gives_reason_and_shuts_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(energy, "_cuda_pci_bus_id", lambda index: None)
+    monkeypatch.setattr(nvml_meter, "_cuda_pci_bus_id", lambda index: None)
     nvml = FakeNVML()
     meter = open_energy_meter(torch.device("cuda", 3), nvml=nvml, clock=FakeClock())
     meter.start()
@@ -411,7 +412,7 @@ def test_rapl_permission_denied_gives_reason(
     def denied(path: Path) -> int:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(energy, "_read_counter", denied)  # tests run as root: chmod would not block
+    monkeypatch.setattr(rapl_meter, "_read_counter", denied)  # tests run as root: chmod would not block
     meter = open_energy_meter(torch.device("cpu"), powercap_root=powercap["root"], clock=FakeClock())
     meter.start()
     reason = meter.stop().reason

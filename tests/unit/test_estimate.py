@@ -79,7 +79,7 @@ def test_resident_memory_is_weights_gradients_optimizer_and_activations() -> Non
 
 
 def test_streaming_holds_two_blocks_on_the_device_and_the_rest_on_the_host() -> None:
-    from flowrate.execution.streaming import host_bytes_per_parameter
+    from flowrate.execution.host_memory import host_bytes_per_parameter
 
     _, trace = _trace("transformer")
     assert trace.blocks is not None
@@ -128,7 +128,8 @@ def test_the_report_agrees_with_the_problems_analytic_figures() -> None:
         16 * problem.train_flops_per_sample() / report.bytes_per_step
     )
     assert report.memory["chosen"] == "resident" and report.memory["fits"][0]["fits"] is True
-    assert report.estimate is not None and report.estimate.samples_per_sec > 0
+    assert report.estimate is not None and report.estimate.batch_size == 16
+    assert report.estimate.samples_per_sec == pytest.approx(16 / report.estimate.step_s)
     assert report.device["ridge_point"]["fp32"] == pytest.approx(FLOPS / BANDWIDTH)
     data = json.loads(json.dumps(report.to_dict()))
     for key in (

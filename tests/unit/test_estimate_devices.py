@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -115,6 +116,12 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
         "conv_thin",
     ):
         assert all(rate > 0 for _, rate in measured.flops[op_class]["fp32"]), op_class
-    assert len(measured.bandwidth) == 2 and measured.elementwise["gelu[tanh]"] > 0
-    assert set(measured.optimizer) == {"adamw", "sgd"}
-    assert 0 < measured.launch_overhead_s["infer"] < 1e-3 and measured.threads == torch.get_num_threads()
+    assert [size for size, _ in measured.bandwidth] == [2 * 4096, 2 * 65536]  # read + write bytes
+    assert "gelu[tanh]" in measured.elementwise and set(measured.optimizer) == {"adamw", "sgd"}
+    rates = [rate for _, rate in measured.bandwidth]
+    rates += [*measured.elementwise.values(), *measured.optimizer.values()]
+    assert all(0 < rate < math.inf for rate in rates)
+    # the magnitude of the overhead is timing, checked on a GPU (tests/gpu/test_calibration_gpu.py)
+    assert set(measured.launch_overhead_s) == {"train", "infer"}
+    assert all(0 < s < math.inf for s in measured.launch_overhead_s.values())
+    assert measured.threads == torch.get_num_threads() and measured.device_type == "cpu"

@@ -1,10 +1,17 @@
-"""The timed loop with a fake clock and a fake step: exact intervals, stopping, non-finite losses."""
+"""The timed loop with a fake clock and a fake step: exact intervals, stopping, non-finite losses.
+
+The same LoopClock measures `flowrate run`'s loop (timed_loop pulls the steps) and a user's own
+loop (a Session pushes them): both drivers must yield the same intervals from the same steps.
+"""
+
+from collections.abc import Callable
 
 import pytest
 import torch
 
+from flowrate.config import RunConfig
 from flowrate.errors import NonFiniteLoss
-from flowrate.measure.loop import LoopPlan, choose_sample_every, timed_loop
+from flowrate.measure.loop import LoopClock, LoopPlan, LoopRecord, choose_sample_every, timed_loop
 
 
 class FakeDevice:
@@ -146,3 +153,118 @@ def test_a_checkpoint_plan_needs_a_checkpoint_function() -> None:
     dev = FakeDevice(step_s=0.1)
     with pytest.raises(ValueError, match="no checkpoint function"):
         timed_loop(dev.step, BATCHES, 1, dev.sync, plan(steps=2, checkpoint_every=1), clock=dev.clock)
+
+
+def pushed(
+    plan: LoopPlan, dev: FakeDevice, batch_size: int, checkpoint: Callable[[int], None] | None = None
+) -> LoopRecord:
+    """Drive a LoopClock as a Session does: the loop runs a step and hands over its loss until
+    the clock says done; a loop that stops between sample points is flushed."""
+    loop = LoopClock(plan, dev.sync, dev.clock, checkpoint=checkpoint)
+    batch = 0
+    while not loop.done:
+        loop.on_step(dev.step(BATCHES[batch % 2]), batch_size)
+        batch += 1
+    loop.flush()
+    return loop.record()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # duration, sample interval chosen from the preheat
+        {"steps": 7, "sample_every": 3},  # a shorter last interval
+        {"min_steps": 6, "duration_s": 0.1},  # min_steps outlasts the duration
+        {"preheat_steps": 2, "steps": 10, "sample_every": 3, "checkpoint_every": 4},
+    ],
+)
+def test_pushed_and_pulled_loops_measure_the_same_intervals(changes: dict[str, object]) -> None:
+    losses = [3.0 / (1 + i) for i in range(100)]
+
+    def measure(
+        drive: Callable[[FakeDevice, Callable[[int], None] | None], LoopRecord],
+    ) -> tuple[object, ...]:
+        dev = FakeDevice(step_s=0.05, losses=losses)
+        saved: list[int] = []
+
+        def checkpoint(done: int) -> None:
+            saved.append(done)
+            dev.now += 0.5
+
+        record = drive(dev, checkpoint if "checkpoint_every" in changes else None)
+        return record, saved, dev.calls, dev.syncs
+
+    the_plan = plan(**changes)
+    pulled = measure(
+        lambda dev, ck: timed_loop(dev.step, BATCHES, 8, dev.sync, the_plan, dev.clock, checkpoint=ck)
+    )
+    pushed_ = measure(lambda dev, ck: pushed(the_plan, dev, 8, ck))
+
+    def sequence(record: LoopRecord) -> list[tuple[object, ...]]:
+        return [
+            (
+                i.index,
+                i.kind,
+                i.first_step,
+                i.steps,
+                i.reading.samples,
+                i.reading.seconds,
+                i.reading.local_samples_per_sec,
+                i.reading.rate_samples_per_sec,
+                i.reading.global_samples_per_sec,
+                i.reading.elapsed_s,
+                i.after_checkpoint,
+                i.loss,
+            )
+            for i in record.intervals
+        ]
+
+    record = pulled[0]
+    assert isinstance(record, LoopRecord) and isinstance(pushed_[0], LoopRecord)
+    assert sequence(pushed_[0]) == sequence(record) and len(record.intervals) > 1
+    assert pushed_ == pulled  # and the losses, preheat, sample interval, checkpoints, syncs
+
+
+def test_a_loop_without_losses_counts_its_steps() -> None:
+    """An inference loop that computes no loss: steps counted, intervals without a loss."""
+    dev = FakeDevice(step_s=0.1)
+    loop = LoopClock(plan(preheat_steps=1, steps=5, sample_every=2), dev.sync, dev.clock)
+    while not loop.done:
+        dev.step(BATCHES[0])
+        loop.on_step(None, 4)
+    record = loop.record()
+    assert [(i.first_step, i.steps, i.loss) for i in record.intervals] == [
+        (0, 2, None),
+        (2, 2, None),
+        (4, 1, None),
+    ]
+    assert record.losses == [] and loop.steps == 6
+    assert record.intervals[-1].reading.global_samples_per_sec == pytest.approx(20 / 0.5)
+
+
+def test_steps_and_a_duration_together_stop_at_whichever_comes_first() -> None:
+    dev = FakeDevice(step_s=0.1)
+    both = plan(preheat_steps=1, steps=100, min_steps=1, duration_s=0.5, sample_every=1)
+    assert sum(i.steps for i in pushed(both, dev, 1).intervals) == 5
+
+
+def test_a_plan_from_a_config_counts_steps_or_measures_a_duration() -> None:
+    counted = LoopPlan.from_config(
+        RunConfig(steps=7, preheat_steps=2, checkpoint_every=3, checkpoint_dir="ck")
+    )
+    assert (counted.steps, counted.duration_s, counted.preheat_steps, counted.checkpoint_every) == (
+        7,
+        None,
+        2,
+        3,
+    )
+    timed = LoopPlan.from_config(RunConfig(duration_s=3.0, min_steps=4, sample_every=2, smoothing=0.5))
+    assert (timed.steps, timed.duration_s, timed.min_steps, timed.sample_every, timed.smoothing) == (
+        None,
+        3.0,
+        4,
+        2,
+        0.5,
+    )
+    with pytest.raises(ValueError, match="never ends"):
+        timed_loop(FakeDevice(0.1).step, BATCHES, 1, lambda: None, plan(duration_s=None))

@@ -13,8 +13,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Polygon, Rectangle
 
 from factories import make_result
-from flowrate.analysis import plots
+from flowrate.analysis import canvas, plots
 from flowrate.analysis.pareto import pareto_front, parse_objective
+from flowrate.analysis.plots_scaling import scaling_figure
+from flowrate.campaigns.scaling import efficiency
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import summarize
 from flowrate.results.schema import Result
@@ -56,15 +58,18 @@ def sweep(precisions: tuple[str, ...] = ("fp32", "bf16"), energy: bool = True) -
         ),
         lambda: plots.rate_over_time(make_result(checkpoint_after=(1,))),
         lambda: plots.comparison_bars([("a", [make_result(100.0)]), ("b", [make_result(120.0)])]),
+        lambda: scaling_figure(
+            efficiency([(1, make_result(100.0)), (2, make_result(180.0))], "tiny", None), "weak scaling tiny"
+        ),
     ],
-    ids=["throughput", "energy", "pareto", "rate", "compare"],
+    ids=["throughput", "energy", "pareto", "rate", "compare", "scaling"],
 )
 def test_every_plot_saves_as_png_and_svg_at_the_fixed_size(draw, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     fig = draw()
     assert isinstance(fig, Figure)
     png = plots.save(fig, tmp_path / "plot.png")
     svg = plots.save(fig, tmp_path / "plot.SVG")  # the suffix's case does not matter
-    assert png_size(png) == (plots.WIDTH_PX, plots.HEIGHT_PX) == (1600, 1000)
+    assert png_size(png) == (canvas.WIDTH_PX, canvas.HEIGHT_PX) == (1600, 1000)
     assert png.stat().st_size > 10_000
     text = svg.read_text()
     assert text.lstrip().startswith("<?xml") and "</svg>" in text
@@ -140,7 +145,7 @@ def test_text_from_records_is_drawn_literally_never_as_mathtext(tmp_path: Path) 
     """'$x$' would be set as math, and '$\\frac{$' would stop the drawing with a parse error."""
     odd = make_result(problem=r"$\frac{$ cost $5", size="$x$")
     fig = plots.throughput_vs_batch([odd])
-    assert plots.save(fig, tmp_path / "odd.png").stat().st_size > 0
+    assert plots.save(fig, tmp_path / "odd.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert r"\$\frac{\$ cost \$5/\$x\$" in fig.axes[0].get_title()
     bars = plots.comparison_bars([("$x$ tag", [odd])])
     plots.save(bars, tmp_path / "bars.svg")

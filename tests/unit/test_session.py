@@ -6,14 +6,20 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 import flowrate
+from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.measure.loop import LoopPlan, timed_loop
+from flowrate.measure.rate import RateReading
+from flowrate.results.schema import IntervalRecord
 from flowrate.results.store import Store
 
 
@@ -76,8 +82,68 @@ def test_streaming_the_users_model_computes_the_same_steps() -> None:
 
 def test_steps_stop_the_loader_and_tensorboard_gets_each_sample_point(tmp_path: Path) -> None:
     s = train(steps=4, sample_every=2, store=False, tensorboard=tmp_path / "tb")
-    assert s.done and s.result.summary.timed_steps == 4 and s.result.summary.intervals == 2
-    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    result = s.result
+    assert s.done and result.summary.timed_steps == 4 and result.summary.intervals == 2
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    # one value per sample point, at the count of timed steps reached there, equal to the record's
+    written = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert [step for step, _ in written["avg_samples_per_sec"]] == [2, 4] and len(result.intervals) == 2
+    assert {tag: len(values) for tag, values in written.items()} == {tag: 2 for tag in written}
+    assert {"local_samples_per_sec", "avg_samples_per_sec", "avg_steps_per_sec", "loss"} <= written.keys()
+    float32 = [float(np.float32(i.global_samples_per_sec)) for i in result.intervals]
+    assert [value for _, value in written["avg_samples_per_sec"]] == float32
+    assert [value for _, value in written["loss"]] == [float(np.float32(i.loss)) for i in result.intervals]
+
+
+class FakeSteps:
+    """Steps that take 0.05 s of fake time each and return known losses, counted from the first."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.count = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def step(self, batch: object = None) -> torch.Tensor:
+        self.now += 0.05
+        self.count += 1
+        return torch.tensor(3.0 / self.count)
+
+
+def reading_of(record: IntervalRecord) -> RateReading:
+    """The RateReading an interval's record was made from."""
+    return RateReading(
+        record.samples,
+        record.seconds,
+        record.samples_per_sec,
+        record.rate_samples_per_sec,
+        record.global_samples_per_sec,
+        record.elapsed_s,
+    )
+
+
+def test_a_session_measures_its_loop_as_the_timed_loop_does() -> None:
+    """The user's loop and `flowrate run`'s, fed the same steps on the same fake clock, give the
+    same intervals: one LoopClock measures both."""
+    pulled = FakeSteps()
+    plan = LoopPlan.from_config(RunConfig(preheat_steps=3, duration_s=1.0))
+    record = timed_loop(pulled.step, [(torch.zeros(1),)], 8, lambda: None, plan, clock=pulled.clock)
+    pushed = FakeSteps()
+    with flowrate.session(
+        "fake", mode="infer", preheat_steps=3, duration_s=1.0, store=False, clock=pushed.clock
+    ) as s:
+        s.model(nn.Linear(16, 4))
+        for _ in s.loader(torch.zeros(8, 16) for _ in itertools.count()):
+            s.step(pushed.step())
+    theirs = [(i.index, i.first_step, i.steps, i.loss, i.reading) for i in record.intervals]
+    ours = [(i.index, i.first_step, i.steps, i.loss, reading_of(i)) for i in s.result.intervals]
+    assert ours == theirs
+    # 0.2 s per interval at 0.05 s a step: 4 steps each, 5 of them fill the second
+    assert [(i.first_step, i.steps) for i in s.result.intervals] == [(4 * k, 4) for k in range(5)]
+    assert s.result.losses == record.losses and pushed.count == pulled.count == 23
+    assert s.result.summary.preheat_s == record.preheat_s and s.result.summary.sample_every_steps == 4
 
 
 def test_an_inference_loop_counts_steps_without_a_loss() -> None:

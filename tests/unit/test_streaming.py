@@ -12,15 +12,13 @@ from torch import nn
 
 from flowrate.config import Mode, OptimizerName, Precision, RunConfig
 from flowrate.errors import ConfigError, FlowrateError, OutOfMemory
+from flowrate.execution.factory import make_executor
+from flowrate.execution.host_memory import check_host_memory, host_bytes_per_parameter
 from flowrate.execution.host_optimizer import BlockUpdater
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.resident import ResidentExecutor, make_optimizer
-from flowrate.execution.streaming import (
-    StreamingExecutor,
-    check_host_memory,
-    host_bytes_per_parameter,
-)
-from flowrate.harness.run import run_config
+from flowrate.execution.streaming import StreamingExecutor
+from flowrate.harness.api import run_config
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 
@@ -275,3 +273,50 @@ def test_gradients_are_reduced_once_per_block_per_step_before_the_update() -> No
     streamed.finish()
     per_block = [sum(p.numel() for p in b.owned if p.requires_grad) for b in streamed.blocks]
     assert sorted(calls) == sorted(per_block * 3)  # one collective per block per step, whole blocks
+
+
+def test_one_factory_builds_either_executor_and_both_keep_the_protocol() -> None:
+    """make_executor builds what the config names; callers use the Executor protocol only."""
+    problem = get_problem("fc_mnist", "debug")
+    batch = problem.make_batch(4, CPU, torch.Generator().manual_seed(0))
+    policy = PrecisionPolicy(Precision.FP32, CPU)
+    losses = {}
+    for execution in ("resident", "streaming"):
+        config = RunConfig(problem="fc_mnist", size="debug", mode="train", execution=execution)
+        torch.manual_seed(0)
+        executor = make_executor(config, problem, problem.build_model(), policy)
+        assert executor.warnings == []
+        losses[execution] = [float(executor.step(batch)) for _ in range(3)]
+        with executor.checkpoint_state() as (model, optimizer):
+            saved = {k: v.clone() for k, v in model.state_dict().items()}
+            kinds = [type(o) for o in optimizer] if isinstance(optimizer, list) else [type(optimizer)]
+        assert set(kinds) == {torch.optim.AdamW} and saved
+        executor.finish()
+        report = executor.report(3)
+        assert (report is None) == (execution == "resident")
+    assert losses["streaming"] == pytest.approx(losses["resident"], rel=1e-6)
+    assert report is not None and report["blocks"] == 3 and report["steps"] == 3
+
+
+def test_a_users_optimizer_streams_as_per_block_optimizers_of_its_kind() -> None:
+    problem = get_problem("fc_mnist", "debug")
+    model = problem.build_model()
+    users = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.8, nesterov=True)
+    config = RunConfig(problem="fc_mnist", size="debug", mode="train", execution="streaming")
+    executor = make_executor(config, problem, model, PrecisionPolicy(Precision.FP32, CPU), optimizer=users)
+    with executor.checkpoint_state() as (_, optimizers):
+        assert isinstance(optimizers, list) and len(optimizers) == 3
+        assert all(type(o) is torch.optim.SGD for o in optimizers)
+        assert {(o.defaults["lr"], o.defaults["momentum"], o.defaults["nesterov"]) for o in optimizers} == {
+            (0.05, 0.8, True)
+        }
+    executor.finish()
+
+
+def test_a_resident_inference_update_is_the_detached_loss() -> None:
+    problem = get_problem("fc_mnist", "debug")
+    config = RunConfig(problem="fc_mnist", size="debug", mode="infer")
+    executor = make_executor(config, problem, problem.build_model(), PrecisionPolicy(Precision.FP32, CPU))
+    loss = torch.tensor(2.5, requires_grad=True) * 1
+    executor.begin_step()
+    assert executor.update(loss).requires_grad is False and float(executor.update(loss)) == 2.5

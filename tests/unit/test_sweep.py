@@ -12,24 +12,21 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.campaigns.repeat import CRASHED, ERROR, OOM, ChildOutcome
-from flowrate.campaigns.sweep import (
+from flowrate.campaigns.child import CRASHED, ERROR, OOM, ChildOutcome
+from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart, run_sweep
+from flowrate.campaigns.sweep_spec import (
     PlannedPoint,
-    PointReport,
-    SweepProgress,
     SweepSpec,
-    SweepStart,
     expand_grid,
     load_sweep_file,
     merge_spec,
     parse_grid_flags,
     plan_points,
-    run_sweep,
 )
-from flowrate.cli.sweep import duration
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.results.store import Store
+from flowrate.units import duration
 
 BASE = {"problem": "fc_mnist", "size": "debug", "device": "cpu"}
 
@@ -413,6 +410,30 @@ def test_time_left_comes_from_the_mean_wall_time_of_points_run_now(store: Store)
     assert log.progress[-1].left == 0 and log.progress[-1].seconds_left == 0.0
 
 
+def test_a_name_reused_with_another_grid_is_refused_before_anything_runs(store: Store) -> None:
+    """Two grids under one name would list as one sweep (`runs --sweep NAME`): refused, not merged."""
+    first = spec("batch_size=1,2", "precision=fp32", name="nightly")
+    run_sweep(first, store, runner=FakeRunner())
+    other, runner = spec("batch_size=4,8", "precision=fp32", name="nightly"), FakeRunner()
+    with pytest.raises(ConfigError) as caught:
+        run_sweep(other, store, runner=runner)
+    assert caught.value.field == "name"
+    assert caught.value.message == (
+        "sweep nightly was recorded with a different grid (recorded: batch_size=1,2; now: "
+        "batch_size=4,8); use a new --name or the same grid to resume"
+    )
+    assert runner.calls == [] and [s["sweep_id"] for s in store.sweeps()] == [first.sweep_id]
+    # a base option differs: named as well; an option only one side gives shows as what it is
+    longer = spec("batch_size=1,2", "precision=fp32", name="nightly", steps=9)
+    with pytest.raises(ConfigError, match=r"\(recorded: —; now: steps=9\)"):
+        run_sweep(longer, store, runner=runner)
+    # the same grid under the same name (values in another order) resumes; a new name starts afresh
+    again = spec("precision=fp32", "batch_size=2,1", name="nightly")
+    assert run_sweep(again, store, runner=runner).sweep_id == first.sweep_id and runner.calls == []
+    run_sweep(spec("batch_size=4,8", "precision=fp32", name="nightly-2"), store, runner=runner)
+    assert runner.batches() == [4, 8]
+
+
 def test_durations_read_as_people_say_them() -> None:
     assert [duration(s) for s in (0.4, 42, 185, 3720)] == ["0 s", "42 s", "3 min 05 s", "1 h 02 min"]
 
@@ -449,3 +470,18 @@ def test_cli_dry_run_lists_the_points_and_runs_nothing(run_cli, results_store: P
     assert "6 points, 0 recorded" in outcome.stderr
     assert outcome.stdout.count("to run") == 6
     assert not results_store.exists()  # a dry run creates no store
+
+
+def test_cli_dry_run_refuses_a_name_recorded_with_another_grid(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    recorded = merge_spec(BASE, parse_grid_flags(["batch_size=1,2"]), name="nightly")
+    with Store(results_store) as opened:
+        opened.open_sweep(recorded.sweep_id, recorded.label, recorded.to_dict())
+    args = ("sweep", "-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--name", "nightly")
+    outcome = run_cli(*args, "-g", "batch_size=4,8", "--dry-run")
+    assert outcome.code == 2
+    assert outcome.stderr.strip() == (
+        "error: --name: sweep nightly was recorded with a different grid (recorded: batch_size=1,2; "
+        "now: batch_size=4,8); use a new --name or the same grid to resume"
+    )
+    same = run_cli(*args, "-g", "batch_size=2,1", "--dry-run")
+    assert same.code == 0 and "2 points, 0 recorded" in same.stderr

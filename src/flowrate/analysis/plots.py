@@ -1,11 +1,8 @@
 """Plots of recorded runs, drawn with matplotlib's Agg renderer into PNG or SVG.
 
-Every function builds a ``matplotlib.figure.Figure`` of its own (never pyplot, whose global
-figure list would leak state into a user's session) at a fixed size and resolution, so a saved
-PNG is always WIDTH_PX x HEIGHT_PX. Figures come from flowrate.results.metrics, the same table the
-CLI's listings and the Pareto ranking read, so a plotted number means what it means elsewhere.
-Text taken from records (problem names, tags, devices) is drawn literally: '$' is escaped so
-that matplotlib never reads it as mathtext.
+Figures come from flowrate.results.metrics, the same table the CLI's listings and the Pareto
+ranking read, so a plotted number means what it means elsewhere. Every figure is drawn on
+flowrate.analysis.canvas (fixed size, text drawn literally); saving happens here, at the edge.
 """
 
 from __future__ import annotations
@@ -14,19 +11,16 @@ import io
 import math
 import os
 import statistics
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.layout_engine import ConstrainedLayoutEngine
-from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from flowrate.analysis import canvas
 from flowrate.analysis.pareto import Objective, ParetoResult
-from flowrate.campaigns.scaling import ScalingReport
 from flowrate.errors import FlowrateError
 from flowrate.io import write_atomic
 from flowrate.measure.stats import summarize
@@ -35,54 +29,13 @@ from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
 from flowrate.units import si
 
-FIGSIZE_IN = (8.0, 5.0)
-DPI = 200
-WIDTH_PX, HEIGHT_PX = round(FIGSIZE_IN[0] * DPI), round(FIGSIZE_IN[1] * DPI)
 FORMATS = ("png", "svg")
-
-_FRONT_COLOUR = "#d62728"
-_GREY = "#9a9a9a"
-_MAX_LEGEND_INSIDE = 6  # more lines than this and the legend moves beside the axes
-_TITLE_CHARS = 80  # at the title's font size, what fits across the figure
 
 RunLike = StoredRun | Result
 
 
-def plain(text: object) -> str:
-    """Text from a record, made safe to draw: matplotlib reads '$…$' as mathtext otherwise."""
-    return str(text).replace("$", r"\$")
-
-
 def _result(run: RunLike) -> Result:
     return run.result if isinstance(run, StoredRun) else run
-
-
-def _title(ax: Axes, text: str) -> None:
-    """A title that wraps rather than running off the figure (long problem or device names)."""
-    ax.set_title("\n".join(textwrap.wrap(plain(text), _TITLE_CHARS)), fontsize="medium")
-
-
-def _figure() -> Figure:
-    fig = Figure(figsize=FIGSIZE_IN, dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)  # Agg, attached to this figure only: no global backend switch
-    return fig
-
-
-def axis_label(metric: Metric) -> str:
-    """'samples/s', 'power (W)', 'MFU': the label, with the unit when it says more (bytes are
-    written on the ticks instead: 200 MB)."""
-    if not metric.unit or metric.unit in (metric.label, "B"):
-        return metric.label
-    return f"{metric.label} ({metric.unit})"
-
-
-def _tick_format(ax: Axes, metric: Metric, which: str) -> None:
-    """Bytes as 200 MB, MFU as 41%: what the tables print, rather than 2e8 and 0.41."""
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    if metric.unit == "B":  # as many digits as tell the ticks apart: 388.252 MB, 388.256 MB
-        axis.set_major_formatter(EngFormatter(unit="B", sep=" "))
-    elif metric.name == "mfu":
-        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0%}"))
 
 
 # --- saving ----------------------------------------------------------------------------------------
@@ -96,7 +49,7 @@ def format_for(path: str | os.PathLike[str]) -> str:
     return suffix
 
 
-def render(fig: Figure, fmt: str = "png", dpi: int = DPI) -> bytes:
+def render(fig: Figure, fmt: str = "png", dpi: int = canvas.DPI) -> bytes:
     """The figure as PNG or SVG bytes (fixed size: no tight bounding box, which would change it)."""
     if fmt not in FORMATS:
         raise FlowrateError(f"unknown image format {fmt!r}: use png or svg")
@@ -175,13 +128,13 @@ def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples
             )
         raise FlowrateError(f"no run records {m.label}: nothing to plot")
     lines = [_Series(key, sorted(points)) for key, points in sorted(series.items())]
-    fig = _figure()
+    fig = canvas.new_figure()
     ax = fig.add_subplot()
     varying = [i for i in range(4) if len({s.parts[i] for s in lines}) > 1]
     shared = [lines[0].parts[i] for i in range(4) if i not in varying]
     for line in lines:
         label = "  ".join(line.parts[i] for i in varying) or "  ".join(line.parts)
-        _draw_series(ax, line, plain(label))
+        _draw_series(ax, line, canvas.plain(label))
     ax.set_xscale("log", base=2)
     batches = sorted({b for line in lines for b, _, _ in line.points})
     ax.set_xticks(batches)
@@ -189,16 +142,19 @@ def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples
     ax.xaxis.set_minor_formatter(NullFormatter())
     if len(batches) == 1:
         ax.set_xlim(batches[0] / 2, batches[0] * 2)
-    _maybe_log_y(ax, [v for line in lines for _, v, _ in line.points])
+    # mixed problems or devices can differ a thousandfold: a log axis keeps each line readable
+    canvas.log_axis_if_wide(ax, [v for line in lines for _, v, _ in line.points], "y")
     ax.set_xlabel("batch size (samples per step)")
-    ax.set_ylabel(axis_label(m))
-    _tick_format(ax, m, "y")
+    ax.set_ylabel(canvas.axis_label(m))
+    canvas.tick_format(ax, m, "y")
     what = f"{m.label} against batch size"
-    _title(ax, f"{what}: {'  '.join(shared)}" if shared else what)
+    canvas.title(ax, f"{what}: {'  '.join(shared)}" if shared else what)
     ax.grid(True, which="major", alpha=0.3)
-    _legend(ax, len(lines))
+    canvas.legend(ax, len(lines))
     if m.name == "samples_per_sec" and any(ci is not None for line in lines for *_, ci in line.points):
-        _footnote(fig, "samples/s is GlobalRate; error bars: ± half the 95% CI of the mean interval rate")
+        canvas.footnote(
+            fig, "samples/s is GlobalRate; error bars: ± half the 95% CI of the mean interval rate"
+        )
     return fig
 
 
@@ -226,28 +182,6 @@ def _draw_series(ax: Axes, line: _Series, label: str) -> None:
         )
 
 
-def _maybe_log_y(ax: Axes, values: Sequence[float]) -> None:
-    """Mixed problems or devices can differ a thousandfold: a log axis keeps each line readable."""
-    _maybe_log_axes(ax, values, "y")
-
-
-def _legend(ax: Axes, entries: int) -> None:
-    if entries <= 1:  # one line: the title already says what it is
-        return
-    if entries <= _MAX_LEGEND_INSIDE:
-        ax.legend(fontsize="small", loc="best")
-    else:
-        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-
-
-def _footnote(fig: Figure, text: str) -> None:
-    """A line under the plot; the layout keeps the axes (and their labels) clear of it."""
-    engine = fig.get_layout_engine()
-    if isinstance(engine, ConstrainedLayoutEngine):
-        engine.set(rect=(0, 0.035, 1, 0.965))
-    fig.text(0.01, 0.008, text, fontsize="x-small", color="#555555", ha="left", va="bottom")
-
-
 def samples_per_joule_vs_batch(runs: Sequence[RunLike]) -> Figure:
     """Energy efficiency against batch size; runs without an energy reading are left out."""
     return throughput_vs_batch(runs, "samples_per_joule")
@@ -263,6 +197,39 @@ def pareto_scatter(result: ParetoResult, x: Objective | None = None, y: Objectiv
     (a run's place on the frontier depends on all of them: with more than two, frontier points
     can look dominated in this projection, and the title says so).
     """
+    x, y = _scatter_axes(result, x, y)
+    names = [o.name for o in result.objectives]
+    xi, yi = names.index(x.name), names.index(y.name)
+
+    def point(run: StoredRun) -> tuple[float, float]:
+        vector = result.values[run.run_id]
+        return vector[xi], vector[yi]
+
+    fig = canvas.new_figure()
+    ax = fig.add_subplot()
+    if result.dominated:
+        dx, dy = zip(*(point(r) for r in result.dominated), strict=True)
+        ax.scatter(dx, dy, color=canvas.GREY, alpha=0.7, s=28, label=f"dominated ({len(result.dominated)})")
+    _draw_front(ax, [(run, point(run)) for run in result.front], len(result.objectives) == 2, x.maximize)
+    ax.set_xlabel(f"{canvas.axis_label(x.metric)}  ({'higher' if x.maximize else 'lower'} is better)")
+    ax.set_ylabel(f"{canvas.axis_label(y.metric)}  ({'higher' if y.maximize else 'lower'} is better)")
+    heading = f"Pareto frontier: {x} against {y}"
+    if len(result.objectives) > 2:
+        heading += f"  (ranked on {len(result.objectives)} objectives)"
+    canvas.title(ax, heading)
+    canvas.log_axis_if_wide(ax, [p[0] for p in map(point, [*result.front, *result.dominated])], "x")
+    canvas.log_axis_if_wide(ax, [p[1] for p in map(point, [*result.front, *result.dominated])], "y")
+    canvas.tick_format(ax, x.metric, "x")
+    canvas.tick_format(ax, y.metric, "y")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    return fig
+
+
+def _scatter_axes(
+    result: ParetoResult, x: Objective | None, y: Objective | None
+) -> tuple[Objective, Objective]:
+    """The scatter's two objectives: the ones given, else the ranking's first two."""
     names = [o.name for o in result.objectives]
     x = x or result.objectives[0]
     if y is None:
@@ -278,66 +245,39 @@ def pareto_scatter(result: ParetoResult, x: Objective | None = None, y: Objectiv
             )
     if x.name == y.name:
         raise FlowrateError("the x and y of a Pareto scatter must be different objectives")
-    xi, yi = names.index(x.name), names.index(y.name)
+    return x, y
 
-    def point(run: StoredRun) -> tuple[float, float]:
-        vector = result.values[run.run_id]
-        return vector[xi], vector[yi]
 
-    fig = _figure()
-    ax = fig.add_subplot()
-    if result.dominated:
-        dx, dy = zip(*(point(r) for r in result.dominated), strict=True)
-        ax.scatter(dx, dy, color=_GREY, alpha=0.7, s=28, label=f"dominated ({len(result.dominated)})")
-    front = sorted((point(r) for r in result.front), key=lambda p: (p[0], p[1]))
-    fx, fy = [p[0] for p in front], [p[1] for p in front]
-    if len(result.objectives) == 2 and len(front) > 1:
+def _draw_front(
+    ax: Axes, front: Sequence[tuple[StoredRun, tuple[float, float]]], staircase: bool, maximize_x: bool
+) -> None:
+    """The frontier's points, labelled by batch size, joined by a staircase when ranked on two."""
+    ordered = sorted((p for _, p in front), key=lambda p: (p[0], p[1]))
+    fx, fy = [p[0] for p in ordered], [p[1] for p in ordered]
+    if staircase and len(ordered) > 1:
         # the boundary of what the frontier dominates: vertical then horizontal when more x is
         # better (reach the next point's y at this x), horizontal then vertical when less is
-        ax.step(fx, fy, where="pre" if x.maximize else "post", color=_FRONT_COLOUR, alpha=0.6, lw=1.5)
-    elif len(front) > 1:
-        ax.plot(fx, fy, color=_FRONT_COLOUR, alpha=0.4, lw=1, ls="--")
+        ax.step(fx, fy, where="pre" if maximize_x else "post", color=canvas.FRONT_COLOUR, alpha=0.6, lw=1.5)
+    elif len(ordered) > 1:
+        ax.plot(fx, fy, color=canvas.FRONT_COLOUR, alpha=0.4, lw=1, ls="--")
     ax.scatter(
         fx,
         fy,
-        color=_FRONT_COLOUR,
+        color=canvas.FRONT_COLOUR,
         s=46,
         zorder=3,
         edgecolor="black",
         lw=0.5,
-        label=f"frontier ({len(result.front)})",
+        label=f"frontier ({len(front)})",
     )
-    for run in result.front[:12]:  # label the frontier by batch size: what a user picks from
-        px, py = point(run)
+    for run, (px, py) in front[:12]:  # label the frontier by batch size: what a user picks from
         ax.annotate(
-            plain(f"b{run.batch_size}" if run.batch_size is not None else run.run_id[:6]),
+            canvas.plain(f"b{run.batch_size}" if run.batch_size is not None else run.run_id[:6]),
             (px, py),
             textcoords="offset points",
             xytext=(5, 5),
             fontsize="x-small",
         )
-    ax.set_xlabel(f"{axis_label(x.metric)}  ({'higher' if x.maximize else 'lower'} is better)")
-    ax.set_ylabel(f"{axis_label(y.metric)}  ({'higher' if y.maximize else 'lower'} is better)")
-    title = f"Pareto frontier: {x} against {y}"
-    if len(result.objectives) > 2:
-        title += f"  (ranked on {len(result.objectives)} objectives)"
-    _title(ax, title)
-    _maybe_log_axes(ax, [p[0] for p in map(point, [*result.front, *result.dominated])], "x")
-    _maybe_log_axes(ax, [p[1] for p in map(point, [*result.front, *result.dominated])], "y")
-    _tick_format(ax, x.metric, "x")
-    _tick_format(ax, y.metric, "y")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
-    return fig
-
-
-def _maybe_log_axes(ax: Axes, values: Sequence[float], which: str) -> None:
-    """A log axis when the values span more than two decades, its ticks read 100, 1 k, 10 k."""
-    positive = [v for v in values if v > 0]
-    if len(positive) == len(values) and positive and max(positive) / min(positive) > 100:
-        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-        axis = ax.xaxis if which == "x" else ax.yaxis
-        axis.set_major_formatter(FuncFormatter(lambda v, _pos: si(v)))
 
 
 # --- one run over time ------------------------------------------------------------------------------
@@ -354,12 +294,12 @@ def rate_over_time(run: RunLike) -> Figure:
     if not compute:
         raise FlowrateError(f"run {result.run_id} recorded no intervals: nothing to plot over time")
     t = [i.elapsed_s for i in compute]
-    fig = _figure()
+    fig = canvas.new_figure()
     ax = fig.add_subplot()
     ax.plot(
         t,
         [i.samples_per_sec for i in compute],
-        color=_GREY,
+        color=canvas.GREY,
         lw=0.8,
         marker=".",
         ms=4,
@@ -392,7 +332,7 @@ def rate_over_time(run: RunLike) -> Figure:
     ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
     ax.set_xlim(left=0)
     key = "  ".join(_series_key(result))
-    _title(ax, f"Rate and GlobalRate, run {result.run_id}: {key}  batch {result.batch_size}")
+    canvas.title(ax, f"Rate and GlobalRate, run {result.run_id}: {key}  batch {result.batch_size}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     return fig
@@ -442,7 +382,7 @@ def comparison_bars(
     if not groups:
         raise FlowrateError("nothing to compare: give at least one run or tag")
     bars = bar_statistics(groups, m)
-    fig = _figure()
+    fig = canvas.new_figure()
     ax = fig.add_subplot()
     positions = list(range(len(bars)))
     lower = [b.mean - b.ci95_low if b.ci95_low is not None else 0.0 for b in bars]
@@ -451,7 +391,7 @@ def comparison_bars(
     ax.errorbar(positions, [b.mean for b in bars], yerr=[lower, upper], fmt="none", ecolor="black", capsize=6)
     ax.set_xticks(
         positions,
-        [plain(b.label) for b in bars],
+        [canvas.plain(b.label) for b in bars],
         rotation=20 if len(bars) > 4 else 0,
         ha="right" if len(bars) > 4 else "center",
     )
@@ -465,51 +405,11 @@ def comparison_bars(
             va="bottom",
             fontsize="x-small",
         )
-    ax.set_ylabel(axis_label(m))
-    _tick_format(ax, m, "y")
+    ax.set_ylabel(canvas.axis_label(m))
+    canvas.tick_format(ax, m, "y")
     ax.set_ylim(bottom=0)
-    _title(ax, f"{m.label}: mean with 95% CI")
+    canvas.title(ax, f"{m.label}: mean with 95% CI")
     ax.grid(True, axis="y", alpha=0.3)
     pooled = "intervals pooled per group" if m.per_interval is not None else "runs per group"
-    _footnote(fig, f"n = {pooled}; no error bar where n = 1")
-    return fig
-
-
-# --- weak scaling ------------------------------------------------------------------------------------
-
-
-def scaling_figure(report: ScalingReport, title: str) -> Figure:
-    """Throughput against processes beside linear scaling, and weak-scaling efficiency."""
-    sizes = [p.processes for p in report.points]
-    fig = _figure()
-    rate_ax, efficiency_ax = fig.subplots(1, 2)
-    measured = [p.samples_per_sec for p in report.points]
-    rate_ax.plot(sizes, measured, marker="o", label="measured (sum of ranks)")
-    rate_ax.plot(
-        sizes,
-        [p.ideal_samples_per_sec for p in report.points],
-        ls="--",
-        color=_GREY,
-        label=f"linear from {report.baseline_processes} process(es)",
-    )
-    rate_ax.set_ylabel("samples/s")
-    rate_ax.set_ylim(bottom=0)
-    rate_ax.legend(fontsize="small", loc="upper left")
-    efficiency_ax.plot(sizes, [p.efficiency for p in report.points], marker="o", color=_FRONT_COLOUR)
-    efficiency_ax.axhline(1.0, ls="--", color=_GREY, lw=1)
-    efficiency_ax.set_ylabel("weak-scaling efficiency")
-    efficiency_ax.set_ylim(0, max(1.1, max(p.efficiency for p in report.points) * 1.05))
-    efficiency_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0%}"))
-    for ax in (rate_ax, efficiency_ax):
-        ax.set_xlabel("processes (ranks)")
-        ax.set_xticks(sizes)
-        ax.set_xlim(0.5, max(sizes) + 0.5)
-        ax.grid(True, alpha=0.3)
-    fig.suptitle(plain(title), fontsize="medium")
-    base = report.baseline_processes
-    _footnote(
-        fig,
-        f"the same batch per rank at every size; efficiency = (T(N) / N) / (T({base}) / {base}), "
-        "T = samples/s summed over ranks",
-    )
+    canvas.footnote(fig, f"n = {pooled}; no error bar where n = 1")
     return fig

@@ -20,7 +20,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from flowrate._version import __version__
-from flowrate.analysis import plots
+from flowrate.analysis import canvas, plots
 from flowrate.analysis.pareto import Objective, ParetoResult, pareto_front, parse_objective
 from flowrate.errors import FlowrateError
 from flowrate.results.metrics import METRICS, Metric
@@ -78,7 +78,7 @@ def _problem(run: StoredRun) -> str:
 
 def _image(fig: Figure, alt: str) -> str:
     data = base64.b64encode(plots.render(fig, "png", dpi=REPORT_DPI)).decode("ascii")
-    width, height = (round(side * REPORT_DPI) for side in plots.FIGSIZE_IN)
+    width, height = (round(side * REPORT_DPI) for side in canvas.FIGSIZE_IN)
     return (
         f'<img class="plot" src="data:image/png;base64,{data}" width="{width}" height="{height}" '
         f'alt="{e(alt)}">'

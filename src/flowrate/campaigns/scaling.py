@@ -9,7 +9,7 @@ shortfall is what communication, synchronization and shared resources cost. When
 the sizes, the smallest size N₀ is the baseline: (T(N)/N) / (T(N₀)/N₀).
 
 Each size is one `torchrun --standalone --nproc-per-node N` launch of the worker in
-flowrate.cli.scaling (rank 0 writes the merged Result to a file), so every size runs the same
+flowrate.cli.scaling_worker (rank 0 writes the merged Result to a file), so every size runs the same
 code path: the size-1 point is DistributedDataParallel at world size 1. On a CPU the ranks share
 the cores: unless --threads says otherwise each rank gets cores ÷ the largest size threads at
 every size, so the largest size does not oversubscribe the machine and every rank has the same
@@ -28,14 +28,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.repeat import portable
+from flowrate.campaigns.child import portable
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.distributed import LAUNCH_VARIABLES
 from flowrate.results.schema import Result
 
 # What torchrun launches for each size (`python -m WORKER_MODULE CONFIG.json RESULT.json`).
-WORKER_MODULE = "flowrate.cli.scaling"
+WORKER_MODULE = "flowrate.cli.scaling_worker"
 # Seconds a size may take beyond its measured duration (start-up, model build, preheat) before
 # the launch is stopped: a generous bound that only catches a launch that hangs.
 LAUNCH_SLACK_S = 600.0

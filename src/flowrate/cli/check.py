@@ -6,14 +6,11 @@ number of steps and no preheat, so the whole curve is recorded.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from flowrate.cli.run import Destination, output_options, resolve_run, run_options, span
-
-if TYPE_CHECKING:
-    from flowrate.results.schema import Result
+from flowrate.cli.options import output_options, run_options
 
 # Steps a check trains when the user sets no length (--steps, --min-steps or --duration).
 CHECK_STEPS = 300
@@ -53,10 +50,11 @@ def command(
     """
     import sys
 
-    from flowrate.cli import console
+    from flowrate.cli import check_text, console
+    from flowrate.cli.destination import Destination
+    from flowrate.cli.resolve import resolve_run
     from flowrate.errors import FlowrateError
     from flowrate.harness.fidelity import require_checkable, run_check
-    from flowrate.units import count
 
     if flags["steps"] is None and flags["min_steps"] is None and flags["duration_s"] is None:
         flags["steps"] = CHECK_STEPS
@@ -64,56 +62,8 @@ def command(
         flags["preheat_steps"] = 0
     config, problem = resolve_run(flags, sample_shape, out, require_checkable)
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
-    console.status(
-        f"flowrate check: {problem.name}/{problem.size} ({count(problem.parameter_count())} parameters) "
-        f"{config.precision.value}, lr {config.learning_rate:g}: "
-        f"training {span(config)} on its learnable task",
-        quiet,
-    )
+    console.status(check_text.start_line(config, problem), quiet)
     result = run_check(config, problem, target_loss=target_loss, argv=sys.argv)
-    destination.report(result, f"flowrate check {result.run_id}", fidelity_rows(result))
-    fidelity = result.fidelity or {}
-    if not fidelity.get("fell"):
-        raise FlowrateError(
-            f"the loss did not fall: {fidelity.get('initial_loss', float('nan')):.4f} -> "
-            f"{fidelity.get('final_loss', float('nan')):.4f} over {fidelity.get('steps', 0)} steps; "
-            "train longer (--steps) or with a higher --lr"
-        )
-
-
-def fidelity_rows(result: Result) -> list[tuple[str, str]]:
-    """The human summary of a check, as (label, value) rows."""
-    from flowrate.units import count
-
-    f = result.fidelity or {}
-    c = result.config
-    p = result.problem
-    device = result.environment.get("device", {}).get("name") or c["device"]
-    window = f"{f['window']} step" + ("s" if f["window"] != 1 else "")
-    preheat = f", after {f['preheat_steps']} unrecorded preheat steps" if f.get("preheat_steps") else ""
-    rows = [
-        ("problem", f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters)"),
-        (
-            "run",
-            f"{c['precision']}  batch {result.batch_size}  {c['optimizer']} lr {c['learning_rate']:g}  "
-            f"{c['execution']}",
-        ),
-        ("device", str(device)),
-        ("task", str(f.get("task"))),
-        ("steps", f"{f['steps']}{preheat}"),
-        ("initial loss", f"{f['initial_loss']:.4f}  (mean of the first {window})"),
-        ("loss reached", f"{f['final_loss']:.4f}  (mean of the last {window})"),
-        ("min loss", f"{f['min_loss']:.4f}"),
-    ]
-    if f.get("target_loss") is not None:
-        reached = f["steps_to_target"]
-        rows.append(
-            (
-                "steps to target",
-                f"{reached if reached is not None else 'not reached'}  (target {f['target_loss']:g})",
-            )
-        )
-    drop = f.get("relative_drop")
-    change = f"  ({-drop:+.1%})" if drop is not None else ""
-    rows.append(("fell", ("yes" if f["fell"] else "no") + change))
-    return rows
+    destination.report(result, f"flowrate check {result.run_id}", check_text.fidelity_rows(result))
+    if not (result.fidelity or {}).get("fell"):
+        raise FlowrateError(check_text.did_not_fall(result))

@@ -1,20 +1,24 @@
 """`flowrate compare A B`: is B faster than A, or within noise? For people and for CI.
 
-The statistics live in flowrate.results.compare; this module chooses the runs, refuses runs of
-different problems unless forced, prints (a table, Markdown or JSON) and turns a significant
-slowdown into an exit code with --fail-if-slower.
+The comparison lives in flowrate.results.compare and its text in flowrate.cli.compare_text; this
+module chooses the runs, refuses runs of different problems unless forced, prints (a table,
+Markdown or JSON) and turns a significant slowdown into an exit code with --fail-if-slower.
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from flowrate.cli.select import store_option
+from flowrate.cli.options import store_option
 
-# as in flowrate.results.compare, which is not imported here: it loads scipy, and `flowrate --help`
-# imports every command's module
+if TYPE_CHECKING:
+    from flowrate.results.compare import Comparison
+
+# as in flowrate.results.compare, which is not imported here: it loads numpy and scipy, and
+# `flowrate --help` imports every command's module
 TESTS = ("welch", "mannwhitney")
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_EFFECT_PCT = 1.0
@@ -97,19 +101,9 @@ def command(
     Exit codes: 0 compared; 1 B is significantly slower than --fail-if-slower allows, or a run
     could not be read; 2 bad input, including runs of different problems without --force.
     """
-    from flowrate.cli import console
+    from flowrate.cli import compare_text, console
     from flowrate.cli.select import select_runs
-    from flowrate.errors import FlowrateError
-    from flowrate.results.compare import (
-        RIGHT_ALIGNED,
-        compare,
-        format_p,
-        header,
-        legend,
-        rows,
-        title,
-        to_markdown,
-    )
+    from flowrate.results.compare import compare
     from flowrate.results.store import RunFilter
 
     side_a = [run.result for run in select_runs(store, [a], RunFilter())]
@@ -118,35 +112,31 @@ def command(
         side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b)
     )
     if comparison.problem_mismatch and not force:
-        what = "; ".join(str(d) for d in comparison.problem_mismatch)
-        raise click.UsageError(
-            f"A and B are runs of different problems ({what}); use --force to compare anyway",
-            ctx=click.get_current_context(),
-        )
-
+        raise click.UsageError(compare_text.mismatch_message(comparison), ctx=click.get_current_context())
     for line in comparison.warnings:
         console.warn(line)
     if output_format == "json":
         console.data(json.dumps(comparison.to_dict(), indent=2))
     elif output_format == "md":
-        console.data(to_markdown(comparison))
+        console.data(compare_text.to_markdown(comparison))
     else:
-        console.grid(title(comparison), header(comparison), rows(comparison), right_aligned=RIGHT_ALIGNED)
-        if comparison.configuration_differences:
-            differing = "; ".join(str(d) for d in comparison.configuration_differences)
-            console.status(f"configuration: {differing}")
-        console.status(legend(comparison))
+        table = compare_text.header(comparison), compare_text.rows(comparison)
+        console.grid(compare_text.title(comparison), *table, right_aligned=compare_text.RIGHT_ALIGNED)
+        if configuration := compare_text.configuration_line(comparison):
+            console.status(configuration)
+        console.status(compare_text.legend(comparison))
+    if fail_pct is not None:
+        _fail_if_slower(comparison, fail_pct)
 
-    if fail_pct is None:
-        return
-    throughput = comparison.metric("samples_per_sec")
-    if throughput is None or throughput.p_value is None:
-        why = throughput.reason if throughput else "neither side records it"
-        console.warn(f"--fail-if-slower: samples/s could not be tested ({why}); not failing")
-        return
-    drop = -(throughput.relative or 0.0)
-    if throughput.verdict == "slower" and drop > fail_pct / 100:
-        raise FlowrateError(
-            f"{b} is significantly slower than {a}: samples/s {-drop:+.1%} "
-            f"(p = {format_p(throughput.p_value)}), more than the {fail_pct:g}% --fail-if-slower allows"
-        )
+
+def _fail_if_slower(comparison: Comparison, fail_pct: float) -> None:
+    """Exit 1 (a FlowrateError) when B is significantly slower than A by more than fail_pct %."""
+    from flowrate.cli import compare_text, console
+    from flowrate.errors import FlowrateError
+    from flowrate.results.compare import significantly_slower
+
+    slower = significantly_slower(comparison, fail_pct / 100)
+    if slower is None:
+        console.warn(compare_text.untested_gate(comparison))
+    elif slower:
+        raise FlowrateError(compare_text.slower_message(comparison, fail_pct))

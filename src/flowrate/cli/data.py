@@ -4,55 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from flowrate.cli.options import dataset_options
 
 if TYPE_CHECKING:
     from flowrate.data.records import DatasetIndex
     from flowrate.problems.base import Problem
 
-_PROBLEM_OPTIONS = [
-    click.option(
-        "-p",
-        "--problem",
-        required=True,
-        help="The problem the data is for (its samples' shapes): a zoo name or PATH.py:FACTORY.",
-    ),
-    click.option("--size", help="Named size of the problem family. [default: the family's]"),
-    click.option("--seq-len", type=int, help="Sequence length of token problems."),
-    click.option("--image-size", type=int, help="Image side of image problems."),
-    click.option("--vocab-size", type=int, help="Vocabulary size of token problems."),
-    click.option(
-        "-O",
-        "--option",
-        "extra_options",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Any shape option of the problem.",
-    ),
-    click.option(
-        "--shards", type=click.IntRange(min=1), default=8, show_default=True, help="Shard files to write."
-    ),
-    click.option(
-        "-o",
-        "--out",
-        required=True,
-        type=click.Path(file_okay=False),
-        help="The dataset folder (new or empty).",
-    ),
-]
-
-
-def _problem_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_PROBLEM_OPTIONS):
-        function = option(function)
-    return function
-
 
 @click.group("data")
-def group() -> None:
+def command() -> None:
     """Sharded datasets for `flowrate run --data` and `flowrate analyze-input`.
 
     A dataset is a folder of numpy-memmap shards of fixed-size records with a crc32 each, and an
@@ -61,8 +25,8 @@ def group() -> None:
     """
 
 
-@group.command("make")
-@_problem_options
+@command.command("make")
+@dataset_options
 @click.option("--samples", type=click.IntRange(min=1), required=True, help="Samples to write.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic data.")
 def make_command(samples: int, seed: int, shards: int, out: str, **flags: Any) -> None:
@@ -73,9 +37,9 @@ def make_command(samples: int, seed: int, shards: int, out: str, **flags: Any) -
     _write(problem, out, lambda: make_dataset(problem, out, samples, shards, seed=seed), "synthetic data")
 
 
-@group.command("import-tokens")
+@command.command("import-tokens")
 @click.argument("tokens", type=click.Path(dir_okay=False))
-@_problem_options
+@dataset_options
 @click.option(
     "--dtype",
     type=click.Choice(["uint16", "uint32"]),
@@ -92,9 +56,9 @@ def import_tokens_command(tokens: str, dtype: str, shards: int, out: str, **flag
     _write(problem, out, lambda: import_tokens(tokens, out, problem, dtype=dtype, shards=shards), tokens)
 
 
-@group.command("import-images")
+@command.command("import-images")
 @click.argument("folder", type=click.Path(file_okay=False))
-@_problem_options
+@dataset_options
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the order the images are written in."
 )
@@ -106,7 +70,7 @@ def import_images_command(folder: str, seed: int, shards: int, out: str, **flags
     _write(problem, out, lambda: import_images(folder, out, problem, shards=shards, seed=seed), folder)
 
 
-@group.command("info")
+@command.command("info")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--verify", is_flag=True, help="Read every record and check its crc32.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index as JSON on stdout.")
@@ -115,6 +79,7 @@ def info_command(directory: str, verify: bool, as_json: bool) -> None:
     import json
 
     from flowrate.cli import console
+    from flowrate.cli.data_text import info_rows
     from flowrate.data.records import check_shard_files, read_index
     from flowrate.data.records import verify as verify_records
 
@@ -130,37 +95,11 @@ def info_command(directory: str, verify: bool, as_json: bool) -> None:
         console.status(f"all {checked} records pass their crc32 check ({time.perf_counter() - start:.1f} s)")
 
 
-def info_rows(directory: str | Path, index: DatasetIndex) -> list[tuple[str, str]]:
-    """The human description of a dataset, as (label, value) rows."""
-    from flowrate.units import si
-
-    records = [s.records for s in index.shards]
-    size = sum((Path(directory) / s.file).stat().st_size for s in index.shards)
-    origin = dict(index.origin)
-    source = origin.pop("source", "?")
-    problem = origin.pop("problem", None)
-    made_for = f"{problem['name']}/{problem['size']}" if isinstance(problem, dict) else "—"
-    rows = [
-        ("samples", f"{index.samples}"),
-        ("shards", f"{len(records)} ({min(records)}–{max(records)} records each), {si(size, 'B')} on disk"),
-        ("fields", ", ".join(f.describe() for f in index.fields)),
-        ("made for", made_for),
-        ("source", source),
-    ]
-    classes = origin.pop("classes", None)
-    if classes:
-        rows.append(
-            ("classes", f"{len(classes)}: {', '.join(classes[:8])}" + (", …" if len(classes) > 8 else ""))
-        )
-    rows += [(key, str(value)) for key, value in origin.items()]
-    return rows
-
-
 def _problem(flags: dict[str, Any]) -> Problem:
-    from flowrate.cli.run import _parse_extra_options
+    from flowrate.cli.resolve import parse_problem_options
     from flowrate.problems.registry import get_problem
 
-    options = _parse_extra_options(flags.pop("extra_options", ()))
+    options = parse_problem_options(flags.pop("extra_options", ()))
     options.update({k: v for k in ("seq_len", "image_size", "vocab_size") if (v := flags.pop(k)) is not None})
     return get_problem(flags["problem"], flags["size"], options)
 

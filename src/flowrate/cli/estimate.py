@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.run import resolve_run, run_options
-from flowrate.cli.select import STORE_HELP
-from flowrate.cli.validate import host_memory_option, target_option
+from flowrate.cli.options import STORE_HELP, host_memory_option, run_options, target_option
+
+if TYPE_CHECKING:
+    from flowrate.config import RunConfig
 
 # Share of a CPU other processes may use during a calibration before it is called disturbed.
 DISTURBED = 0.1
 # Run options that also select recorded runs under --check (as `flowrate runs` filters).
 _SHARED_FILTERS = ("problem", "device", "precision", "mode", "execution")
+# The options that only --check takes, with their flags, as a mistake names them.
+_CHECK_ONLY = {"store": "--store", "tag": "--tag", "sweep": "--sweep", "since": "--since", "until": "--until"}
 
 
 @click.command("estimate")
@@ -55,11 +58,6 @@ def command(
     calibrate: bool,
     check: bool,
     refs: tuple[str, ...],
-    store: str | None,
-    tag: str | None,
-    sweep: str | None,
-    since: str | None,
-    until: str | None,
     sample_shape: int | None,
     **flags: Any,
 ) -> None:
@@ -72,43 +70,27 @@ def command(
     datasheet peak: calibrate it first. With --check, recorded runs' predictions (every run
     records one) are set against what they measured.
     """
-    if check:
-        _check(refs, store, tag, sweep, since, until, as_json, sample_shape, flags)
-        return
-    given = [
-        name
-        for name, value in (
-            ("refs", refs),
-            ("--store", store),
-            ("--tag", tag),
-            ("--sweep", sweep),
-            ("--since", since),
-            ("--until", until),
-        )
-        if value
-    ]
-    if given:
-        raise click.UsageError(f"{', '.join(given)} select recorded runs: add --check")
     import json
     from pathlib import Path
 
     from flowrate.cli import console
     from flowrate.cli.estimate_text import report_lines
+    from flowrate.cli.resolve import resolve_run
     from flowrate.estimate.report import report_for, save_report
 
-    config, problem = resolve_run(
-        flags, sample_shape, None, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
-    )
+    selection = {name: flags.pop(name) for name in _CHECK_ONLY}
+    if check:
+        _check(refs, selection, as_json, sample_shape, flags)
+        return
+    given = (["refs"] if refs else []) + [_CHECK_ONLY[name] for name, value in selection.items() if value]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} select recorded runs: add --check")
+    config, problem = resolve_run(flags, sample_shape)
     if calibrate:
         _calibrate(config)
     batch_size = problem.default_batch_size if config.batch_size in (None, "auto") else int(config.batch_size)
-    report = report_for(
-        config,
-        problem,
-        target=target,
-        batch_size=batch_size,
-        host_capacity=host_memory * 2**30 if host_memory is not None else None,
-    )
+    host_capacity = host_memory * 2**30 if host_memory is not None else None
+    report = report_for(config, problem, target=target, batch_size=batch_size, host_capacity=host_capacity)
     lines = report_lines(report)
     if out_dir:
         text, _ = save_report(report, lines, Path(out_dir))
@@ -116,7 +98,7 @@ def command(
     console.data(json.dumps(report.to_dict(), indent=2) if as_json else "\n".join(lines))
 
 
-def _calibrate(config: Any) -> None:
+def _calibrate(config: RunConfig) -> None:
     import torch
 
     from flowrate.cli import console
@@ -143,11 +125,7 @@ def _calibrate(config: Any) -> None:
 
 def _check(
     refs: tuple[str, ...],
-    store: str | None,
-    tag: str | None,
-    sweep: str | None,
-    since: str | None,
-    until: str | None,
+    selection: dict[str, str | None],
     as_json: bool,
     sample_shape: int | None,
     flags: dict[str, Any],
@@ -171,12 +149,12 @@ def _check(
         raise click.UsageError(f"--{flag} does not select runs; --check takes runs, tags, files or filters")
     where = RunFilter(
         **{name: flags.get(name) for name in _SHARED_FILTERS},
-        tag=tag,
-        sweep=sweep,
-        since=since,
-        until=until,
+        tag=selection["tag"],
+        sweep=selection["sweep"],
+        since=selection["since"],
+        until=selection["until"],
     )
-    runs = select_runs(store, refs, where)
+    runs = select_runs(selection["store"], refs, where)
     rows, summary = check_rows(runs)
     if as_json:
         console.data(

@@ -1,5 +1,5 @@
-"""Text for validate, compile and estimate: the compile report (compile_report.txt), what
-validate found, and predicted against measured for recorded runs.
+"""Text for compile and estimate: the compile report (compile_report.txt), the compile's own
+lines, and predicted against measured for recorded runs.
 
 Pure: data in, lines or rows out.
 """
@@ -10,11 +10,10 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from flowrate.estimate.memory import gib
-from flowrate.units import count, rate, si
+from flowrate.units import count, rate, short_duration, si
 
 if TYPE_CHECKING:
     from flowrate.estimate.report import CompileReport
-    from flowrate.estimate.validate import Validation
     from flowrate.results.store import StoredRun
 
 _INDENT = " " * 18
@@ -60,12 +59,19 @@ def report_lines(report: CompileReport) -> list[str]:
     return lines
 
 
-def duration(seconds: float) -> str:
-    """0.00148 -> '1.48 ms': seconds in the unit that reads best."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
+def compile_lines(compiled: dict[str, Any], step_s: float) -> list[str]:
+    """'compiled in 41.2 s: cache miss (3 graphs compiled and saved in …)'."""
+    hits, misses = compiled.get("cache_hits", 0), compiled.get("cache_misses", 0)
+    if compiled.get("cache_hit"):
+        cache = f"cache hit ({hits} graphs found in {compiled.get('directory')})"
+    elif hits:
+        cache = f"partly cached ({hits} graphs found, {misses} compiled, in {compiled.get('directory')})"
+    else:
+        cache = f"cache miss ({misses} graphs compiled and saved in {compiled.get('directory')})"
+    return [
+        f"compiled in {compiled.get('compile_s', 0.0):.3g} s: {cache}",
+        f"one compiled step then took {step_s * 1e3:.4g} ms",
+    ]
 
 
 def _row(label: str, text: str) -> str:
@@ -123,7 +129,7 @@ def _estimate_lines(report: CompileReport) -> list[str]:
     step = e.step_s
     phases = ", ".join(f"{name} {seconds / step:.0%}" for name, seconds in e.phase_s.items() if seconds)
     lines = [
-        _row("estimate", f"{rate(e.samples_per_sec)} samples/s{tokens} (step {duration(step)})"),
+        _row("estimate", f"{rate(e.samples_per_sec)} samples/s{tokens} (step {short_duration(step)})"),
         _row(
             "",
             f"time: compute-bound {e.compute_bound_s / step:.0%}, memory-bound "
@@ -138,8 +144,8 @@ def _estimate_lines(report: CompileReport) -> list[str]:
     lines.append(
         _row(
             "streaming",
-            f"{rate(s.samples_per_sec)} samples/s (step {duration(s.step_s)}): copies "
-            f"{duration(s.copy_s)} per step over the {s.host_link_basis} at "
+            f"{rate(s.samples_per_sec)} samples/s (step {short_duration(s.step_s)}): copies "
+            f"{short_duration(s.copy_s)} per step over the {s.host_link_basis} at "
             f"{si(s.host_link_bandwidth, 'B/s')}, {s.hidden_share:.0%} hidden behind compute",
         )
     )
@@ -174,69 +180,6 @@ def _block_lines(report: CompileReport) -> list[str]:
             text += f"{(row.seconds or 0.0) / total:>8.0%}"
         lines.append(_row("", text))
     return lines
-
-
-def describe_run(validation: Validation) -> str:
-    """'transformer/debug train fp32 batch 4 on AMD EPYC 7B13', as far as it is known."""
-    config, problem = validation.config, validation.problem
-    if config is None or problem is None:
-        return config.problem if config is not None else "the configuration"
-    batch = f"batch {validation.batch_size}" + (
-        " (auto: checked at the default)" if config.batch_size == "auto" else ""
-    )
-    where = f" on {validation.device}" if validation.device else ""
-    return (
-        f"{problem.name}/{problem.size} {config.settled_mode.value} {config.precision.value} {batch}{where}"
-    )
-
-
-def finding_lines(validation: Validation) -> list[str]:
-    errors = [f for f in validation.findings if f.error]
-    what = "problem" if len(errors) == 1 else "problems"
-    lines = [f"flowrate validate: {describe_run(validation)}: {len(errors)} {what}"]
-    lines += [f"  {i}. {finding.message}" for i, finding in enumerate(errors, 1)]
-    return lines
-
-
-def validation_rows(validation: Validation) -> list[tuple[str, str]]:
-    """The summary of a configuration that passed."""
-    trace, plan = validation.trace, validation.plan
-    rows = [("validate", f"OK: {describe_run(validation)}")]
-    if trace is not None:
-        step = (
-            "one training step (forward, backward, optimizer)"
-            if trace.mode.value == "train"
-            else "one forward"
-        )
-        blocks = f"{len(trace.blocks)} blocks" if trace.blocks is not None else "no blocks declared"
-        rows.append(
-            (
-                "model",
-                f"{count(trace.parameters)} parameters, {blocks}; {step} ran on the meta device "
-                f"({trace.kernels()} kernels)",
-            )
-        )
-    if validation.config is not None:
-        rows.append(
-            ("precision", f"{validation.config.precision.value} runs on {validation.device or 'the device'}")
-        )
-    if plan is not None:
-        for name, need in plan.needs.items():
-            if not need.available:
-                rows.append((name, f"— ({need.reason})"))
-                continue
-            text = f"{gib(need.device_bytes)} on the device"
-            if need.host_bytes is not None:
-                text += f", {gib(need.host_bytes)} on the host"
-            if name == plan.chosen:
-                fits = ", ".join(
-                    f"{f.where} {gib(f.need)} of {gib(f.capacity)}" + (" (tight)" if f.tight else "")
-                    for f in plan.fits
-                    if f.capacity is not None
-                )
-                text += f" [chosen; fits: {fits}]" if fits else " [chosen; capacity unknown]"
-            rows.append((name, text))
-    return rows
 
 
 CHECK_HEADER = ("run", "problem", "mode", "precision", "batch", "device", "predicted", "measured", "ratio")

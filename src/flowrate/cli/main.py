@@ -13,26 +13,26 @@ import click
 
 from flowrate._version import __version__
 
-# name -> "module:attribute"; modules load on use so `flowrate --help` does not import torch
+# name -> module, each exporting `command`; modules load on use so `flowrate --help` does not import torch
 COMMANDS = {
-    "run": "flowrate.cli.run:command",
-    "list": "flowrate.cli.list_problems:command",
-    "check": "flowrate.cli.check:command",
-    "runs": "flowrate.cli.runs:runs_command",
-    "show": "flowrate.cli.runs:show_command",
-    "export": "flowrate.cli.transfer:export_command",
-    "import": "flowrate.cli.transfer:import_command",
-    "compare": "flowrate.cli.compare:command",
-    "sweep": "flowrate.cli.sweep:command",
-    "pareto": "flowrate.cli.pareto:command",
-    "plot": "flowrate.cli.plot:command",
-    "report": "flowrate.cli.report:command",
-    "data": "flowrate.cli.data:group",
-    "analyze-input": "flowrate.cli.analyze_input:command",
-    "scaling": "flowrate.cli.scaling:command",
-    "validate": "flowrate.cli.validate:command",
-    "compile": "flowrate.cli.compile:command",
-    "estimate": "flowrate.cli.estimate:command",
+    "run": "flowrate.cli.run",
+    "list": "flowrate.cli.list_problems",
+    "check": "flowrate.cli.check",
+    "runs": "flowrate.cli.runs",
+    "show": "flowrate.cli.show",
+    "export": "flowrate.cli.export",
+    "import": "flowrate.cli.import_",
+    "compare": "flowrate.cli.compare",
+    "sweep": "flowrate.cli.sweep",
+    "pareto": "flowrate.cli.pareto",
+    "plot": "flowrate.cli.plot",
+    "report": "flowrate.cli.report",
+    "data": "flowrate.cli.data",
+    "analyze-input": "flowrate.cli.analyze_input",
+    "scaling": "flowrate.cli.scaling",
+    "validate": "flowrate.cli.validate",
+    "compile": "flowrate.cli.compile",
+    "estimate": "flowrate.cli.estimate",
 }
 
 EXIT_FAILED = 1
@@ -45,11 +45,10 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
             return None
-        module, _, attribute = target.partition(":")
-        command: click.Command = getattr(importlib.import_module(module), attribute)
+        command: click.Command = importlib.import_module(module).command
         return command
 
 

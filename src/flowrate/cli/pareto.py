@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from flowrate.cli.select import pop_filter, selection_options
+from flowrate.cli.options import selection_options
 
 
 @click.command("pareto")
@@ -36,72 +36,17 @@ def command(
     average_watts, peak_memory_bytes, final_loss (the loss a `flowrate check` reached).
     """
     from flowrate.analysis.pareto import pareto_front, parse_objective
-    from flowrate.cli import console
-    from flowrate.cli.select import select_runs
+    from flowrate.cli import console, pareto_text
+    from flowrate.cli.select import pop_filter, select_runs
 
     runs = select_runs(store, refs, pop_filter(flags))
-    chosen = [parse_objective(o) for o in objectives] or None
-    front = pareto_front(runs, chosen)
+    front = pareto_front(runs, [parse_objective(o) for o in objectives] or None)
     if as_json:
-        console.data(
-            json.dumps(
-                {
-                    "objectives": [{"metric": o.name, "maximize": o.maximize} for o in front.objectives],
-                    "front": [_entry(r.run_id, front.values[r.run_id], front) for r in front.front],
-                    "dominated": [_entry(r.run_id, front.values[r.run_id], front) for r in front.dominated],
-                    "excluded": [{"run_id": r.run_id, "reason": why} for r, why in front.excluded],
-                    "notes": front.notes,
-                },
-                indent=2,
-            )
-        )
+        console.data(json.dumps(pareto_text.to_json(front), indent=2))
         return
-    header = ["run", "problem", "precision", "execution", "device", "batch", "tags"]
-    header += [str(o) for o in front.objectives]
-    listed = front.front + (front.dominated if show_dominated else [])
-
-    def row(run: Any) -> list[str]:
-        values = [
-            _show(v, o.metric.name) for v, o in zip(front.values[run.run_id], front.objectives, strict=True)
-        ]
-        problem = f"{run.problem}/{run.size}" if run.size else run.problem
-        star = "" if run in front.front else " (dominated)"
-        return [
-            run.run_id + star,
-            problem,
-            run.precision or "",
-            run.execution or "",
-            run.device_name or "",
-            str(run.batch_size or ""),
-            ", ".join(run.tags),
-            *values,
-        ]
-
-    considered = len(front.front) + len(front.dominated)
-    console.grid(
-        f"Pareto frontier: {len(front.front)} of {considered} runs",
-        header,
-        [row(r) for r in listed],
-        right_aligned=tuple(range(5, len(header))),
-    )
+    table = pareto_text.header(front), pareto_text.rows(front, show_dominated)
+    console.grid(pareto_text.title(front), *table, right_aligned=pareto_text.right_aligned(front))
     for note in front.notes:
         console.status(note)
-    if front.excluded:
-        reasons = sorted({why for _, why in front.excluded})
-        console.warn(f"{len(front.excluded)} runs left out: {'; '.join(reasons)}")
-
-
-def _entry(run_id: str, values: tuple[float, ...], front: Any) -> dict[str, Any]:
-    return {"run_id": run_id, **{o.name: v for o, v in zip(front.objectives, values, strict=True)}}
-
-
-def _show(value: float, metric: str) -> str:
-    from flowrate.units import rate, si
-
-    if metric == "peak_memory_bytes":
-        return si(value, "B")
-    if metric == "mfu":
-        return f"{value:.1%}"
-    if metric.endswith("per_sec"):
-        return rate(value)
-    return f"{value:.4g}"
+    if excluded := pareto_text.excluded_warning(front):
+        console.warn(excluded)

@@ -1,21 +1,17 @@
 """`flowrate plot KIND`: one plot of recorded runs, written as PNG or SVG.
 
-The drawing lives in flowrate.analysis.plots (matplotlib, imported only when a plot is made);
-this module chooses the runs, checks the options fit the kind, and says where the file went.
+The drawing lives in flowrate.analysis (plot_kinds, plots: matplotlib, imported only when a plot
+is made); this module chooses the runs, checks the options fit the kind, and says where the file
+went.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from flowrate.cli.select import pop_filter, selection_options
-
-if TYPE_CHECKING:
-    from flowrate.analysis.pareto import Objective, ParetoResult
-    from flowrate.results.store import StoredRun
+from flowrate.cli.options import selection_options
 
 KINDS = ("throughput", "energy", "pareto", "rate", "compare")
 
@@ -68,23 +64,15 @@ def command(
       compare     one bar per RUN|TAG given (a tag pools its runs), with 95% CI error bars
     """
     from flowrate.analysis import plots
+    from flowrate.analysis.plot_kinds import figure_for
     from flowrate.cli import console
-    from flowrate.cli.select import select_runs
-    from flowrate.errors import FlowrateError
+    from flowrate.cli.select import pop_filter, select_runs
     from flowrate.results.metrics import get_metric
 
     path = out or f"flowrate-{kind}.png"
-    try:
-        plots.format_for(path)
-    except FlowrateError as why:
-        raise click.BadParameter(str(why), param_hint="'--out'") from None
-    if metric is not None and kind not in ("throughput", "compare"):
-        raise click.UsageError(f"--metric applies to the throughput and compare plots, not {kind}")
-    if (x_objective or y_objective) and kind != "pareto":
-        raise click.UsageError(f"--x and --y apply to the pareto plot, not {kind}")
+    _check_options(kind, path, metric, x_objective, y_objective)
     chosen = get_metric(metric or "samples_per_sec")
     where = pop_filter(flags)
-
     if kind == "compare":
         if refs:
             groups = [(ref, [r.result for r in select_runs(store, [ref], where)]) for ref in refs]
@@ -93,34 +81,28 @@ def command(
         fig = plots.comparison_bars(groups, chosen)
     else:
         runs = select_runs(store, refs, where)
-        if kind == "throughput":
-            fig = plots.throughput_vs_batch(runs, chosen)
-        elif kind == "energy":
-            fig = plots.samples_per_joule_vs_batch(runs)
-        elif kind == "rate":
-            if len(runs) != 1:
-                raise click.UsageError(
-                    f"the rate plot shows one run; {len(runs)} were selected: give one run id (or a "
-                    "tag or filters that match one run)"
-                )
-            fig = plots.rate_over_time(runs[0])
-        else:
-            fig = plots.pareto_scatter(*_pareto(runs, x_objective, y_objective))
+        if kind == "rate" and len(runs) != 1:
+            raise click.UsageError(
+                f"the rate plot shows one run; {len(runs)} were selected: give one run id (or a "
+                "tag or filters that match one run)"
+            )
+        fig = figure_for(kind, runs, chosen, x_objective, y_objective)
     written = plots.save(fig, path)
     console.status(f"plot written to {written}")
 
 
-def _pareto(
-    runs: Sequence[StoredRun], x_text: str | None, y_text: str | None
-) -> tuple[ParetoResult, Objective, Objective]:
-    """The ranking on the two plotted objectives, and those objectives."""
-    from flowrate.analysis.pareto import pareto_front, parse_objective
+def _check_options(
+    kind: str, path: str, metric: str | None, x_objective: str | None, y_objective: str | None
+) -> None:
+    """The image format is known and the options given fit the kind."""
+    from flowrate.analysis.plots import format_for
+    from flowrate.errors import FlowrateError
 
-    x = parse_objective(x_text or "samples_per_sec")
-    if y_text:
-        y = parse_objective(y_text)
-    else:
-        energy = parse_objective("samples_per_joule")
-        everywhere = all(energy.metric.value(r.result) is not None for r in runs)
-        y = energy if everywhere and x.name != energy.name else parse_objective("peak_memory_bytes")
-    return pareto_front(runs, [x, y]), x, y
+    try:
+        format_for(path)
+    except FlowrateError as why:
+        raise click.BadParameter(str(why), param_hint="'--out'") from None
+    if metric is not None and kind not in ("throughput", "compare"):
+        raise click.UsageError(f"--metric applies to the throughput and compare plots, not {kind}")
+    if (x_objective or y_objective) and kind != "pareto":
+        raise click.UsageError(f"--x and --y apply to the pareto plot, not {kind}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from flowrate.cli.select import pop_filter, selection_options
+from flowrate.cli.options import selection_options
 
 DEFAULT_OUT = "flowrate-report.html"
 
@@ -37,7 +37,7 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
 
     from flowrate.analysis.report import render_report
     from flowrate.cli import console
-    from flowrate.cli.select import select_runs
+    from flowrate.cli.select import pop_filter, select_runs
     from flowrate.io import write_atomic
 
     runs = select_runs(store, refs, pop_filter(flags))

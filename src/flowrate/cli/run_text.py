@@ -1,4 +1,5 @@
-"""The run summary as rows of text: results in, lines out. No printing, so tests assert exact text."""
+"""`flowrate run` as text: the status lines and the run summary as rows. Results in, lines out; no
+printing, so tests assert exact text."""
 
 from __future__ import annotations
 
@@ -7,11 +8,58 @@ from typing import TYPE_CHECKING, Any
 from flowrate.units import count, rate, si
 
 if TYPE_CHECKING:
+    from flowrate.config import RunConfig
+    from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
+
+
+def span(config: RunConfig) -> str:
+    """How long the plan measures, in words."""
+    return (
+        f"{config.steps} steps" if config.steps else f"{config.min_steps} steps and {config.duration_s:g} s"
+    )
+
+
+def problem_words(problem: Problem) -> str:
+    """'transformer/debug (1.234 M parameters)'."""
+    return f"{problem.name}/{problem.size} ({count(problem.parameter_count())} parameters)"
+
+
+def start_line(config: RunConfig, problem: Problem) -> str:
+    """What is about to be measured, and for how long."""
+    return (
+        f"flowrate: {problem_words(problem)} "
+        f"{config.mode} {config.precision.value}: {config.preheat_steps} preheat steps, "
+        f"then timing at least {span(config)}"
+    )
+
+
+def data_parallel_line(world_size: int) -> str:
+    return f"data-parallel: {world_size} ranks; live figures are rank 0's, the result sums them all"
+
+
+def repeat_line(index: int, repeat: int, result: Result) -> str:
+    """One fresh process of --repeat done: its median and GlobalRate."""
+    s = result.summary
+    return (
+        f"run {index + 1}/{repeat}: median {rate(s.median_samples_per_sec)} samples/s, "
+        f"GlobalRate {rate(s.samples_per_sec)}"
+    )
 
 
 def summary_rows(result: Result) -> list[tuple[str, str]]:
     """The human summary of one run, as (label, value) rows."""
+    return [
+        *_headline_rows(result),
+        *_timing_rows(result),
+        *_hardware_rows(result),
+        *_checkpoint_rows(result),
+        *_extra_rows(result),
+    ]
+
+
+def _headline_rows(result: Result) -> list[tuple[str, str]]:
+    """What ran where, and its throughput."""
     s = result.summary
     c = result.config
     p = result.problem
@@ -33,7 +81,13 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("ranks", _distributed_line(result.distributed)))
     if s.tokens_per_sec is not None:
         rows.append(("tokens", f"{si(s.tokens_per_sec, digits=4)} tokens/s"))
-    rows += [
+    return rows
+
+
+def _timing_rows(result: Result) -> list[tuple[str, str]]:
+    """Rate, the intervals and their spread, and what was timed."""
+    s = result.summary
+    return [
         ("Rate", f"{rate(s.rate_samples_per_sec)} samples/s (smoothed, last sample point)"),
         ("intervals", _interval_line(result)),
         ("spread", _spread_line(result)),
@@ -44,15 +98,25 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         ),
         ("preheat", f"{s.preheat_steps} steps in {s.preheat_s:.2f} s (not timed)"),
     ]
-    rows += _hardware_rows(result)
-    if s.checkpoints:
-        rows.append(
-            (
-                "checkpoints",
-                f"{s.checkpoints} in {s.checkpoint_s:.2f} s ({s.checkpoint_overhead:.1%} overhead); "
-                f"compute throughput {rate(s.compute_samples_per_sec)} samples/s without them",
-            )
+
+
+def _checkpoint_rows(result: Result) -> list[tuple[str, str]]:
+    s = result.summary
+    if not s.checkpoints:
+        return []
+    return [
+        (
+            "checkpoints",
+            f"{s.checkpoints} in {s.checkpoint_s:.2f} s ({s.checkpoint_overhead:.1%} overhead); "
+            f"compute throughput {rate(s.compute_samples_per_sec)} samples/s without them",
         )
+    ]
+
+
+def _extra_rows(result: Result) -> list[tuple[str, str]]:
+    """The rows only some runs have: loss, streaming, estimate, compile, input, repeats, search."""
+    s = result.summary
+    rows: list[tuple[str, str]] = []
     if s.final_loss is not None:
         rows.append(("final loss", f"{s.final_loss:.4f}"))
     if result.streaming:
@@ -129,8 +193,8 @@ def _estimate_line(estimate: dict[str, Any], measured: float) -> str:
     return f"{rate(predicted)} samples/s predicted by the cost model ({predicted / measured:.2f}× measured)"
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3g} ms"
+def _ms(duration_s: float) -> str:
+    return f"{duration_s * 1000:.3g} ms"
 
 
 def _input_line(i: dict[str, Any]) -> str:

@@ -1,20 +1,17 @@
 """`flowrate scaling`: weak-scaling efficiency on this machine, one torchrun launch per size.
 
-Parses the run options and the sizes, runs each size through flowrate.campaigns.scaling, records
-the runs, prints the table and draws the plot. Run as a module (`python -m flowrate.cli.scaling
-CONFIG.json RESULT.json`) it is the worker torchrun starts on every rank of a size.
+Parses the run options and the sizes, plans and runs the sizes through flowrate.campaigns
+(scaling_plan, scaling), which record the runs; prints the table and draws the plot. Each rank
+of a size runs flowrate.cli.scaling_worker.
 """
 
 from __future__ import annotations
 
-import sys
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.run import resolve_run, run_options, span
-from flowrate.cli.select import STORE_HELP
+from flowrate.cli.options import STORE_HELP, run_options
 
 if TYPE_CHECKING:
     from flowrate.campaigns.scaling import ScalingReport
@@ -60,105 +57,45 @@ def command(
     machines, launch `torchrun … -m flowrate run` per size yourself and compare the runs.
     """
     import contextlib
-    import dataclasses
+    import json
 
-    import torch
-
-    from flowrate.campaigns.scaling import check_weak_scaling, parse_sizes, run_scaling, threads_per_rank
-    from flowrate.cli import console
+    from flowrate.campaigns.scaling import parse_sizes
+    from flowrate.campaigns.scaling_plan import plan_scaling, run_plan
+    from flowrate.cli import console, scaling_text
+    from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError
     from flowrate.results.store import Store
 
     sizes = parse_sizes(nproc)
     if no_store and (store or tags):
         raise ConfigError("no_store", "cannot be combined with --store or --tag")
-    config, problem = resolve_run(
-        flags, sample_shape, None, lambda c, p: c.for_problem(p.modes, p.default_mode, p.name)
-    )
-    check_weak_scaling(config)
+    config, problem = resolve_run(flags, sample_shape)
+    plan = plan_scaling(config, sizes, name)
     if out:
         from flowrate.analysis.plots import format_for
 
         format_for(out)  # an unknown image format fails now, not after the runs
-    cuda = config.device.startswith("cuda") or (config.device == "auto" and torch.cuda.is_available())
-    config = dataclasses.replace(config, threads=threads_per_rank(config, sizes, cuda))
-    label = name or f"scaling-{uuid.uuid4().hex[:6]}"
-    threads = f", {config.threads} thread(s) per rank" if config.threads else ""
-    console.status(
-        f"flowrate scaling {label}: {problem.name}/{problem.size} {config.mode}, batch "
-        f"{config.batch_size or problem.default_batch_size} per rank{threads}, at "
-        f"{', '.join(map(str, sizes))} processes; each times {span(config)}",
-        quiet,
-    )
-
-    with contextlib.ExitStack() as stack:
-        opened = None if no_store else stack.enter_context(Store(store))
-
-        def recorded(processes: int, result: Any) -> None:
-            if opened is not None:
-                opened.add(result, (f"scaling:{label}", f"nproc:{processes}", *tags))
-            total = result.summary.samples_per_sec
-            console.status(f"{processes} process(es): {total:.4g} samples/s (run {result.run_id})", quiet)
-
-        report, _ = run_scaling(config, sizes, label, on_size=recorded)
+    console.status(scaling_text.start_line(plan, problem), quiet)
+    with contextlib.nullcontext(None) if no_store else Store(store) as opened:
+        report = run_plan(
+            plan,
+            opened,
+            tags,
+            on_size=lambda n, result: console.status(scaling_text.size_line(n, result), quiet),
+        )
+    title = scaling_text.title(plan, problem)
     if out:
-        from flowrate.analysis.plots import save, scaling_figure
-
-        save(scaling_figure(report, f"weak scaling {label}: {problem.name}/{problem.size}"), out)
-        console.status(f"plot written to {out}", quiet)
+        _plot(report, title, out, quiet)
     if as_json:
-        import json
-
         console.data(json.dumps(report.to_dict(), indent=2))
-        return
-    header, rows = table(report)
-    title = f"weak scaling {label}: {problem.name}/{problem.size}"
-    console.grid(title, header, rows, right_aligned=(0, 1, 2, 3))
+    else:
+        console.grid(title, scaling_text.HEADER, scaling_text.rows(report), scaling_text.RIGHT_ALIGNED)
 
 
-def table(report: ScalingReport) -> tuple[list[str], list[list[str]]]:
-    """The report as a table: processes, summed and per-rank samples/s, efficiency, run id."""
-    from flowrate.units import rate
-
-    header = ["processes", "samples/s (sum)", "per rank", "efficiency", "run"]
-    rows = [
-        [
-            str(p.processes),
-            rate(p.samples_per_sec),
-            rate(p.samples_per_sec_per_rank),
-            f"{p.efficiency:.1%}",
-            p.run_id,
-        ]
-        for p in report.points
-    ]
-    return header, rows
-
-
-def worker(config_file: str, result_file: str) -> int:
-    """One rank of a size: run the configuration; rank 0 writes the merged Result (exit codes as
-    `flowrate run`'s)."""
-    import json
-    from pathlib import Path
-
+def _plot(report: ScalingReport, title: str, out: str, quiet: bool) -> None:
+    from flowrate.analysis.plots import save
+    from flowrate.analysis.plots_scaling import scaling_figure
     from flowrate.cli import console
-    from flowrate.cli.main import EXIT_FAILED, EXIT_USAGE, flag_name
-    from flowrate.config import RunConfig
-    from flowrate.errors import ConfigError, FlowrateError
-    from flowrate.execution.distributed import is_primary
-    from flowrate.harness.run import run_config
 
-    try:
-        result = run_config(RunConfig.from_dict(json.loads(Path(config_file).read_text())))
-    except ConfigError as mistake:
-        console.error(f"{flag_name(mistake.field)}: {mistake.message}")
-        return EXIT_USAGE
-    except FlowrateError as failure:
-        console.error(str(failure))
-        return EXIT_FAILED
-    if is_primary():
-        result.save(result_file)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(worker(sys.argv[1], sys.argv[2]))
+    save(scaling_figure(report, title), out)
+    console.status(f"plot written to {out}", quiet)

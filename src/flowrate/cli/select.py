@@ -1,4 +1,4 @@
-"""Options shared by the commands that read recorded runs: --store, and which runs to take.
+"""Which recorded runs a command takes, from the selection options (flowrate.cli.options).
 
 Runs are chosen either by references — run ids (or unique prefixes), tags, result files or
 JSON-lines exports — or by filters over the store (--problem, --device, --precision, --tag,
@@ -7,44 +7,14 @@ JSON-lines exports — or by filters over the store (--problem, --device, --prec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
+from flowrate.cli.options import FILTER_NAMES
 from flowrate.errors import FlowrateError
-from flowrate.results.store import DEFAULT_PATH, ENV_VAR, RunFilter, Store, StoredRun, store_path
-
-STORE_HELP = f"The results store (SQLite). [default: ${ENV_VAR}, else ./{DEFAULT_PATH}]"
-
-store_option = click.option("--store", type=click.Path(dir_okay=False), help=STORE_HELP)
-
-_FILTERS = [
-    click.option("--problem", "-p", help="Only runs of this problem (family, or family/size)."),
-    click.option("--device", help="Only runs on a device whose name contains this (or a type: cpu, cuda)."),
-    click.option("--precision", help="Only runs at this precision (fp32, bf16, …)."),
-    click.option("--mode", type=click.Choice(["train", "infer"]), help="Only training or inference runs."),
-    click.option("--execution", help="Only runs in this execution mode."),
-    click.option("--tag", help="Only runs with this tag."),
-    click.option("--sweep", help="Only runs of this sweep (id, id prefix or name)."),
-    click.option("--since", help="Only runs from this date or time on (2026-11-21, or 7d / 12h ago)."),
-    click.option("--until", help="Only runs up to this date (inclusive) or time."),
-]
-FILTER_NAMES = ("problem", "device", "precision", "mode", "execution", "tag", "sweep", "since", "until")
-
-
-def filter_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_FILTERS):
-        function = option(function)
-    return function
-
-
-def selection_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """REFS… plus the filters and --store: everything select_runs() needs."""
-    function = filter_options(function)
-    function = store_option(function)
-    return click.argument("refs", nargs=-1, metavar="[RUN|TAG|FILE]...")(function)
+from flowrate.results.store import RunFilter, Store, StoredRun, store_path
 
 
 def pop_filter(flags: dict[str, Any]) -> RunFilter:
@@ -61,10 +31,10 @@ def select_runs(store: str | None, refs: Sequence[str], where: RunFilter) -> lis
     opened: Store | None = None
     try:
         for ref in refs:
-            path = Path(ref)
-            if path.is_file():
-                from flowrate.results.transfer import read_results
+            from flowrate.results.transfer import read_results, result_file
 
+            path = result_file(ref)  # a .json or .jsonl file, else a run id or tag
+            if path is not None:
                 runs += [StoredRun.from_result(result, tags) for result, tags in read_results(path)]
                 continue
             if opened is None:

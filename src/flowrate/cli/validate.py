@@ -6,21 +6,9 @@ from typing import Any
 
 import click
 
-from flowrate.cli.run import given_fields, run_options
+from flowrate.cli.options import host_memory_option, run_options, target_option
 
 GIB = 2**30
-
-target_option = click.option(
-    "--target",
-    help="A device from the peak table to check against instead of this machine's, e.g. h100, "
-    "a100-80gb, h200 (an unknown name lists them), or a calibrated device.",
-)
-host_memory_option = click.option(
-    "--host-memory",
-    type=float,
-    metavar="GIB",
-    help="Host RAM that streaming's host-side state must fit in. [default: this machine's available RAM]",
-)
 
 
 @click.command("validate")
@@ -41,8 +29,8 @@ def command(
     import json
     import sys
 
-    from flowrate.cli import console
-    from flowrate.cli.estimate_text import finding_lines, validation_rows
+    from flowrate.cli import console, validate_text
+    from flowrate.cli.resolve import given_fields
     from flowrate.config import FLAG_NAMES
     from flowrate.estimate.validate import validate
 
@@ -53,36 +41,15 @@ def command(
         flag_names=FLAG_NAMES,
     )
     if as_json:
-        console.data(json.dumps(validation_json(result), indent=2))
+        console.data(json.dumps(validate_text.validation_json(result), indent=2))
     for finding in result.findings:
         if not finding.error:
             console.warn(finding.message)
     if not result.ok:
-        header, *items = finding_lines(result)
+        header, *items = validate_text.finding_lines(result)
         console.error(header)
         for item in items:
             console.detail(item)
         sys.exit(1)
     if not as_json:
-        console.key_value_table("flowrate validate", validation_rows(result))
-
-
-def validation_json(result: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    plan = result.plan
-    return {
-        "ok": result.ok,
-        "device": result.device,
-        "batch_size": result.batch_size,
-        "findings": [asdict(f) for f in result.findings],
-        "memory": None
-        if plan is None
-        else {
-            "chosen": plan.chosen,
-            "needs": {name: asdict(need) for name, need in plan.needs.items()},
-            "fits": [
-                {"where": f.where, "need": f.need, "capacity": f.capacity, "fits": f.fits} for f in plan.fits
-            ],
-        },
-    }
+        console.key_value_table("flowrate validate", validate_text.validation_rows(result))

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 
 from flowrate.config import Mode
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
-from flowrate.estimate.trace import BACKWARD, FORWARD, OPTIMIZER, Op, StepTrace
+from flowrate.estimate.ops import BACKWARD, FORWARD, OPTIMIZER, Op
+from flowrate.estimate.trace import StepTrace
 
 # Parameters per second a host optimizer updates: DeepSpeed's CPU Adam, 11.6 B parameters in
 # 8.2 s on a server CPU (MEASUREMENT.md). Used where the host's own rate is not measured.
@@ -162,27 +163,15 @@ def estimate_streaming(
     """The streamed step: per block, the longest of compute, copies and host update, per phase."""
     if trace.blocks is None:
         raise EstimateUnavailable("the problem declares no blocks, so it cannot be streamed")
-    notes: list[str] = []
     link, basis = device.host_link_bandwidth, "host link"
     if device.device_type == "cpu":
         link, basis = device.bandwidth_rate(math.inf), "memory copies (the CPU is its own host)"
     if not link:
         raise EstimateUnavailable(f"{device.name} has no host-link bandwidth in the peak table")
     element = compute_element_size or trace.compute_element_size
-    costs = [(op, op_cost(op, device, trace.mode.value).seconds) for op in trace.ops]
-    forward = [0.0] * len(trace.blocks)
-    backward = [0.0] * len(trace.blocks)
-    outside = 0.0
-    for op, seconds in costs:
-        if op.phase == OPTIMIZER:
-            continue  # the host optimizer replaces the device's update
-        if op.block is None:
-            outside += seconds
-        elif op.phase == FORWARD:
-            forward[op.block] += seconds
-        else:
-            backward[op.block] += seconds
+    forward, backward, outside = _block_seconds(trace, device, len(trace.blocks))
     train = trace.mode is Mode.TRAIN
+    notes: list[str] = []
     if train:
         notes.append(
             f"host optimizer at {HOST_OPTIMIZER_PARAMS_PER_S / 1e9:.2g} B parameters/s (DeepSpeed's CPU "
@@ -201,9 +190,6 @@ def estimate_streaming(
             copies += copy_s
             hidden += min(work, copy_s)
             compute += work
-    key = "bf16" if element == 2 else "fp32"
-    flop_rate = device.large_flop_rate(key)
-    tokens = step.batch_size * tokens_per_sample if tokens_per_sample else None
     forward_total = sum(forward)
     copy_forward = sum(block.parameters * element / link for block in trace.blocks)
     batch_to_hide = math.ceil(step.batch_size * copy_forward / forward_total) if forward_total > 0 else None
@@ -216,8 +202,29 @@ def estimate_streaming(
         step_s=total,
         samples_per_sec=step.batch_size / total,
         resident_samples_per_sec=step.samples_per_sec,
-        min_tokens_per_load=flop_rate * element / (2 * link),
-        tokens_per_load=tokens,
+        min_tokens_per_load=device.large_flop_rate("bf16" if element == 2 else "fp32") * element / (2 * link),
+        tokens_per_load=step.batch_size * tokens_per_sample if tokens_per_sample else None,
         batch_to_hide=batch_to_hide,
         notes=notes,
     )
+
+
+def _block_seconds(
+    trace: StepTrace, device: DeviceModel, blocks: int
+) -> tuple[list[float], list[float], float]:
+    """Forward and backward seconds per block, and the seconds outside every block; the device's
+    optimizer update is left out, as the host optimizer replaces it."""
+    forward = [0.0] * blocks
+    backward = [0.0] * blocks
+    outside = 0.0
+    for op in trace.ops:
+        seconds = op_cost(op, device, trace.mode.value).seconds
+        if op.phase == OPTIMIZER:
+            continue
+        if op.block is None:
+            outside += seconds
+        elif op.phase == FORWARD:
+            forward[op.block] += seconds
+        else:
+            backward[op.block] += seconds
+    return forward, backward, outside

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from flowrate.config import Execution, Mode
 from flowrate.estimate.trace import StepTrace
+from flowrate.execution.host_memory import host_bytes_per_parameter
 
 TIGHT = 0.9  # share of capacity above which a fit is called tight
 
@@ -55,8 +56,6 @@ def resident_need(trace: StepTrace) -> MemoryNeed:
 
 
 def streaming_need(trace: StepTrace, recompute: bool = False) -> MemoryNeed:
-    from flowrate.execution.streaming import host_bytes_per_parameter
-
     if trace.blocks is None:
         return MemoryNeed(
             Execution.STREAMING.value, 0, None, {}, False, "the problem declares no blocks to stream"

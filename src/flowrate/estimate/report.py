@@ -18,7 +18,8 @@ from flowrate.errors import FlowrateError
 from flowrate.estimate.cost import StepEstimate, StreamingEstimate, estimate_step, estimate_streaming
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
 from flowrate.estimate.memory import MemoryPlan, plan_memory
-from flowrate.estimate.trace import BACKWARD, FORWARD, StepTrace, trace_step
+from flowrate.estimate.ops import BACKWARD, FORWARD
+from flowrate.estimate.trace import StepTrace, trace_step
 from flowrate.problems.base import Problem
 
 # The cost model's version, recorded with every estimate: bump it when predictions change.

@@ -8,14 +8,47 @@ checkpoint; loading uses ``weights_only=True`` (no pickled code runs).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from flowrate.errors import FlowrateError
+from flowrate.execution.base import Executor
+
+
+class Ranks(Protocol):
+    """This rank of a data-parallel run, as far as saving a checkpoint needs it."""
+
+    rank: int
+
+    def barrier(self) -> None: ...
+
+
+def checkpoint_saver(
+    directory: str | None, executor: Executor, ranks: Ranks | None
+) -> Callable[[int], None] | None:
+    """What the loop calls every --checkpoint-every steps (None without a checkpoint directory).
+
+    In a data-parallel run rank 0 saves (the weights are the same on every rank) while the others
+    wait for it, so every rank times the same interval.
+    """
+    if directory is None:
+        return None
+    folder = Path(directory)
+
+    def save(step: int) -> None:
+        if ranks is not None and ranks.rank != 0:
+            ranks.barrier()
+            return
+        with executor.checkpoint_state() as (model, optimizer):
+            save_checkpoint(folder, step, model, optimizer)
+        if ranks is not None:
+            ranks.barrier()
+
+    return save
 
 
 def save_checkpoint(

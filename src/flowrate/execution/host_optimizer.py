@@ -8,7 +8,9 @@ optimizer over all parameters computes.
 
 One worker thread runs the updates in the order they are submitted: the device finishes
 backward from the last block to the first, so updates complete in that order too, and the next
-step's forward finds every block but the first already updated.
+step's forward finds every block but the first already updated. Around each step, the block's
+gradients land in its fp32 masters (averaged across ranks in a data-parallel run), and after it
+the copies the device receives are refreshed from the updated masters.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
+
+from flowrate.execution.host_memory import HostParam
 
 
 class BlockUpdater:
@@ -63,3 +67,44 @@ class BlockUpdater:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def land_gradients(hosts: Sequence[HostParam], reduce: Callable[[torch.Tensor], None] | None) -> None:
+    """The masters' fp32 gradients from their staging copies, reduced across ranks if asked.
+
+    Runs on the host thread. A data-parallel run averages each block's gradients with one
+    collective (``reduce``, in place) over the block's flattened gradients; every rank submits
+    blocks in the same (backward) order, so the collectives match. A parameter without a gradient
+    on this rank contributes zeros there, so every rank reduces tensors of the same size.
+    """
+    for host in hosts:
+        if host.grad_copied is not None:
+            host.grad_copied.synchronize()
+            host.grad_copied = None
+        if host.has_grad and host.grad_staging is not None:
+            host.master.grad = host.grad_staging.float()
+        else:
+            host.master.grad = None
+        host.has_grad = False
+    trained = [h for h in hosts if h.grad_staging is not None]
+    if reduce is None or not trained:
+        return
+    grads = [h.master.grad if h.master.grad is not None else torch.zeros_like(h.master) for h in trained]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    reduce(flat)
+    offset = 0
+    for host in trained:
+        n = host.master.numel()
+        host.master.grad = flat[offset : offset + n].view_as(host.master)
+        offset += n
+
+
+def refresher(hosts: Sequence[HostParam]) -> Callable[[], None]:
+    """After an update: refresh the copies sent to the device that are not the masters themselves."""
+
+    def refresh() -> None:
+        for host in hosts:
+            if host.send is not host.master.data:
+                host.send.copy_(host.master.data)
+
+    return refresh

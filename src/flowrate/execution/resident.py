@@ -8,11 +8,16 @@ measurement loop decides when to synchronize.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
 
 from flowrate.config import Mode, OptimizerName
+from flowrate.execution.base import Optimizers
+from flowrate.execution.distributed import unwrap
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.problems.base import Batch, Problem
 
@@ -45,7 +50,10 @@ def has_fused_cpu_optimizers() -> bool:
 
 
 class ResidentExecutor:
-    """Owns the model's placement, the precision policy and the optimizer for a resident run."""
+    """Owns the model's placement, the precision policy and the optimizer for a resident run.
+
+    An Executor (flowrate.execution.base) with nothing to wait for at the end and nothing to report.
+    """
 
     def __init__(
         self,
@@ -70,6 +78,7 @@ class ResidentExecutor:
         self.mode = mode
         self.model = model.to(device=policy.device, dtype=policy.weight_dtype)
         self.optimizer: torch.optim.Optimizer | None = None
+        self.warnings: list[str] = []
         self.scaler: torch.amp.GradScaler | None = None
         if mode is Mode.TRAIN:
             self.model.train()
@@ -88,10 +97,14 @@ class ResidentExecutor:
             return self._infer(batch)
         return self.update(self._loss(batch))
 
+    def begin_step(self) -> None:
+        """Nothing to prepare before a forward: the weights stay on the device."""
+
     def update(self, loss: torch.Tensor) -> torch.Tensor:
         """Backward from ``loss`` and the optimizer step: the second half of a training step, also
-        for a loss computed by the user's own loop (flowrate.session)."""
-        assert self.optimizer is not None, "update() is for training steps"
+        for a loss computed by the user's own loop (flowrate.session). Inference: the loss, detached."""
+        if self.optimizer is None:
+            return loss.detach()
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             if self.clip_grad_norm is not None:
@@ -106,6 +119,18 @@ class ResidentExecutor:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
+
+    def finish(self) -> None:
+        """Nothing runs beside the device's queue: the weights are final after the last step."""
+
+    def report(self, timed_steps: int | None = None) -> dict[str, Any] | None:
+        """A resident run adds no section of its own to the Result."""
+        return None
+
+    @contextmanager
+    def checkpoint_state(self) -> Iterator[tuple[nn.Module, Optimizers]]:
+        """The user's module (outside a data-parallel wrapper) and the optimizer."""
+        yield unwrap(self.model), self.optimizer
 
     def _infer(self, batch: Batch) -> torch.Tensor:
         with torch.inference_mode():

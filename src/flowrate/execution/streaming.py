@@ -26,20 +26,23 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
 import torch
 from torch import nn
 
 from flowrate.config import Mode, OptimizerName, Precision
-from flowrate.errors import ConfigError, FlowrateError, OutOfMemory
-from flowrate.execution.host_optimizer import BlockUpdater
+from flowrate.errors import ConfigError, FlowrateError
+from flowrate.execution.base import Optimizers
+from flowrate.execution.host_memory import HostMemory
+from flowrate.execution.host_optimizer import BlockUpdater, land_gradients, refresher
 from flowrate.execution.precision import PrecisionPolicy
+from flowrate.execution.recompute import recompute_in_backward
 from flowrate.execution.resident import make_optimizer
+from flowrate.execution.step_times import StepTimeline, cuda_event
 from flowrate.problems.base import Batch, Problem
 
 STREAMABLE = (Precision.FP32, Precision.TF32, Precision.BF16)
@@ -56,35 +59,6 @@ def check_streamable(precision: Precision, device: torch.device) -> None:
         )
 
 
-def host_bytes_per_parameter(mode: Mode, precision: Precision, optimizer: OptimizerName) -> int:
-    """Host memory a streamed parameter needs: what check_host_memory compares with RAM.
-
-    Training: fp32 master (4) + optimizer state (AdamW 8, SGD momentum 4) + fp32 gradient (4)
-    + a compute-precision copy to send (2 in bf16; fp32 sends the master) + its gradient staging
-    in the compute precision (2 in bf16, 4 in fp32). Inference: master and the copy to send.
-    """
-    compute = 2 if precision is Precision.BF16 else 4
-    shadow = compute if compute != 4 else 0
-    if mode is Mode.INFER:
-        return 4 + shadow
-    state = 4 if optimizer is OptimizerName.SGD else 8
-    return 4 + state + 4 + shadow + compute
-
-
-def check_host_memory(parameters: int, per_parameter: int, available: int | None = None) -> int:
-    """Refuse, with the numbers, a model whose host-side state does not fit in available RAM."""
-    needed = parameters * per_parameter
-    available = psutil.virtual_memory().available if available is None else available
-    if needed > available:
-        raise OutOfMemory(
-            f"streaming needs {needed / 1e9:.2f} GB of host memory for {parameters:,} parameters "
-            f"({per_parameter} bytes each: fp32 master weights, optimizer state, gradients and the "
-            f"copy sent to the device) but {available / 1e9:.2f} GB is available: use a smaller model, "
-            "--optimizer sgd, or a host with more memory"
-        )
-    return needed
-
-
 @dataclass
 class _Block:
     index: int
@@ -96,27 +70,6 @@ class _Block:
     copied: Any = None  # CUDA event: the device copy is complete
     waiting: int = 0  # owned parameters whose gradient has not arrived this step
     owners: list[int] = field(default_factory=list)  # blocks whose updates its weights come from
-
-
-@dataclass
-class _Host:
-    """One parameter's host side."""
-
-    master: nn.Parameter  # fp32 master weight; the host optimizer updates it
-    send: torch.Tensor  # what is copied to the device: the master itself, or a bf16 copy of it
-    grad_staging: torch.Tensor | None  # pinned landing place of the device gradient
-    grad_copied: Any = None  # CUDA event: the gradient has landed
-    has_grad: bool = False
-
-
-@dataclass
-class StepTimes:
-    """Where one step's time went (seconds)."""
-
-    copy_in_s: float = 0.0
-    copy_out_s: float = 0.0
-    copy_wait_s: float = 0.0  # the device waited for weights that had not arrived (exposed copy)
-    optimizer_wait_s: float = 0.0  # the next step waited for a block's host update
 
 
 class StreamingExecutor:
@@ -147,24 +100,21 @@ class StreamingExecutor:
         self.recompute = recompute
         self.clip_grad_norm = clip_grad_norm
         self.compute_dtype = torch.bfloat16 if policy.precision is Precision.BF16 else torch.float32
-        self.warnings: list[str] = []
         self.model = model
         self.blocks = self._declare_blocks(problem, model)
         self._cuda = self.device.type == "cuda"
         self._copy_stream = torch.cuda.Stream(self.device) if self._cuda else None
         self._placeholder = torch.empty(0, dtype=self.compute_dtype, device=self.device)
-        self.pinned = self._pins_host_memory()
-        self.host: dict[int, _Host] = {}
+        self.host = HostMemory(pin=self._pins_host_memory())
+        self.warnings = self.host.warnings  # a failed pinned allocation says so here
         self._place(model)
         self.resident_bytes = 0  # device bytes of streamed weights right now
         self.peak_resident_bytes = 0
-        self.steps: list[StepTimes] = []
-        self._times = StepTimes()
-        self._events: list[tuple[int, str, Any, Any]] = []  # (step, kind, start, end) CUDA events
+        self.times = StepTimeline()
         self.updater: BlockUpdater | None = None
         if mode is Mode.TRAIN:
             self.model.train()
-            masters = [[self.host[id(p)].master for p in b.owned] for b in self.blocks]
+            masters = [[self.host[p].master for p in b.owned] for b in self.blocks]
             make: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = (
                 functools.partial(make_optimizer, optimizer, lr=learning_rate, device=_HOST)
                 if isinstance(optimizer, OptimizerName)
@@ -207,19 +157,19 @@ class StreamingExecutor:
                 setattr(buffer_owner, name, buffer.to(self.device))
         for block in self.blocks:
             for param in block.owned:
-                master = nn.Parameter(self._host_copy(param.detach().float()), requires_grad=False)
-                dtype = self._send_dtype(param)
-                send = master.data if dtype == torch.float32 else self._host_copy(master.data.to(dtype))
-                staging = None
-                if self.mode is Mode.TRAIN and param.requires_grad:
-                    staging = self._host_copy(torch.empty_like(param, dtype=dtype))
-                self.host[id(param)] = _Host(master, send, staging)
+                trains = self.mode is Mode.TRAIN and param.requires_grad
+                self.host.keep(param, self._send_dtype(param), trains)
                 param.data = self._placeholder
-            block.send_bytes = sum(self.host[id(p)].send.nbytes for p in block.params)
+            block.send_bytes = sum(self.host[p].send.nbytes for p in block.params)
 
     def _pins_host_memory(self) -> bool:
         """Page-locked host memory makes copies to a CUDA device asynchronous (and faster)."""
         return self._cuda
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the host side is pinned (False also after a failed pinned allocation)."""
+        return self.host.pinned
 
     def _send_dtype(self, param: nn.Parameter) -> torch.dtype:
         """Matrices (linear, conv, embedding weights) travel in the compute precision; vectors
@@ -227,26 +177,12 @@ class StreamingExecutor:
         bytes, and norms with running statistics need them in fp32."""
         return self.compute_dtype if param.dim() >= 2 else torch.float32
 
-    def _host_copy(self, tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.cpu().clone() if tensor.device.type != "cpu" or not tensor.is_contiguous() else tensor
-        if not self.pinned:
-            return tensor
-        try:
-            return tensor.pin_memory()
-        except RuntimeError as error:  # page-locked memory is a limited resource
-            self.pinned = False
-            self.warnings.append(
-                f"pinned host memory could not be allocated ({error}); streaming falls back to pageable "
-                "memory, whose host-to-device copies are slower and not asynchronous"
-            )
-            return tensor
-
     def _install_hooks(self) -> None:
         for block in self.blocks:
             block.module.register_forward_pre_hook(self._before_forward(block))
             block.module.register_forward_hook(self._after_forward(block))
             if self.recompute and self.mode is Mode.TRAIN:
-                _recompute_in_backward(block.module)
+                recompute_in_backward(block.module)
         if self.mode is Mode.TRAIN:
             for block in self.blocks:
                 for param in block.owned:
@@ -266,21 +202,19 @@ class StreamingExecutor:
             start = time.perf_counter()
             for owner in block.owners:
                 self.updater.wait(owner)
-            self._times.optimizer_wait_s += time.perf_counter() - start
+            self.times.current.optimizer_wait_s += time.perf_counter() - start
         if self._copy_stream is None:
             start = time.perf_counter()
-            block.buffers = {id(p): self.host[id(p)].send.clone() for p in block.params}
-            self._times.copy_in_s += time.perf_counter() - start
+            block.buffers = {id(p): self.host[p].send.clone() for p in block.params}
+            self.times.current.copy_in_s += time.perf_counter() - start
         else:
-            begin, end = _event(), _event()
+            begin, end = self.times.events("copy_in")
             with torch.cuda.stream(self._copy_stream):
                 begin.record()
                 block.buffers = {
-                    id(p): self.host[id(p)].send.to(self.device, non_blocking=self.pinned)
-                    for p in block.params
+                    id(p): self.host[p].send.to(self.device, non_blocking=self.pinned) for p in block.params
                 }
                 end.record()
-            self._events.append((len(self.steps), "copy_in", begin, end))
             block.copied = end
         self.resident_bytes += block.send_bytes
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
@@ -291,11 +225,10 @@ class StreamingExecutor:
         self._fetch(index)
         if block.copied is not None:
             stream = torch.cuda.current_stream(self.device)
-            before, after = _event(), _event()
+            before, after = self.times.events("copy_wait")
             before.record(stream)
             stream.wait_event(block.copied)
             after.record(stream)
-            self._events.append((len(self.steps), "copy_wait", before, after))
             for buffer in block.buffers.values():
                 buffer.record_stream(stream)  # not reused until the compute stream is done with it
             block.copied = None
@@ -352,7 +285,7 @@ class StreamingExecutor:
 
     def _gradient_ready(self, block: _Block) -> Any:
         def hook(param: torch.Tensor) -> None:
-            host = self.host[id(param)]
+            host = self.host[param]
             grad = param.grad
             param.grad = None
             if grad is None:
@@ -361,9 +294,10 @@ class StreamingExecutor:
             if self._copy_stream is None:
                 start = time.perf_counter()
                 host.grad_staging.copy_(grad)
-                self._times.copy_out_s += time.perf_counter() - start
+                self.times.current.copy_out_s += time.perf_counter() - start
             else:
-                ready, begin, end = _event(), _event(), _event()
+                ready = cuda_event()
+                begin, end = self.times.events("copy_out")
                 ready.record(torch.cuda.current_stream(self.device))
                 with torch.cuda.stream(self._copy_stream):
                     self._copy_stream.wait_event(ready)
@@ -372,7 +306,6 @@ class StreamingExecutor:
                     end.record()
                 grad.record_stream(self._copy_stream)
                 host.grad_copied = end
-                self._events.append((len(self.steps), "copy_out", begin, end))
             host.has_grad = True
             block.waiting -= 1
             if block.waiting == 0 and self.clip_grad_norm is None:
@@ -384,79 +317,48 @@ class StreamingExecutor:
 
     def _submit_update(self, block: _Block) -> None:
         assert self.updater is not None
-        hosts = [self.host[id(p)] for p in block.owned]
-        self.updater.submit(block.index, lambda: self._land_gradients(hosts), _refresher(hosts))
-
-    def _land_gradients(self, hosts: Sequence[_Host]) -> None:
-        """The masters' fp32 gradients from their staging copies, reduced across ranks if asked.
-
-        Runs on the host thread. A data-parallel run averages each block's gradients with one
-        collective over the block's flattened gradients; every rank submits blocks in the same
-        (backward) order, so the collectives match. A parameter without a gradient on this rank
-        contributes zeros there, so every rank reduces tensors of the same size.
-        """
-        for host in hosts:
-            if host.grad_copied is not None:
-                host.grad_copied.synchronize()
-                host.grad_copied = None
-            if host.has_grad and host.grad_staging is not None:
-                host.master.grad = host.grad_staging.float()
-            else:
-                host.master.grad = None
-            host.has_grad = False
-        if self.reduce_gradients is None:
-            return
-        trained = [h for h in hosts if h.grad_staging is not None]
-        if not trained:
-            return
-        grads = [h.master.grad if h.master.grad is not None else torch.zeros_like(h.master) for h in trained]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        self.reduce_gradients(flat)
-        offset = 0
-        for host in trained:
-            n = host.master.numel()
-            host.master.grad = flat[offset : offset + n].view_as(host.master)
-            offset += n
+        hosts = [self.host[p] for p in block.owned]
+        land = functools.partial(land_gradients, hosts, self.reduce_gradients)
+        self.updater.submit(block.index, land, refresher(hosts))
 
     def _clip_and_update_all(self) -> None:
         """Clipping: the global norm over every gradient, then every block's update."""
         assert self.updater is not None and self.clip_grad_norm is not None
         for block in self.blocks:
-            self._land_gradients([self.host[id(p)] for p in block.owned])
-        masters = [h.master for h in self.host.values() if h.master.grad is not None]
+            land_gradients([self.host[p] for p in block.owned], self.reduce_gradients)
+        masters = [h.master for h in self.host if h.master.grad is not None]
         torch.nn.utils.clip_grad_norm_(masters, self.clip_grad_norm)
         for block in self.blocks:
-            hosts = [self.host[id(p)] for p in block.owned]
-            self.updater.submit(block.index, lambda: None, _refresher(hosts))
+            self.updater.submit(block.index, lambda: None, refresher([self.host[p] for p in block.owned]))
 
     # --- steps --------------------------------------------------------------------------------
 
     def step(self, batch: Batch) -> torch.Tensor:
         """Queue one step; return its loss (a detached device tensor)."""
-        self._times = StepTimes()
+        self.times.begin()
         if self.mode is Mode.INFER:
             with torch.inference_mode(), self.policy.autocast():
                 loss = self.problem.loss(self.model, batch)
-            self.steps.append(self._times)
+            self.times.end()
             return loss
         self.begin_step()
         with self.policy.autocast():
             loss = self.problem.loss(self.model, batch)
-        return self.finish_step(loss)
+        return self.update(loss)
 
     def begin_step(self) -> None:
         """Before a training step's forward: count the gradients each block waits for."""
-        self._times = StepTimes()
+        self.times.begin()
         for block in self.blocks:
             block.waiting = sum(1 for p in block.owned if p.requires_grad)
 
-    def finish_step(self, loss: torch.Tensor) -> torch.Tensor:
+    def update(self, loss: torch.Tensor) -> torch.Tensor:
         """Backward from ``loss`` (its gradients stream out, the host updates each block), then
         release every block: the second half of a training step, also for a loss computed by
         the user's own loop (flowrate.session), which calls begin_step() before its forward.
         Inference steps only record their copy times."""
         if self.mode is Mode.INFER:
-            self.steps.append(self._times)
+            self.times.end()
             return loss.detach()
         loss.backward()
         for index in range(len(self.blocks)):
@@ -467,7 +369,7 @@ class StreamingExecutor:
             for block in self.blocks:  # blocks some of whose parameters got no gradient
                 if block.waiting > 0:
                     self._submit_update(block)
-        self.steps.append(self._times)
+        self.times.end()
         return loss.detach()
 
     def finish(self) -> None:
@@ -485,7 +387,7 @@ class StreamingExecutor:
         for block in self.blocks:
             for param in block.owned:
                 saved[id(param)] = param.data
-                param.data = self.host[id(param)].master.data
+                param.data = self.host[param].master.data
         try:
             yield self.model
         finally:
@@ -493,67 +395,42 @@ class StreamingExecutor:
                 for param in block.owned:
                     param.data = saved[id(param)]
 
+    @contextmanager
+    def checkpoint_state(self) -> Iterator[tuple[nn.Module, Optimizers]]:
+        """The model with its fp32 master weights, and the per-block host optimizers."""
+        with self.master_weights() as model:
+            optimizers = self.updater.optimizers if self.updater else []
+            yield model, [o for o in optimizers if o is not None]
+
     # --- the record -----------------------------------------------------------------------------
 
     def report(self, timed_steps: int | None = None) -> dict[str, Any]:
         """Per-step times (medians over the timed steps) and memory, for Result.streaming."""
         if self._copy_stream is not None:
-            torch.cuda.synchronize(self.device)
-            self._resolve_events()
-        steps = self.steps[-timed_steps:] if timed_steps else self.steps
-        updater = self.updater
-
-        def median(name: str) -> float:
-            values = sorted(getattr(s, name) for s in steps)
-            return values[len(values) // 2] if values else 0.0
-
-        copy_in = median("copy_in_s")
-        exposed = median("copy_wait_s") if self._cuda else copy_in
-        hosts = list(self.host.values())
-        host_bytes = sum(
-            h.master.nbytes + (h.send.nbytes if h.send is not h.master.data else 0) for h in hosts
-        ) + sum(h.grad_staging.nbytes for h in hosts if h.grad_staging is not None)
+            torch.cuda.synchronize(self.device)  # the copies' CUDA events can be read now
+        times = self.times.medians(timed_steps)
+        copy_in = times["copy_in_s"]
+        exposed = times["copy_wait_s"] if self._cuda else copy_in
         return {
             "blocks": len(self.blocks),
             "recompute": self.recompute,
             "clip_grad_norm": self.clip_grad_norm,
             "compute_dtype": str(self.compute_dtype).removeprefix("torch."),
             "copy_in_s_per_step": copy_in,
-            "copy_out_s_per_step": median("copy_out_s"),
+            "copy_out_s_per_step": times["copy_out_s"],
             "copy_exposed_s_per_step": exposed,
             "copy_hidden_fraction": None if copy_in <= 0 else max(0.0, 1.0 - exposed / copy_in),
-            "optimizer_wait_s_per_step": median("optimizer_wait_s"),
-            "optimizer_s_total": None if updater is None else updater.busy_s,
-            "steps": len(self.steps),
+            "optimizer_wait_s_per_step": times["optimizer_wait_s"],
+            "optimizer_s_total": None if self.updater is None else self.updater.busy_s,
+            "steps": len(self.times.steps),
             "device_weight_bytes_peak": self.peak_resident_bytes,
             "largest_block_bytes": max(b.send_bytes for b in self.blocks),
-            "host_bytes": host_bytes,
+            "host_bytes": self.host.nbytes(),
             "host_pinned": self.pinned,
             "note": None
             if self._cuda
             else "on the CPU host and device share memory: copies are clones, none is hidden",
         }
-
-    def _resolve_events(self) -> None:
-        """Credit each timed copy (CUDA events, read once the device is idle) to its step."""
-        for index, kind, begin, end in self._events:
-            if index < len(self.steps):
-                step = self.steps[index]
-                setattr(step, f"{kind}_s", getattr(step, f"{kind}_s") + begin.elapsed_time(end) / 1000.0)
-        self._events.clear()
-
-
-def _refresher(hosts: Sequence[_Host]) -> Any:
-    def refresh() -> None:
-        for host in hosts:
-            if host.send is not host.master.data:
-                host.send.copy_(host.master.data)
-
-    return refresh
-
-
-def _event() -> Any:
-    return torch.cuda.Event(enable_timing=True)
 
 
 def _tensors(output: Any) -> list[torch.Tensor]:
@@ -564,35 +441,3 @@ def _tensors(output: Any) -> list[torch.Tensor]:
     if isinstance(output, dict):
         return [t for item in output.values() for t in _tensors(item)]
     return []
-
-
-def _recompute_in_backward(module: nn.Module) -> None:
-    """Keep only the block's inputs; its forward runs again in backward (activation checkpointing).
-
-    The second run must not count twice: buffers a forward updates (BatchNorm's running
-    statistics) are put back as the first run left them.
-    """
-    from torch.utils.checkpoint import checkpoint
-
-    forward = module.forward
-
-    def recomputed(*args: Any, **kwargs: Any) -> Any:
-        if not torch.is_grad_enabled():
-            return forward(*args, **kwargs)
-        runs = 0
-
-        def run(*inner: Any, **inner_kwargs: Any) -> Any:
-            nonlocal runs
-            runs += 1
-            if runs == 1:
-                return forward(*inner, **inner_kwargs)
-            kept = [(buffer, buffer.clone()) for buffer in module.buffers()]
-            try:
-                return forward(*inner, **inner_kwargs)
-            finally:
-                for buffer, value in kept:
-                    buffer.copy_(value)
-
-        return checkpoint(run, *args, use_reentrant=False, **kwargs)
-
-    module.forward = recomputed

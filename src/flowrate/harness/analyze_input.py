@@ -202,7 +202,7 @@ def analyze_input(
 def consumption_rate(config: RunConfig, problem: Problem) -> tuple[float, str]:
     """The model's samples/s with its batches ready on the device (a synthetic run of ``config``),
     and how it was found."""
-    from flowrate.harness.run import run_config  # the runner imports this package's feed
+    from flowrate.harness.api import run_config  # the runner imports this package's feed
 
     synthetic = config.replace(
         data_dir=None,

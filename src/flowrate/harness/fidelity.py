@@ -16,7 +16,7 @@ from typing import Any
 
 from flowrate.config import Mode, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.harness.run import run_config
+from flowrate.harness.api import run_config
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
@@ -32,7 +32,7 @@ FELL_MIN_FRACTION = 0.05
 # debug sizes on the CPU, bf16 autocast lands within 0.01% of fp32's fall (tests/unit/test_fidelity.py).
 COMPARABLE_TOLERANCE = 0.1
 
-# First among a check's warnings (the runner gives a check no timing advice: it is moot there).
+# First among a check's warnings (the harness gives a check no timing advice: it is moot there).
 THROUGHPUT_WARNING = (
     "a check run is not a throughput benchmark: its batches are made inside the timed loop; "
     "measure throughput with `flowrate run`"

@@ -1,7 +1,9 @@
 """The timed loop: preheat, then measure, synchronizing only at sample points.
 
-Kept small and apart from the harness (flowrate/runner.py) so the code that runs while the
-clock is running can be read in one sitting. Batches are made before the clock starts.
+Kept small and apart from the harness (flowrate.harness) so the code that runs while the clock
+is running can be read in one sitting. ``LoopClock`` is the measurement, written once and fed one
+step at a time; ``timed_loop`` drives it with the harness's own steps (batches made before the
+clock starts), and a Session (flowrate.harness.session) feeds it from the user's own loop.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Protocol, overload
 
 import torch
 
+from flowrate.config import RunConfig
 from flowrate.errors import NonFiniteLoss
 from flowrate.measure.rate import RateReading, RateTracker
 from flowrate.problems.base import Batch
@@ -25,18 +28,34 @@ StepFn = Callable[[Batch], torch.Tensor]
 
 @dataclass(frozen=True)
 class LoopPlan:
-    """How long to measure. ``steps`` fixes the count; otherwise min_steps and duration_s both hold."""
+    """How long to measure: ``steps`` ends it at that count of timed steps; ``duration_s`` ends it
+    once that many seconds and ``min_steps`` have passed; with neither, its driver ends it (a
+    session's loop runs out of batches)."""
 
     preheat_steps: int
     steps: int | None
     min_steps: int
-    duration_s: float
+    duration_s: float | None
     sample_every: int | None  # None: chosen from the preheat's step time
     target_interval_s: float
     smoothing: float
     # Save a checkpoint after every this many timed steps (None: never). Sample points fall on
     # checkpoint boundaries so checkpoint time is an interval of its own.
     checkpoint_every: int | None = None
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> LoopPlan:
+        """The plan a RunConfig describes: its step count, when it has one, overrides its duration."""
+        return cls(
+            preheat_steps=config.preheat_steps,
+            steps=config.steps,
+            min_steps=config.min_steps,
+            duration_s=config.duration_s if config.steps is None else None,
+            sample_every=config.sample_every,
+            target_interval_s=config.target_interval_s,
+            smoothing=config.smoothing,
+            checkpoint_every=config.checkpoint_every,
+        )
 
 
 COMPUTE = "compute"
@@ -107,30 +126,6 @@ class Consensus(Protocol):
         ...
 
 
-def preheat(
-    step: StepFn,
-    batches: Sequence[Batch],
-    count: int,
-    sync: Callable[[], None],
-    clock: Callable[[], float],
-) -> tuple[float, float | None]:
-    """Run untimed steps; return their total time and the median step time after the first.
-
-    Each preheat step is synchronized so its time is real; the first absorbs lazy initialisation
-    and autotuning and is left out of the median.
-    """
-    start = clock()
-    times = []
-    for i in range(count):
-        t0 = clock()
-        loss = step(batches[i % len(batches)])
-        sync()
-        _check_finite([float(loss)], first_step=i, preheat=True)
-        times.append(clock() - t0)
-    total = clock() - start
-    return total, (statistics.median(times[1:]) if len(times) > 1 else None)
-
-
 def choose_sample_every(plan: LoopPlan, step_s: float | None) -> int:
     if plan.sample_every is not None:
         n = plan.sample_every
@@ -139,6 +134,173 @@ def choose_sample_every(plan: LoopPlan, step_s: float | None) -> int:
     else:
         n = max(1, math.ceil(plan.target_interval_s / step_s))
     return min(n, plan.steps) if plan.steps is not None else n
+
+
+class LoopClock:
+    """The measurement of a loop, fed one step at a time; its driver runs the steps.
+
+    - The first ``plan.preheat_steps`` steps are preheat: each is synchronized and timed (from the
+      previous one's end, or from the clock's creation), and its loss checked. The first absorbs
+      lazy initialisation and autotuning and is left out of the median step time.
+    - After the last of them the clock starts (``start()``; a driver without preheat calls it):
+      the sample interval is chosen from that median, and the device is idle when it starts.
+    - Timed steps are only counted. At a sample point the device is synchronized, Rate and
+      GlobalRate are read, the interval's losses checked, and the plan asked whether to stop
+      (``done``). Every ``plan.checkpoint_every`` steps a checkpoint is saved, timed as an
+      interval of its own.
+
+    ``on_start`` runs right after the clock starts (energy meters read their counters there);
+    ``on_interval`` gets every interval at its sample point. ``consensus`` makes the ranks of a
+    data-parallel run agree on the sample interval and, when the plan is a duration, on when to
+    stop (one tiny collective per sample point, after the clock is read: it falls in the next
+    interval).
+    """
+
+    def __init__(
+        self,
+        plan: LoopPlan,
+        sync: Callable[[], None],
+        clock: Callable[[], float] = time.perf_counter,
+        *,
+        on_interval: Callable[[Interval], None] | None = None,
+        on_start: Callable[[], None] | None = None,
+        checkpoint: Callable[[int], None] | None = None,
+        consensus: Consensus | None = None,
+    ) -> None:
+        if plan.checkpoint_every is not None and checkpoint is None:
+            raise ValueError("plan.checkpoint_every is set but no checkpoint function was given")
+        self.plan = plan
+        self._sync = sync
+        self._clock = clock
+        self._on_interval = on_interval
+        self._on_start = on_start
+        self._checkpoint = checkpoint
+        self._consensus = consensus
+        self._tracker = RateTracker(plan.smoothing, clock)
+        self.intervals: list[Interval] = []
+        self.losses: list[float] = []  # one per timed step with a loss, in order
+        self.every = 1
+        self.started = False
+        self.done = False
+        self._preheat_times: list[float] = []
+        self._mark = clock()
+        self._step_s: float | None = None
+        self._timed = 0  # timed steps up to the last sample point
+        self._pending: list[torch.Tensor] = []  # the losses of the interval under way
+        self._interval_steps = 0
+        self._interval_end = 0  # steps of the interval under way at which its sample point falls
+        self._after_checkpoint = False
+
+    @property
+    def steps(self) -> int:
+        """Steps counted so far, preheat and timed."""
+        return len(self._preheat_times) + self._timed + self._interval_steps
+
+    def on_step(self, loss: torch.Tensor | None, samples: int) -> Interval | None:
+        """Count one step the driver has queued: preheat until the clock has started, then timed.
+
+        Returns the interval when the step ends at a sample point. ``loss`` may be None (an
+        inference loop that computes none): the step is counted, and its interval has no loss.
+        """
+        if not self.started:
+            self._preheat_step(loss)
+            return None
+        self._tracker.add(samples)
+        if loss is not None:
+            self._pending.append(loss)
+        self._interval_steps += 1
+        if self._interval_steps < self._interval_end:
+            return None
+        interval = self._sample_point()
+        if not self.done:
+            self._maybe_checkpoint()
+        return interval
+
+    def start(self) -> None:
+        """Choose the sample interval, synchronize, and start the clock with the device idle."""
+        times = self._preheat_times
+        self._step_s = statistics.median(times[1:]) if len(times) > 1 else None
+        every = choose_sample_every(self.plan, self._step_s)
+        self.every = self._consensus.sample_every(every) if self._consensus is not None else every
+        self._sync()
+        self._tracker.start()
+        if self._on_start is not None:
+            self._on_start()
+        self.started = True
+        self._interval_end = self._steps_to_next_point()
+
+    def flush(self) -> Interval | None:
+        """The loop ended between sample points (a session's batches ran out): the steps since the
+        last sample point make a last interval."""
+        return self._sample_point() if self.started and self._interval_steps else None
+
+    def record(self) -> LoopRecord:
+        return LoopRecord(self.intervals, self.losses, sum(self._preheat_times), self._step_s, self.every)
+
+    def _preheat_step(self, loss: torch.Tensor | None) -> None:
+        self._sync()
+        if loss is not None:
+            _check_finite([float(loss)], first_step=len(self._preheat_times), preheat=True)
+        now = self._clock()
+        self._preheat_times.append(now - self._mark)
+        self._mark = now
+        if len(self._preheat_times) >= self.plan.preheat_steps:
+            self.start()
+
+    def _sample_point(self) -> Interval:
+        self._sync()
+        reading = self._tracker.read()
+        values = torch.stack(self._pending).float().tolist() if self._pending else []
+        _check_finite(values, first_step=self._timed)
+        self.losses.extend(values)
+        interval = Interval(
+            index=len(self.intervals),
+            first_step=self._timed,
+            steps=self._interval_steps,
+            reading=reading,
+            after_checkpoint=self._after_checkpoint,
+            loss=statistics.fmean(values) if values else None,
+        )
+        self.intervals.append(interval)
+        self._timed += self._interval_steps
+        self._pending, self._interval_steps, self._after_checkpoint = [], 0, False
+        if self._on_interval is not None:
+            self._on_interval(interval)
+        self.done = self._finished(reading.elapsed_s)
+        self._interval_end = self._steps_to_next_point()
+        return interval
+
+    def _maybe_checkpoint(self) -> None:
+        every = self.plan.checkpoint_every
+        if self._checkpoint is None or not every or self._timed % every:
+            return
+        self._checkpoint(self._timed)
+        self._sync()
+        reading = self._tracker.read()
+        saved = Interval(
+            index=len(self.intervals), first_step=self._timed, steps=0, reading=reading, kind=CHECKPOINT
+        )
+        self.intervals.append(saved)
+        self._after_checkpoint = True
+        if self._on_interval is not None:
+            self._on_interval(saved)
+
+    def _steps_to_next_point(self) -> int:
+        """Steps until the next sample point: ``every``, cut short by the plan's end or a checkpoint."""
+        plan, done = self.plan, self._timed
+        count = self.every if plan.steps is None else min(self.every, plan.steps - done)
+        if plan.checkpoint_every:
+            count = min(count, plan.checkpoint_every - done % plan.checkpoint_every)
+        return count
+
+    def _finished(self, elapsed_s: float) -> bool:
+        plan, done = self.plan, self._timed
+        finished = (plan.steps is not None and done >= plan.steps) or (
+            plan.duration_s is not None and done >= plan.min_steps and elapsed_s >= plan.duration_s
+        )
+        if self._consensus is not None and plan.steps is None and plan.duration_s is not None:
+            finished = self._consensus.finished(finished)
+        return finished
 
 
 def timed_loop(
@@ -155,80 +317,31 @@ def timed_loop(
 ) -> LoopRecord:
     """Preheat, start the clock with the device idle, and step until the plan is met.
 
-    ``on_start`` runs right after the clock starts (energy meters read their counters there);
-    ``checkpoint(steps_done)`` saves state every ``plan.checkpoint_every`` steps, timed as an
-    interval of its own. ``consensus`` makes the ranks of a data-parallel run agree on the
-    sample interval and, when the plan is a duration, on when to stop (one tiny collective per
-    sample point, after the clock is read: it falls in the next interval).
+    Step i of the preheat, and then timed step i, runs on ``batches[i % len(batches)]``. The
+    other arguments are LoopClock's: ``checkpoint(steps_done)`` saves state every
+    ``plan.checkpoint_every`` steps.
     """
-    if plan.checkpoint_every is not None and checkpoint is None:
-        raise ValueError("plan.checkpoint_every is set but no checkpoint function was given")
-    preheat_s, step_s = preheat(step, batches, plan.preheat_steps, sync, clock)
-    every = choose_sample_every(plan, step_s)
-    if consensus is not None:
-        every = consensus.sample_every(every)
-    tracker = RateTracker(plan.smoothing, clock)
-    intervals: list[Interval] = []
-    losses: list[float] = []
+    if plan.steps is None and plan.duration_s is None:
+        raise ValueError("a plan with neither steps nor duration_s never ends")
+    loop = LoopClock(
+        plan,
+        sync,
+        clock,
+        on_interval=on_interval,
+        on_start=on_start,
+        checkpoint=checkpoint,
+        consensus=consensus,
+    )
     n_batches = len(batches)
-    done = 0
-    after_checkpoint = False
-    sync()
-    tracker.start()
-    if on_start is not None:
-        on_start()
-    while True:
-        count = _steps_to_next_point(plan, every, done)
-        pending = [step(batches[i % n_batches]) for i in range(done, done + count)]
-        sync()
-        tracker.add(count * batch_size)
-        reading = tracker.read()
-        values = torch.stack(pending).float().tolist()
-        _check_finite(values, first_step=done)
-        losses.extend(values)
-        interval = Interval(
-            index=len(intervals),
-            first_step=done,
-            steps=count,
-            reading=reading,
-            after_checkpoint=after_checkpoint,
-            loss=statistics.fmean(values),
-        )
-        intervals.append(interval)
-        done += count
-        after_checkpoint = False
-        if on_interval is not None:
-            on_interval(interval)
-        finished = _finished(plan, done, reading.elapsed_s)
-        if consensus is not None and plan.steps is None:
-            finished = consensus.finished(finished)
-        if finished:
-            break
-        if checkpoint is not None and plan.checkpoint_every and done % plan.checkpoint_every == 0:
-            checkpoint(done)
-            sync()
-            saved = Interval(
-                index=len(intervals), first_step=done, steps=0, reading=tracker.read(), kind=CHECKPOINT
-            )
-            intervals.append(saved)
-            after_checkpoint = True
-            if on_interval is not None:
-                on_interval(saved)
-    return LoopRecord(intervals, losses, preheat_s, step_s, every)
-
-
-def _steps_to_next_point(plan: LoopPlan, every: int, done: int) -> int:
-    """Steps until the next sample point: ``every``, cut short by the plan's end or a checkpoint."""
-    count = every if plan.steps is None else min(every, plan.steps - done)
-    if plan.checkpoint_every:
-        count = min(count, plan.checkpoint_every - done % plan.checkpoint_every)
-    return count
-
-
-def _finished(plan: LoopPlan, done: int, elapsed_s: float) -> bool:
-    if plan.steps is not None:
-        return done >= plan.steps
-    return done >= plan.min_steps and elapsed_s >= plan.duration_s
+    for i in range(plan.preheat_steps):
+        loop.on_step(step(batches[i % n_batches]), batch_size)
+    if not loop.started:  # no preheat
+        loop.start()
+    i = 0
+    while not loop.done:
+        loop.on_step(step(batches[i % n_batches]), batch_size)
+        i += 1
+    return loop.record()
 
 
 def _check_finite(values: list[float], first_step: int, preheat: bool = False) -> None:

@@ -1,7 +1,8 @@
 """Datasheet peaks per device and precision: the denominator of MFU.
 
 MFU = model FLOP/s ÷ the device's *dense* datasheet peak for the precision the run used. This module
-is the one place those peaks live; every entry names its datasheet (title and URL).
+and its table (peaks_table.py) are the one place those peaks live; every entry names its
+datasheet (title and URL).
 
 Dense, never sparse
     From Ampere on, NVIDIA datasheets print tensor-core figures "with sparsity" (2:4 structured
@@ -61,6 +62,7 @@ from pathlib import Path
 
 from flowrate.config import Precision
 from flowrate.errors import FlowrateError
+from flowrate.measure.peaks_table import DATASHEETS, Datasheet
 
 __all__ = [
     "BUILTIN_PEAKS",
@@ -84,11 +86,6 @@ PEAKS_ENV = "FLOWRATE_PEAKS"
 # Below these, a value was almost surely written in TFLOP/s or GB/s; real devices are far above.
 _MIN_FLOPS = 1e9
 _MIN_BANDWIDTH = 1e6
-
-# PCIe x16, per direction, theoretical: lanes x transfer rate x 128b/130b encoding / 8 bits.
-_PCIE3_X16 = 15.75e9
-_PCIE4_X16 = 31.5e9
-_PCIE5_X16 = 63.0e9
 
 _DENSE = "Dense figures per precision; the datasheet's sparse (2:4) figures are 2x and never used."
 
@@ -202,222 +199,24 @@ class PeakLookup:
     reason: str | None
 
 
-def _entry(
-    name: str,
-    match: tuple[str, ...],
-    tflops: Mapping[str, float],
-    memory_tb_s: float,
-    host_link: float | None,
-    source: str,
-    notes: str,
-    exclude: tuple[str, ...] = (),
-    memory_gb: float | None = None,
-) -> DevicePeak:
-    """A built-in entry written in the datasheet's own units (TFLOP/s, TB/s, GB of memory)."""
+def _entry(sheet: Datasheet) -> DevicePeak:
+    """A built-in entry from its datasheet row: TFLOP/s, TB/s and GB turned into FLOP/s, bytes/s, bytes."""
     return DevicePeak(
-        name=name,
-        match=match,
-        dense_flops={key: value * 1e12 for key, value in tflops.items()},
-        memory_bandwidth=memory_tb_s * 1e12,
-        host_link_bandwidth=host_link,
-        source=source,
-        notes=f"{_DENSE} {notes}",
-        exclude=exclude,
-        memory_capacity=memory_gb * 2**30 if memory_gb is not None else None,
+        name=sheet.name,
+        match=sheet.match,
+        dense_flops={key: value * 1e12 for key, value in sheet.tflops.items()},
+        memory_bandwidth=sheet.memory_tb_s * 1e12,
+        host_link_bandwidth=sheet.host_link,
+        source=sheet.source,
+        notes=f"{_DENSE} {sheet.notes}",
+        exclude=sheet.exclude,
+        memory_capacity=sheet.memory_gb * 2**30 if sheet.memory_gb is not None else None,
     )
 
 
-_V100 = (
-    "NVIDIA Tesla V100 GPU Accelerator datasheet, "
-    "https://images.nvidia.com/content/technologies/volta/pdf/tesla-volta-v100-datasheet-letter-fnl-web.pdf"
-)
-_A100 = (
-    "NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/"
-    "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
-)
-_H100 = (
-    "NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/ and "
-    "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet; dense tensor "
-    "figures from the NVIDIA H100 Tensor Core GPU Architecture whitepaper, "
-    "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper"
-)
-_H200 = "NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/"
-_ADA = (
-    "NVIDIA Ada GPU Architecture whitepaper (appendix tables), "
-    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
-)
+# Searched after user entries, in the table's order.
+BUILTIN_PEAKS: tuple[DevicePeak, ...] = tuple(_entry(sheet) for sheet in DATASHEETS)
 
-# Searched in order after user entries. Variants come before the entry they would otherwise
-# shadow, and ``exclude`` guards the generic entry as well, so the order is belt and braces.
-BUILTIN_PEAKS: tuple[DevicePeak, ...] = (
-    _entry(
-        "NVIDIA Tesla V100 SXM2",
-        ("v100", "sxm2"),
-        {"fp32": 15.7, "fp16": 125.0},
-        0.9,
-        None,
-        _V100,
-        "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity); 125 is FP16 with FP32 "
-        "accumulate. Memory: the datasheet lists 32GB and 16GB boards; the smaller is assumed. Host "
-        "link left empty: SXM2 reaches the host through the system's PCIe Gen3 switches (or NVLink "
-        "on POWER9), which the datasheet does not fix.",
-        memory_gb=16,
-    ),
-    _entry(
-        "NVIDIA Tesla V100 PCIe",
-        ("v100", "pcie"),
-        {"fp32": 14.0, "fp16": 112.0},
-        0.9,
-        _PCIE3_X16,
-        _V100,
-        "Volta has FP16 tensor cores only (no TF32, no bf16, no sparsity). Memory: the datasheet lists "
-        "32GB and 16GB boards; the smaller is assumed. PCIe 3.0 x16.",
-        memory_gb=16,
-    ),
-    _entry(
-        "NVIDIA A100 80GB PCIe",
-        ("a100", "80gb", "pcie"),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-        1.935,
-        _PCIE4_X16,
-        _A100,
-        "Same peaks as SXM4 on the datasheet, at a lower power limit (300 W). PCIe 4.0 x16.",
-        memory_gb=80,
-    ),
-    _entry(
-        "NVIDIA A100 80GB SXM4",
-        ("a100", "80gb"),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-        2.039,
-        _PCIE4_X16,
-        _A100,
-        "HBM2e. Host link is the SXM4 module's PCIe 4.0 x16.",
-        exclude=("pcie",),
-        memory_gb=80,
-    ),
-    _entry(
-        "NVIDIA A100 40GB (SXM4 or PCIe)",
-        ("a100", "40gb"),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-        1.555,
-        _PCIE4_X16,
-        _A100,
-        "HBM2; the datasheet gives the 40GB SXM4 and PCIe parts the same peaks and bandwidth "
-        "(the PCIe card at 250 W may not sustain them). PCIe 4.0 x16.",
-        memory_gb=40,
-    ),
-    _entry(
-        "NVIDIA H100 PCIe",
-        ("h100", "pcie"),
-        {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
-        2.0,
-        _PCIE5_X16,
-        _H100,
-        "80GB HBM2e, 114 SMs; dense = the 2022 datasheet's sparse 756/1,513 halved. PCIe 5.0 x16.",
-        memory_gb=80,
-    ),
-    _entry(
-        "NVIDIA H100 NVL",
-        ("h100", "nvl"),
-        {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
-        3.9,
-        _PCIE5_X16,
-        _H100,
-        "Per GPU (one 94GB board of the NVLink-bridged pair); dense = the datasheet's sparse "
-        "835/1,671 halved. PCIe 5.0 x16.",
-        memory_gb=94,
-    ),
-    _entry(
-        "NVIDIA H100 SXM5 80GB",
-        ("h100",),
-        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
-        3.35,
-        _PCIE5_X16,
-        _H100,
-        "SXM5 at boost clock; torch reports it as 'NVIDIA H100 80GB HBM3'. FP8 not listed. "
-        "Host link is the module's PCIe 5.0 x16.",
-        exclude=("pcie", "nvl"),
-        memory_gb=80,
-    ),
-    _entry(
-        "NVIDIA H200 SXM 141GB",
-        ("h200",),
-        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
-        4.8,
-        _PCIE5_X16,
-        _H200,
-        "Same GH100 compute as H100 SXM (datasheet: 1,979 bf16 sparse), HBM3e at 4.8 TB/s. "
-        "H200 NVL (lower power) is deliberately not matched. PCIe 5.0 x16.",
-        exclude=("nvl",),
-        memory_gb=141,
-    ),
-    _entry(
-        "NVIDIA L4",
-        ("l4",),
-        {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0},
-        0.3,
-        _PCIE4_X16,
-        "NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/l4/",
-        "72 W card; dense = the datasheet's sparse 120/242 halved. PCIe 4.0 x16.",
-        memory_gb=24,
-    ),
-    _entry(
-        "NVIDIA L40S",
-        ("l40s",),
-        {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05},
-        0.864,
-        _PCIE4_X16,
-        "NVIDIA L40S GPU datasheet, https://www.nvidia.com/en-us/data-center/l40s/",
-        "bf16/fp16 is the datasheet's printed dense 362.05 (its sparse column says 733, not 724.1). "
-        "PCIe 4.0 x16.",
-        memory_gb=48,
-    ),
-    _entry(
-        "NVIDIA L40",
-        ("l40",),
-        {"fp32": 90.5, "tf32": 90.5, "bf16": 181.05, "fp16": 181.05},
-        0.864,
-        _PCIE4_X16,
-        "NVIDIA L40 GPU datasheet, https://www.nvidia.com/en-us/data-center/l40/",
-        "Not the L40S. PCIe 4.0 x16.",
-        memory_gb=48,
-    ),
-    _entry(
-        "NVIDIA A10",
-        ("a10",),
-        {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0},
-        0.6,
-        _PCIE4_X16,
-        "NVIDIA A10 Tensor Core GPU datasheet, "
-        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf",
-        "Not the AWS A10G, whose figures differ. PCIe 4.0 x16.",
-        memory_gb=24,
-    ),
-    _entry(
-        "NVIDIA GeForce RTX 4090",
-        ("rtx", "4090"),
-        {"fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2},
-        1.008,
-        _PCIE4_X16,
-        _ADA,
-        "bf16/fp16 are the FP32-accumulate rates PyTorch uses (FP16-accumulate is 330.3). The "
-        "4090 D and the laptop 4090 are different chips and are not matched. PCIe 4.0 x16.",
-        exclude=("d", "laptop", "mobile"),
-        memory_gb=24,
-    ),
-    _entry(
-        "AMD Instinct MI300X",
-        ("mi300x",),
-        {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4},
-        5.3,
-        _PCIE5_X16,
-        "AMD Instinct MI300X Accelerator data sheet, https://www.amd.com/content/dam/amd/en/documents/"
-        "instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf",
-        "fp32 vector and FP32 matrix are both 163.4. Whether PyTorch on ROCm runs TF32 (xf32) "
-        "depends on the ROCm/PyTorch version. PCIe 5.0 x16.",
-        memory_gb=192,
-    ),
-)
 
 _registered: list[DevicePeak] = []
 

@@ -1,4 +1,5 @@
-"""Statistics over a run's intervals, and warnings that say how to fix an unstable result.
+"""Statistics over a run's intervals, warnings that say how to fix an unstable result, and the
+tests of significance that compare two sets of samples (Welch's t-test, Mann–Whitney U).
 
 Follows pyperf's habits: report the spread next to the centre, never a bare number, and when the
 spread or the sample is poor, say so with a remedy.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypedDict
 
@@ -19,6 +22,7 @@ MIN_INTERVAL_S = 0.1  # aim for intervals of at least 100 ms
 TINY_INTERVAL_S = 0.001  # pyperf: values under 1 ms are unreliable
 MIN_INTERVALS = 5
 PERCENTILE_MIN_N = 20  # below this, p5/p95 are not meaningful: report min/max instead
+DEFAULT_ALPHA = 0.05  # significance level of the tests, and 1 − the confidence of their interval
 
 
 class RateFields(TypedDict):
@@ -98,29 +102,89 @@ def summarize(values: list[float]) -> Summary:
     )
 
 
-def measurement_warnings(rates: Summary, interval_seconds: list[float]) -> list[str]:
+def measurement_warnings(rates: Summary, interval_durations_s: list[float]) -> list[str]:
     """Human warnings about the quality of a measurement, each with a remedy."""
-    warnings = []
+    found = []
     if rates.n < MIN_INTERVALS:
-        warnings.append(
+        found.append(
             f"only {rates.n} interval(s) measured: the spread is poorly known; "
             "measure longer with --duration or more --steps"
         )
     if rates.n > 1 and rates.cv >= CV_WARN:
-        warnings.append(
+        found.append(
             f"unstable: intervals vary with a coefficient of variation of {rates.cv:.1%} "
             f"(>= {CV_WARN:.0%}); close other programs, fix the thread count with --threads, "
             "raise --preheat, or measure longer with --duration"
         )
-    typical = statistics.median(interval_seconds) if interval_seconds else 0.0
+    typical = statistics.median(interval_durations_s) if interval_durations_s else 0.0
     if typical < TINY_INTERVAL_S:
-        warnings.append(
+        found.append(
             f"intervals are far too short ({typical * 1e3:.3f} ms median, under 1 ms): "
             "timer resolution dominates; raise --sample-every"
         )
     elif typical < MIN_INTERVAL_S:
-        warnings.append(
+        found.append(
             f"intervals are short ({typical * 1e3:.1f} ms median, under 100 ms): the sync at each "
             "sample point weighs on them; raise --sample-every or use the automatic setting"
         )
-    return warnings
+    return found
+
+
+@dataclass(frozen=True)
+class Welch:
+    """Welch's t-test of mean(B) − mean(A), and its confidence interval.
+
+    ``df`` and ``t`` are None when both sides have zero variance: then p is 1 for equal means
+    and 0 for different ones, and the interval is the difference itself.
+    """
+
+    difference: float
+    standard_error: float
+    df: float | None
+    t: float | None
+    p_value: float
+    ci_low: float
+    ci_high: float
+
+
+def welch(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> Welch:
+    """Welch's unequal-variance t-test of B against A, with the (1 − alpha) interval of B − A.
+
+    Welch–Satterthwaite degrees of freedom; two-sided p. Each side needs 2 values or more.
+    """
+    from scipy import stats as scipy_stats  # loaded on use: fresh run processes never need it
+
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        raise ValueError(f"Welch's test needs 2 values or more on each side, got {na} and {nb}")
+    difference = statistics.fmean(b) - statistics.fmean(a)
+    qa = statistics.variance(a) / na
+    qb = statistics.variance(b) / nb
+    se2 = qa + qb
+    if se2 == 0:  # both sides constant: no noise at all, so any difference is certain
+        return Welch(difference, 0.0, None, None, 1.0 if difference == 0 else 0.0, difference, difference)
+    se = math.sqrt(se2)
+    denominator = qa**2 / (na - 1) + qb**2 / (nb - 1)
+    df = se2**2 / denominator if denominator > 0 else math.inf  # underflow: as good as normal
+    t = difference / se
+    p = float(2 * scipy_stats.t.sf(abs(t), df))
+    half = float(scipy_stats.t.ppf(1 - alpha / 2, df)) * se
+    return Welch(
+        difference, se, df if math.isfinite(df) else None, t, p, difference - half, difference + half
+    )
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Two-sided Mann–Whitney U test: (U of B, p). U of B counts the pairs where B's value is the
+    larger (ties count one half); scipy chooses the exact distribution for small samples without
+    ties, the normal approximation with tie correction otherwise."""
+    from scipy import stats as scipy_stats
+
+    if not a or not b:
+        raise ValueError("the Mann–Whitney test needs a value on each side")
+    if min(a) == max(a) == min(b) == max(b):  # all tied: no evidence either way (scipy: 0/0)
+        return len(a) * len(b) / 2, 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = scipy_stats.mannwhitneyu(b, a, alternative="two-sided")
+    return float(result.statistic), float(result.pvalue)

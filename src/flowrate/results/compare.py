@@ -5,8 +5,8 @@ the compute intervals of every run on a side, pooled (a tag may name several run
 figures every interval measures; the runs' own figures otherwise, which needs two runs or more
 per side before a test means anything. For each metric of flowrate.results.metrics.METRICS the
 comparison gives the centre of each side, the ratio B/A of the means, the difference B − A with
-Welch's confidence interval, the p-value of Welch's t-test or of the Mann–Whitney U test, and a
-verdict.
+Welch's confidence interval, the p-value of Welch's t-test or of the Mann–Whitney U test (both in
+flowrate.measure.stats), and a verdict. flowrate.cli.compare_text renders it.
 
 A difference is called only when it is both significant (p < alpha) and large enough to matter
 (|B − A| / A ≥ the minimum effect). The second condition is not decoration: intervals of one run
@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import math
 import statistics
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scipy import stats as scipy_stats
-
+from flowrate.measure.stats import DEFAULT_ALPHA, mann_whitney, welch
 from flowrate.results.metrics import METRICS, Metric
 from flowrate.results.schema import Result, environment_fingerprint
+from flowrate.units import p_value
 
 TESTS = ("welch", "mannwhitney")
-DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_EFFECT = 0.01  # a relative difference under 1% is not called
 
 # rate figures say faster/slower; every other figure better/worse
@@ -62,62 +60,6 @@ class Difference:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.a!r} vs {self.b!r}"
-
-
-@dataclass(frozen=True)
-class Welch:
-    """Welch's t-test of mean(B) − mean(A), and its confidence interval.
-
-    ``df`` and ``t`` are None when both sides have zero variance: then p is 1 for equal means
-    and 0 for different ones, and the interval is the difference itself.
-    """
-
-    difference: float
-    standard_error: float
-    df: float | None
-    t: float | None
-    p_value: float
-    ci_low: float
-    ci_high: float
-
-
-def welch(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> Welch:
-    """Welch's unequal-variance t-test of B against A, with the (1 − alpha) interval of B − A.
-
-    Welch–Satterthwaite degrees of freedom; two-sided p. Each side needs 2 values or more.
-    """
-    na, nb = len(a), len(b)
-    if na < 2 or nb < 2:
-        raise ValueError(f"Welch's test needs 2 values or more on each side, got {na} and {nb}")
-    difference = statistics.fmean(b) - statistics.fmean(a)
-    qa = statistics.variance(a) / na
-    qb = statistics.variance(b) / nb
-    se2 = qa + qb
-    if se2 == 0:  # both sides constant: no noise at all, so any difference is certain
-        return Welch(difference, 0.0, None, None, 1.0 if difference == 0 else 0.0, difference, difference)
-    se = math.sqrt(se2)
-    denominator = qa**2 / (na - 1) + qb**2 / (nb - 1)
-    df = se2**2 / denominator if denominator > 0 else math.inf  # underflow: as good as normal
-    t = difference / se
-    p = float(2 * scipy_stats.t.sf(abs(t), df))
-    half = float(scipy_stats.t.ppf(1 - alpha / 2, df)) * se
-    return Welch(
-        difference, se, df if math.isfinite(df) else None, t, p, difference - half, difference + half
-    )
-
-
-def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """Two-sided Mann–Whitney U test: (U of B, p). U of B counts the pairs where B's value is the
-    larger (ties count one half); scipy chooses the exact distribution for small samples without
-    ties, the normal approximation with tie correction otherwise."""
-    if not a or not b:
-        raise ValueError("the Mann–Whitney test needs a value on each side")
-    if min(a) == max(a) == min(b) == max(b):  # all tied: no evidence either way (scipy: 0/0)
-        return len(a) * len(b) / 2, 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = scipy_stats.mannwhitneyu(b, a, alternative="two-sided")
-    return float(result.statistic), float(result.pvalue)
 
 
 @dataclass(frozen=True)
@@ -233,19 +175,7 @@ def compare(
         m for metric in METRICS.values() if (m := compare_metric(metric, a, b, test, alpha, min_effect))
     ]
     mismatch = _differences(problem_identity(a[0]), problem_identity(b[0]))
-    notes = []
-    for label, side in zip(labels, (a, b), strict=True):
-        for run in side[1:]:
-            for d in _differences(
-                environment_fingerprint(side[0].environment), environment_fingerprint(run.environment)
-            ):
-                notes.append(
-                    f"runs of {label} differ among themselves: {d} ({side[0].run_id} vs {run.run_id})"
-                )
-            for d in _differences(problem_identity(side[0]), problem_identity(run)):
-                within = Difference(f"{d.field} (within {label})", d.a, d.b)
-                if within not in mismatch:  # pooling runs of different problems means nothing either
-                    mismatch.append(within)
+    notes = _within_sides(labels, (a, b), mismatch)
     shared = sorted({r.run_id for r in a} & {r.run_id for r in b})
     if shared:
         notes.append(f"run(s) {', '.join(shared)} are on both sides")
@@ -265,6 +195,27 @@ def compare(
         configuration_differences=_differences(configuration(a[0]), configuration(b[0])),
         notes=notes,
     )
+
+
+def _within_sides(
+    labels: tuple[str, str], sides: tuple[Sequence[Result], Sequence[Result]], mismatch: list[Difference]
+) -> list[str]:
+    """Runs of one side that differ from that side's first run: environments as notes (returned),
+    problems appended to ``mismatch`` (pooling runs of different problems means nothing either)."""
+    notes = []
+    for label, side in zip(labels, sides, strict=True):
+        for run in side[1:]:
+            for d in _differences(
+                environment_fingerprint(side[0].environment), environment_fingerprint(run.environment)
+            ):
+                notes.append(
+                    f"runs of {label} differ among themselves: {d} ({side[0].run_id} vs {run.run_id})"
+                )
+            for d in _differences(problem_identity(side[0]), problem_identity(run)):
+                within = Difference(f"{d.field} (within {label})", d.a, d.b)
+                if within not in mismatch:
+                    mismatch.append(within)
+    return notes
 
 
 def samples(metric: Metric, runs: Sequence[Result], source: str) -> list[float]:
@@ -294,8 +245,30 @@ def compare_metric(
         xs, ys = samples(metric, a, source), samples(metric, b, source)
     if not xs and not ys:
         return None
+    figures = _figures(metric, xs, ys)
+    if not xs or not ys:
+        missing = "A" if not xs else "B"
+        return MetricComparison(
+            **figures, source="", verdict=NOT_AVAILABLE, reason=f"not recorded in {missing}"
+        )
+    if len(xs) < 2 or len(ys) < 2:
+        if len(xs) == len(ys) == 1:
+            reason = "one value per side; a test needs 2 runs or more a side"
+        else:
+            reason = f"a test needs 2 values or more a side ({len(xs)} in A, {len(ys)} in B)"
+        return MetricComparison(**figures, source=source, verdict=NOT_AVAILABLE, reason=reason)
+    figures.update(_test(xs, ys, test, alpha))
+    verdict, reason = _verdict(
+        metric, figures["difference"], figures["relative"], figures["p_value"], alpha, min_effect
+    )
+    return MetricComparison(**figures, source=source, verdict=verdict, reason=reason)
+
+
+def _figures(metric: Metric, xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]:
+    """The metric, each side's centre and spread, and (when both sides have values) the ratio and
+    difference of the means; the test's figures are None until _test fills them in."""
     ca, cb = _Centre.of(xs), _Centre.of(ys)
-    base: dict[str, Any] = {
+    figures: dict[str, Any] = {
         "metric": metric.name,
         "label": metric.label,
         "unit": metric.unit,
@@ -308,54 +281,44 @@ def compare_metric(
         "median_b": cb.median,
         "stdev_a": ca.stdev,
         "stdev_b": cb.stdev,
+        **dict.fromkeys(
+            ("ratio", "difference", "relative", "ci_low", "ci_high", "df", "statistic", "p_value")
+        ),
     }
-    nothing: dict[str, Any] = dict.fromkeys(
-        ("ratio", "difference", "relative", "ci_low", "ci_high", "df", "statistic", "p_value")
-    )
-    if not xs or not ys:
-        missing = "A" if not xs else "B"
-        return MetricComparison(
-            **base,
-            source="",
-            **nothing,
-            verdict=NOT_AVAILABLE,
-            reason=f"not recorded in {missing}",
+    if xs and ys:
+        mean_a, mean_b = ca.mean or 0.0, cb.mean or 0.0
+        difference = mean_b - mean_a
+        figures.update(
+            difference=difference,
+            ratio=mean_b / mean_a if mean_a else None,
+            relative=difference / abs(mean_a) if mean_a else None,
         )
-    mean_a, mean_b = ca.mean or 0.0, cb.mean or 0.0
-    difference = mean_b - mean_a
-    ratio = mean_b / mean_a if mean_a else None
-    relative = difference / abs(mean_a) if mean_a else None
-    figures = {
-        **base,
-        **nothing,
-        "source": source,
-        "ratio": ratio,
-        "difference": difference,
-        "relative": relative,
-    }
-    if len(xs) < 2 or len(ys) < 2:
-        if len(xs) == len(ys) == 1:
-            reason = "one value per side; a test needs 2 runs or more a side"
-        else:
-            reason = f"a test needs 2 values or more a side ({len(xs)} in A, {len(ys)} in B)"
-        return MetricComparison(**figures, verdict=NOT_AVAILABLE, reason=reason)
+    return figures
+
+
+def _test(xs: Sequence[float], ys: Sequence[float], test: str, alpha: float) -> dict[str, Any]:
+    """The test's figures: Welch's interval whichever the test, and its statistic and p-value."""
     w = welch(xs, ys, alpha)
-    figures.update(ci_low=w.ci_low, ci_high=w.ci_high)
     if test == "welch":
-        figures.update(df=w.df, statistic=w.t, p_value=w.p_value)
-        p = w.p_value
-    else:
-        u, p = mann_whitney(xs, ys)
-        figures.update(statistic=u, p_value=p)
-    verdict, reason = _verdict(metric, difference, relative, p, alpha, min_effect)
-    return MetricComparison(**figures, verdict=verdict, reason=reason)
+        return {"ci_low": w.ci_low, "ci_high": w.ci_high, "df": w.df, "statistic": w.t, "p_value": w.p_value}
+    u, p = mann_whitney(xs, ys)
+    return {"ci_low": w.ci_low, "ci_high": w.ci_high, "statistic": u, "p_value": p}
+
+
+def significantly_slower(comparison: Comparison, max_drop: float) -> bool | None:
+    """For CI: is B's samples/s significantly slower than A's (the verdict 'slower') by more than
+    ``max_drop`` (0.05 = 5%)? None when samples/s could not be tested."""
+    throughput = comparison.metric("samples_per_sec")
+    if throughput is None or throughput.p_value is None:
+        return None
+    return throughput.verdict == "slower" and -(throughput.relative or 0.0) > max_drop
 
 
 def _verdict(
     metric: Metric, difference: float, relative: float | None, p: float, alpha: float, min_effect: float
 ) -> tuple[str, str]:
     if p >= alpha:
-        return NOT_SIGNIFICANT, f"within noise (p = {format_p(p)} ≥ {alpha:g})"
+        return NOT_SIGNIFICANT, f"within noise (p = {p_value(p)} ≥ {alpha:g})"
     if difference == 0:  # p < alpha with equal means: the distributions differ, the means do not
         return NOT_SIGNIFICANT, "equal means"
     if relative is not None and abs(relative) < min_effect:
@@ -366,7 +329,7 @@ def _verdict(
     else:
         word = "better" if higher == metric.higher_is_better else "worse"
     effect = f", {relative:+.1%}" if relative is not None else ""
-    return word, f"p = {format_p(p)}{effect}"
+    return word, f"p = {p_value(p)}{effect}"
 
 
 @dataclass(frozen=True)
@@ -418,124 +381,3 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
-
-
-# --- presentation: plain strings, shared by the terminal table and Markdown ----------------------
-
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-DASH = "—"
-
-
-def format_p(p: float) -> str:
-    if p == 0:
-        return "0"
-    return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
-
-
-def figure(value: float | None, digits: int = 4) -> str:
-    """1234567 -> '1.235M': engineering prefixes, ``digits`` significant figures."""
-    if value is None:
-        return DASH
-    for scale, prefix in _PREFIXES:
-        if abs(value) >= scale:
-            return f"{value / scale:.{digits}g}{prefix}"
-    if value != 0 and abs(value) < 1e-3:
-        return f"{value:.{digits - 1}e}"
-    return f"{value:.{digits}g}"
-
-
-def header(comparison: Comparison) -> list[str]:
-    level = f"{1 - comparison.alpha:.0%}"
-    test = "Welch" if comparison.test == "welch" else "Mann–Whitney"
-    return [
-        "metric",
-        f"{comparison.a_label} mean (median)",
-        f"{comparison.b_label} mean (median)",
-        "n A / B",
-        "B/A",
-        f"B − A [{level} CI]",
-        f"p ({test})",
-        "verdict",
-    ]
-
-
-RIGHT_ALIGNED = (1, 2, 3, 4, 5, 6)
-
-
-def rows(comparison: Comparison) -> list[list[str]]:
-    """One row of cells per metric; a cell that cannot be had is '—' and the verdict says why."""
-    table = []
-    for m in comparison.metrics:
-        label = f"{m.label} [{m.unit}]" if m.unit and m.unit not in m.label else m.label
-        if m.source == "runs":
-            label += " (per run)"
-        ratio = DASH
-        if m.ratio is not None:
-            ratio = f"{m.ratio:.3f}×" + (f" ({m.relative:+.1%})" if m.relative is not None else "")
-        difference = DASH
-        if m.difference is not None:
-            difference = figure(m.difference)
-            if m.ci_low is not None and m.ci_high is not None:
-                difference += f" [{figure(m.ci_low)}, {figure(m.ci_high)}]"
-        table.append(
-            [
-                label,
-                _centre(m.mean_a, m.median_a),
-                _centre(m.mean_b, m.median_b),
-                f"{m.n_a} / {m.n_b}",
-                ratio,
-                difference,
-                DASH if m.p_value is None else format_p(m.p_value),
-                m.verdict_text,
-            ]
-        )
-    return table
-
-
-def _centre(mean: float | None, median: float | None) -> str:
-    if mean is None:
-        return DASH
-    return figure(mean) + (f" ({figure(median)})" if median is not None else "")
-
-
-def title(comparison: Comparison) -> str:
-    def side(label: str, runs: list[str]) -> str:
-        shown = ", ".join(runs[:3]) + (f", … ({len(runs)} runs)" if len(runs) > 3 else "")
-        return f"{label} = {shown}"
-
-    return f"{side(comparison.a_label, comparison.a_runs)}  vs  {side(comparison.b_label, comparison.b_runs)}"
-
-
-def to_markdown(comparison: Comparison) -> str:
-    """A self-contained Markdown report: what was compared, a pipe table, and every warning."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    c = comparison
-    lines = [
-        f"**A** (baseline): {cell(c.a_label)} — {len(c.a_runs)} run(s): {', '.join(c.a_runs)}  ",
-        f"**B**: {cell(c.b_label)} — {len(c.b_runs)} run(s): {', '.join(c.b_runs)}",
-        "",
-    ]
-    head = header(c)
-    lines.append("| " + " | ".join(cell(h) for h in head) + " |")
-    lines.append("|" + "|".join("---:" if i in RIGHT_ALIGNED else "---" for i in range(len(head))) + "|")
-    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows(c)]
-    lines += ["", legend(c)]
-    if c.configuration_differences:
-        lines += ["", "Configuration: " + "; ".join(str(d) for d in c.configuration_differences) + "."]
-    if c.warnings:
-        lines += ["", "**Warnings**", ""] + [f"- {cell(w)}" for w in c.warnings]
-    return "\n".join(lines) + "\n"
-
-
-def legend(comparison: Comparison) -> str:
-    c = comparison
-    test = "Welch's t-test" if c.test == "welch" else "the Mann–Whitney U test"
-    return (
-        f'Samples: compute intervals pooled over each side\'s runs ("per run": one value per run). '
-        f"A difference is called when {test} gives p < {c.alpha:g} and |B − A| / A ≥ "
-        f"{c.min_effect:.2%}; the interval is Welch's {1 - c.alpha:.0%} interval of the difference "
-        "of the means."
-    )

@@ -1,0 +1,54 @@
+"""`flowrate scaling`'s plan and its record: what each size runs, and every size's run recorded in
+the store as it ends, tagged with the study and its process count.
+
+The sizes themselves run in flowrate.campaigns.scaling.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from flowrate.campaigns.scaling import ScalingReport, check_weak_scaling, run_scaling, threads_per_rank
+from flowrate.config import RunConfig
+from flowrate.results.schema import Result
+from flowrate.results.store import Store
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    config: RunConfig  # what every rank of every size runs, its threads per rank set
+    sizes: list[int]  # process counts, ascending
+    label: str  # the study's name: its runs are tagged scaling:LABEL
+
+
+def plan_scaling(config: RunConfig, sizes: Sequence[int], name: str | None = None) -> ScalingPlan:
+    """Check ``config`` suits weak scaling and give each rank its share of the cores (on a CPU)."""
+    import torch
+
+    check_weak_scaling(config)
+    cuda = config.device.startswith("cuda") or (config.device == "auto" and torch.cuda.is_available())
+    threads = threads_per_rank(config, sizes, cuda)
+    return ScalingPlan(
+        config.replace(threads=threads), list(sizes), name or f"scaling-{uuid.uuid4().hex[:6]}"
+    )
+
+
+def run_plan(
+    plan: ScalingPlan,
+    store: Store | None,
+    tags: Sequence[str] = (),
+    on_size: Callable[[int, Result], None] | None = None,
+) -> ScalingReport:
+    """Every size, smallest first; each size's run recorded in ``store`` (unless None) as it ends,
+    tagged scaling:LABEL, nproc:N and ``tags``."""
+
+    def recorded(processes: int, result: Result) -> None:
+        if store is not None:
+            store.add(result, (f"scaling:{plan.label}", f"nproc:{processes}", *tags))
+        if on_size is not None:
+            on_size(processes, result)
+
+    report, _ = run_scaling(plan.config, plan.sizes, plan.label, on_size=recorded)
+    return report

@@ -1,0 +1,410 @@
+"""A sweep's description: grid and sweep-file parsing, the grid's points, and their plan.
+
+A sweep is a base (the options every point shares) and a grid (option -> values); its points
+are the grid's cartesian product. Keys are RunConfig field names, their flag names (batch-size,
+lr, duration, preheat, …), any problem option (m, hidden, seq_len, …) or sample_shape.
+Values are lists; ``A..B`` on an integer option doubles from A up to B (1..512 is
+1, 2, 4, …, 512).
+
+Why the order: within a branch (every key but batch_size equal) batch sizes come ascending, so
+that when one runs out of memory the larger ones can be skipped (flowrate.campaigns.sweep).
+
+Why plan first: every point's RunConfig is built and checked before anything runs, so a bad
+value fails at once, naming its point, rather than minutes into the sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import enum
+import functools
+import hashlib
+import itertools
+import json
+import re
+import tomllib
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from flowrate.config import AUTO, Execution, Mode, OptimizerName, Precision, RunConfig
+from flowrate.errors import ConfigError
+from flowrate.results.store import point_key
+
+if typing.TYPE_CHECKING:
+    from flowrate.problems.base import Problem
+
+BATCH = "batch_size"
+SAMPLE_SHAPE = "sample_shape"
+_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+# RunConfig fields a grid or base may set: all but the problem options (set one by one by key).
+RUN_KEYS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.name != "problem_options")
+_HINTS = typing.get_type_hints(RunConfig)
+# options whose values are names with aliases, each with its parser
+_NAMED: dict[str, Callable[[str], enum.Enum]] = {
+    "mode": Mode.parse,
+    "precision": Precision.parse,
+    "optimizer": OptimizerName.parse,
+    "execution": Execution.parse,
+}
+
+
+def problem_option_keys() -> tuple[str, ...]:
+    """Every shape option some zoo family takes (-O KEY=VALUE), sorted."""
+    from flowrate.problems.registry import FAMILIES
+
+    return tuple(sorted({key for family in FAMILIES.values() for key in family.options}))
+
+
+def _aliases() -> dict[str, str]:
+    """Flag names that differ from their field (lr -> learning_rate, duration -> duration_s)."""
+    from flowrate.config import FLAG_NAMES
+
+    return {flag: name for name, flag in FLAG_NAMES.items()}
+
+
+def valid_keys_text() -> str:
+    return f"run options: {', '.join(RUN_KEYS)}, {SAMPLE_SHAPE}; problem options: " + ", ".join(
+        problem_option_keys()
+    )
+
+
+def canonical_key(key: str, source: str) -> str:
+    """The option a grid or base key means; an unknown one names the valid keys and a close match."""
+    name = key.strip().lower().replace("-", "_")
+    aliases = _aliases()
+    if name in aliases:
+        return aliases[name]
+    options = problem_option_keys()
+    if name in RUN_KEYS or name == SAMPLE_SHAPE or name in options:
+        return name
+    known = [*RUN_KEYS, SAMPLE_SHAPE, *options, *aliases]
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+    meant = [aliases.get(c, c) for c in close]
+    hint = f" (did you mean {' or '.join(dict.fromkeys(meant))}?)" if meant else ""
+    raise ConfigError(source, f"unknown option {key.strip()!r}{hint}; valid keys are {valid_keys_text()}")
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+def _kind(key: str) -> str:
+    """How a key's values are read: int, float, bool, batch (an int or 'auto'), or str."""
+    if key == BATCH:
+        return "batch"
+    if key not in _HINTS:
+        return "int"  # problem options and sample_shape are integers
+    args = typing.get_args(_HINTS[key]) or (_HINTS[key],)
+    for kind in (bool, int, float):
+        if kind in args:
+            return kind.__name__
+    return "str"
+
+
+def parse_value(key: str, value: Any) -> list[Any]:
+    """One given value of ``key``, typed (a range ``A..B`` gives several); ConfigError(key) if bad."""
+    kind = _kind(key)
+    if isinstance(value, str) and ".." in value:
+        match = _RANGE.match(value)
+        if kind not in ("int", "batch"):
+            raise ConfigError(key, "A..B ranges are for integer options; list the values")
+        if not match or int(match[1]) < 1 or int(match[2]) < int(match[1]):
+            raise ConfigError(key, f"cannot read {value!r} as a range: write A..B, 1 ≤ A ≤ B (e.g. 1..512)")
+        low, high = int(match[1]), int(match[2])
+        return [low * 2**i for i in range((high // low).bit_length())]
+    return [_typed(key, kind, value)]
+
+
+def _typed(key: str, kind: str, value: Any) -> Any:
+    text = value.strip() if isinstance(value, str) else value
+    truth = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+    try:
+        if kind == "bool":
+            return value if isinstance(value, bool) else truth[str(text).lower()]
+        if kind == "batch" and isinstance(text, str) and text.lower() == AUTO:
+            return AUTO
+        if kind in ("int", "batch"):
+            if isinstance(text, str) and key not in _HINTS and text.lower() in truth:
+                return int(truth[text.lower()])  # problem options take true/false as 1/0, like -O
+            if isinstance(value, bool | float):
+                raise ValueError
+            return int(text)
+        if kind == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            return float(text)
+    except (ValueError, KeyError):
+        wanted = {"bool": "true or false", "batch": "an integer or 'auto'", "float": "a number"}
+        raise ConfigError(key, f"cannot read {value!r} as {wanted.get(kind, 'an integer')}") from None
+    if not isinstance(text, str) or not text:
+        raise ConfigError(key, f"expected a name, got {value!r}")
+    if key in _NAMED:
+        return _NAMED[key](text).value  # canonical spelling: bf16, not BF16 or bfloat16
+    if key == "problem" and (":" in text or text.endswith(".py")):
+        path, sep, factory = text.rpartition(":")  # absolute: the same file from any folder
+        return f"{Path(path).resolve()}{sep}{factory}" if sep else str(Path(text).resolve())
+    return text
+
+
+def parse_values(key: str, values: Any) -> tuple[Any, ...]:
+    """A grid entry's values: a comma list, a TOML list, or ranges; duplicates dropped."""
+    if isinstance(values, str):
+        items: list[Any] = [v for v in values.split(",") if v.strip()]  # "1,2," is 1 and 2
+    elif isinstance(values, list | tuple):
+        items = list(values)
+    else:
+        items = [values]
+    typed = [v for item in items for v in parse_value(key, item)]
+    if not typed:
+        raise ConfigError(key, f"the grid gives it no values; list one or more, e.g. {key}=1,2")
+    return tuple(dict.fromkeys(typed))
+
+
+@contextlib.contextmanager
+def _blame(source: str | None) -> Iterator[None]:
+    """A value's mistake, blamed on where it was given (--grid, --file) and naming the key."""
+    try:
+        yield
+    except ConfigError as mistake:
+        if source is None:
+            raise
+        raise ConfigError(source, f"{mistake.field}: {mistake.message}") from None
+
+
+def parse_grid(entries: Iterable[tuple[str, Any]], source: str) -> dict[str, tuple[Any, ...]]:
+    """Grid entries (key, values) with canonical keys and typed values; a key given twice is a mistake."""
+    grid: dict[str, tuple[Any, ...]] = {}
+    for key, values in entries:
+        name = canonical_key(key, source)
+        if name in grid:
+            raise ConfigError(source, f"{name} is given twice; give all its values at once")
+        with _blame(source):
+            grid[name] = parse_values(name, values)
+    return grid
+
+
+def parse_grid_flags(pairs: Iterable[str]) -> dict[str, tuple[Any, ...]]:
+    """-g KEY=V1,V2,… flags as a grid."""
+    entries = []
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("grid", f"expected KEY=V1,V2,…, got {pair!r} (e.g. -g batch_size=1..512)")
+        entries.append((key, text))
+    return parse_grid(entries, "grid")
+
+
+def parse_base(values: Mapping[str, Any], source: str | None = None) -> dict[str, Any]:
+    """Options every point shares, keyed as grid keys are (problem options one by one).
+
+    ``source`` None: the values came from flags, and a mistake names the flag itself.
+    """
+    base: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == "problem_options" and isinstance(value, Mapping):
+            base.update(parse_base(value, source))
+            continue
+        name = canonical_key(key, source or key)
+        with _blame(source):
+            if isinstance(value, list) or (isinstance(value, str) and ".." in value):
+                raise ConfigError(name, "a base option takes one value; put several in the grid")
+            [base[name]] = parse_value(name, value)
+    return base
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """A TOML sweep file: ``name``, a ``[base]`` table of run options and a ``[grid]`` table."""
+
+    name: str | None
+    base: dict[str, Any]
+    grid: dict[str, tuple[Any, ...]]
+
+
+def load_sweep_file(path: str | Path) -> SweepFile:
+    source = "file"
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(source, f"cannot read {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(source, f"{path} is not valid TOML: {error}") from None
+    unknown = [k for k in data if k not in ("name", "base", "grid")]
+    if unknown:
+        raise ConfigError(source, f"{path}: unknown entry {unknown[0]!r}; it may have name, [base], [grid]")
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError(source, f"{path}: name must be a non-empty string")
+    for table in ("base", "grid"):
+        if not isinstance(data.get(table, {}), dict):
+            raise ConfigError(source, f"{path}: {table} must be a table, [{table}]")
+    base = parse_base(data.get("base", {}), source)
+    return SweepFile(name, base, parse_grid(data.get("grid", {}).items(), source))
+
+
+# --- the spec ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep runs: the shared base and the grid (key -> values, in the user's order)."""
+
+    base: dict[str, Any]
+    grid: dict[str, tuple[Any, ...]]
+    name: str | None = None  # None: "sweep-<id>"
+
+    def __post_init__(self) -> None:
+        if not self.grid:
+            raise ConfigError(
+                "grid",
+                "the sweep grid is empty: give -g KEY=V1,V2,… (e.g. -g batch_size=1..512) or a [grid] "
+                f"table in --file; valid keys are {valid_keys_text()}",
+            )
+        for key, values in self.grid.items():
+            if not values:
+                raise ConfigError("grid", f"{key}: the grid gives it no values; list one or more")
+            if key in self.base:
+                raise ConfigError("grid", f"{key} is both a base option and a grid key; give it once")
+
+    @property
+    def sweep_id(self) -> str:
+        """A short hash of base, grid (order aside) and given name: the same sweep has the same id."""
+        grid = {k: sorted(json.dumps(v) for v in values) for k, values in self.grid.items()}
+        text = json.dumps({"base": self.base, "grid": grid, "name": self.name}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        return self.name or f"sweep-{self.sweep_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "grid": {k: list(v) for k, v in self.grid.items()}, "name": self.label}
+
+    def points(self) -> list[dict[str, Any]]:
+        """The grid's points, each branch's batch sizes ascending (so an out-of-memory skips the rest)."""
+        return expand_grid(self.grid)
+
+    def config_for(self, params: Mapping[str, Any]) -> RunConfig:
+        """The RunConfig of one point: base, then the point's values (problem options gathered)."""
+        values = {**self.base, **params}
+        given = {k: v for k, v in values.items() if k in RUN_KEYS}
+        options = {k: v for k, v in values.items() if k not in RUN_KEYS and k != SAMPLE_SHAPE}
+        if SAMPLE_SHAPE in values:  # seq_len or image_size, as the point's problem says
+            from flowrate.problems.registry import sample_shape_field
+
+            options[sample_shape_field(given.get("problem", RunConfig.problem))] = values[SAMPLE_SHAPE]
+        if options:
+            given["problem_options"] = options
+        return RunConfig(**given)
+
+
+def merge_spec(
+    cli_base: Mapping[str, Any],
+    cli_grid: Mapping[str, tuple[Any, ...]],
+    file: SweepFile | None = None,
+    name: str | None = None,
+) -> SweepSpec:
+    """The sweep flags and a sweep file describe together: flags override the file.
+
+    A flag fixes a key the file's grid varies; a -g key replaces the file's values or base. A key
+    both fixed and varied in the same place is a mistake.
+    """
+    file = file or SweepFile(None, {}, {})
+    base = {**file.base, **cli_base}
+    grid = {**file.grid, **cli_grid}
+    for key in sorted(set(base) & set(grid)):
+        if key in cli_base and key in cli_grid:
+            flag = key.replace("_", "-")
+            raise ConfigError("grid", f"{key} is both a flag (--{flag}) and a grid key (-g); give it once")
+        if key in cli_base:
+            del grid[key]  # the flag fixes what the file varies
+        elif key in cli_grid:
+            del base[key]
+        else:
+            raise ConfigError("file", f"{key} is in both [base] and [grid]; give it once")
+    return SweepSpec(base, grid, name or file.name)
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Cartesian product in the grid's key order, batch_size innermost and ascending ('auto' last)."""
+    others = [k for k in grid if k != BATCH]
+    batches = sorted(grid.get(BATCH, [None]), key=lambda b: (b == AUTO, b if isinstance(b, int) else 0))
+    points = []
+    for combo in itertools.product(*(grid[k] for k in others)):
+        for batch in batches:
+            values = dict(zip(others, combo, strict=True))
+            if BATCH in grid:
+                values[BATCH] = batch
+            points.append({k: values[k] for k in grid})  # shown in the user's key order
+    return points
+
+
+def describe(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+# --- planning: every point built and validated before anything runs --------------------------
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    index: int  # 1-based position in the sweep
+    params: dict[str, Any]
+    config: RunConfig
+
+    @functools.cached_property
+    def key(self) -> str:
+        return point_key(self.params)
+
+    @functools.cached_property
+    def branch(self) -> str:
+        """Every key but batch_size: the points an out-of-memory tells something about."""
+        return point_key({k: v for k, v in self.params.items() if k != BATCH})
+
+    @property
+    def batch(self) -> int | None:
+        value = self.params.get(BATCH)
+        return value if isinstance(value, int) else None
+
+
+def plan_points(spec: SweepSpec) -> list[PlannedPoint]:
+    """Every point's RunConfig, settled for its problem: a bad value fails now, naming the point.
+
+    The ConfigError keeps the field it is about (the CLI turns it into the flag's name).
+    """
+    from flowrate.problems.registry import get_problem
+
+    problems: dict[str, Problem] = {}
+    points = spec.points()
+    planned = []
+    for index, params in enumerate(points, start=1):
+        try:
+            config = spec.config_for(params)
+            cache = json.dumps([config.problem, config.size, config.problem_options], sort_keys=True)
+            if cache not in problems:
+                problems[cache] = get_problem(config.problem, config.size, config.problem_options)
+            problem = problems[cache]
+            config = config.for_problem(problem.modes, problem.default_mode, problem.name)
+            _check_precision_on_cpu(config)
+        except ConfigError as mistake:
+            raise ConfigError(
+                mistake.field, f"{mistake.message} (point {index} of {len(points)}: {describe(params)})"
+            ) from None
+        planned.append(PlannedPoint(index, params, config))
+    return planned
+
+
+def _check_precision_on_cpu(config: RunConfig) -> None:
+    """A precision the CPU cannot run fails before the sweep (CUDA is left to each point's process:
+    asking the GPU here would hold memory in this process for the whole sweep)."""
+    if config.device not in ("cpu", AUTO):
+        return
+    from flowrate.execution.precision import check_supported
+    from flowrate.measure.device import resolve_device
+
+    device = resolve_device(config.device)  # asks whether CUDA is there, opens no context
+    if device.type == "cpu":
+        check_supported(config.precision, device)

@@ -1,0 +1,70 @@
+"""`flowrate check` as text: what is about to train, and whether and how far the loss fell.
+
+Pure: a config or a Result in, lines or rows out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from flowrate.cli.run_text import problem_words, span
+from flowrate.units import count
+
+if TYPE_CHECKING:
+    from flowrate.config import RunConfig
+    from flowrate.problems.base import Problem
+    from flowrate.results.schema import Result
+
+
+def start_line(config: RunConfig, problem: Problem) -> str:
+    return (
+        f"flowrate check: {problem_words(problem)} "
+        f"{config.precision.value}, lr {config.learning_rate:g}: "
+        f"training {span(config)} on its learnable task"
+    )
+
+
+def did_not_fall(result: Result) -> str:
+    """The check failed: the loss at both ends, and what to try."""
+    fidelity = result.fidelity or {}
+    return (
+        f"the loss did not fall: {fidelity.get('initial_loss', float('nan')):.4f} -> "
+        f"{fidelity.get('final_loss', float('nan')):.4f} over {fidelity.get('steps', 0)} steps; "
+        "train longer (--steps) or with a higher --lr"
+    )
+
+
+def fidelity_rows(result: Result) -> list[tuple[str, str]]:
+    """The human summary of a check, as (label, value) rows."""
+    f = result.fidelity or {}
+    c = result.config
+    p = result.problem
+    device = result.environment.get("device", {}).get("name") or c["device"]
+    window = f"{f['window']} step" + ("s" if f["window"] != 1 else "")
+    preheat = f", after {f['preheat_steps']} unrecorded preheat steps" if f.get("preheat_steps") else ""
+    rows = [
+        ("problem", f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters)"),
+        (
+            "run",
+            f"{c['precision']}  batch {result.batch_size}  {c['optimizer']} lr {c['learning_rate']:g}  "
+            f"{c['execution']}",
+        ),
+        ("device", str(device)),
+        ("task", str(f.get("task"))),
+        ("steps", f"{f['steps']}{preheat}"),
+        ("initial loss", f"{f['initial_loss']:.4f}  (mean of the first {window})"),
+        ("loss reached", f"{f['final_loss']:.4f}  (mean of the last {window})"),
+        ("min loss", f"{f['min_loss']:.4f}"),
+    ]
+    if f.get("target_loss") is not None:
+        reached = f["steps_to_target"]
+        rows.append(
+            (
+                "steps to target",
+                f"{reached if reached is not None else 'not reached'}  (target {f['target_loss']:g})",
+            )
+        )
+    drop = f.get("relative_drop")
+    change = f"  ({-drop:+.1%})" if drop is not None else ""
+    rows.append(("fell", ("yes" if f["fell"] else "no") + change))
+    return rows

@@ -1,0 +1,140 @@
+"""`flowrate compare` as text: the table's cells, Markdown, and the lines around them.
+
+Pure: a Comparison in, strings out (plain strings, shared by the terminal table and Markdown).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from flowrate.units import DASH, compact, p_value
+
+if TYPE_CHECKING:
+    from flowrate.results.compare import Comparison
+
+# the columns of header() that hold figures
+RIGHT_ALIGNED = (1, 2, 3, 4, 5, 6)
+
+
+def header(comparison: Comparison) -> list[str]:
+    level = f"{1 - comparison.alpha:.0%}"
+    test = "Welch" if comparison.test == "welch" else "Mann–Whitney"
+    return [
+        "metric",
+        f"{comparison.a_label} mean (median)",
+        f"{comparison.b_label} mean (median)",
+        "n A / B",
+        "B/A",
+        f"B − A [{level} CI]",
+        f"p ({test})",
+        "verdict",
+    ]
+
+
+def rows(comparison: Comparison) -> list[list[str]]:
+    """One row of cells per metric; a cell that cannot be had is '—' and the verdict says why."""
+    table = []
+    for m in comparison.metrics:
+        label = f"{m.label} [{m.unit}]" if m.unit and m.unit not in m.label else m.label
+        if m.source == "runs":
+            label += " (per run)"
+        ratio = DASH
+        if m.ratio is not None:
+            ratio = f"{m.ratio:.3f}×" + (f" ({m.relative:+.1%})" if m.relative is not None else "")
+        difference = DASH
+        if m.difference is not None:
+            difference = compact(m.difference)
+            if m.ci_low is not None and m.ci_high is not None:
+                difference += f" [{compact(m.ci_low)}, {compact(m.ci_high)}]"
+        table.append(
+            [
+                label,
+                _centre(m.mean_a, m.median_a),
+                _centre(m.mean_b, m.median_b),
+                f"{m.n_a} / {m.n_b}",
+                ratio,
+                difference,
+                DASH if m.p_value is None else p_value(m.p_value),
+                m.verdict_text,
+            ]
+        )
+    return table
+
+
+def _centre(mean: float | None, median: float | None) -> str:
+    if mean is None:
+        return DASH
+    return compact(mean) + (f" ({compact(median)})" if median is not None else "")
+
+
+def title(comparison: Comparison) -> str:
+    def side(label: str, runs: list[str]) -> str:
+        shown = ", ".join(runs[:3]) + (f", … ({len(runs)} runs)" if len(runs) > 3 else "")
+        return f"{label} = {shown}"
+
+    return f"{side(comparison.a_label, comparison.a_runs)}  vs  {side(comparison.b_label, comparison.b_runs)}"
+
+
+def configuration_line(comparison: Comparison) -> str | None:
+    """What differs in the configuration (usually the point of the comparison), or None."""
+    if not comparison.configuration_differences:
+        return None
+    return "configuration: " + "; ".join(str(d) for d in comparison.configuration_differences)
+
+
+def to_markdown(comparison: Comparison) -> str:
+    """A self-contained Markdown report: what was compared, a pipe table, and every warning."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    c = comparison
+    lines = [
+        f"**A** (baseline): {cell(c.a_label)} — {len(c.a_runs)} run(s): {', '.join(c.a_runs)}  ",
+        f"**B**: {cell(c.b_label)} — {len(c.b_runs)} run(s): {', '.join(c.b_runs)}",
+        "",
+    ]
+    head = header(c)
+    lines.append("| " + " | ".join(cell(h) for h in head) + " |")
+    lines.append("|" + "|".join("---:" if i in RIGHT_ALIGNED else "---" for i in range(len(head))) + "|")
+    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows(c)]
+    lines += ["", legend(c)]
+    if c.configuration_differences:
+        lines += ["", "Configuration: " + "; ".join(str(d) for d in c.configuration_differences) + "."]
+    if c.warnings:
+        lines += ["", "**Warnings**", ""] + [f"- {cell(w)}" for w in c.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def legend(comparison: Comparison) -> str:
+    c = comparison
+    test = "Welch's t-test" if c.test == "welch" else "the Mann–Whitney U test"
+    return (
+        f'Samples: compute intervals pooled over each side\'s runs ("per run": one value per run). '
+        f"A difference is called when {test} gives p < {c.alpha:g} and |B − A| / A ≥ "
+        f"{c.min_effect:.2%}; the interval is Welch's {1 - c.alpha:.0%} interval of the difference "
+        "of the means."
+    )
+
+
+def mismatch_message(comparison: Comparison) -> str:
+    what = "; ".join(str(d) for d in comparison.problem_mismatch)
+    return f"A and B are runs of different problems ({what}); use --force to compare anyway"
+
+
+def untested_gate(comparison: Comparison) -> str:
+    """--fail-if-slower could not test samples/s: why, and that it does not fail."""
+    throughput = comparison.metric("samples_per_sec")
+    why = throughput.reason if throughput else "neither side records it"
+    return f"--fail-if-slower: samples/s could not be tested ({why}); not failing"
+
+
+def slower_message(comparison: Comparison, fail_pct: float) -> str:
+    """B is significantly slower than --fail-if-slower allows: by how much, and how sure."""
+    throughput = comparison.metric("samples_per_sec")
+    assert throughput is not None and throughput.p_value is not None  # significantly_slower said so
+    return (
+        f"{comparison.b_label} is significantly slower than {comparison.a_label}: samples/s "
+        f"{throughput.relative or 0.0:+.1%} (p = {p_value(throughput.p_value)}), more than the "
+        f"{fail_pct:g}% --fail-if-slower allows"
+    )

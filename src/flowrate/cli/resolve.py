@@ -1,0 +1,90 @@
+"""From the run flags to a RunConfig and its Problem, before any work is done.
+
+A mistake names the flag the user typed, not the field behind it; an unwritable --out fails now,
+not after a long run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flowrate.config import FLAG_NAMES, RunConfig
+from flowrate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from flowrate.problems.base import Problem
+
+# the run flags that are problem options (RunConfig.problem_options), not RunConfig fields
+_SHAPE_OPTIONS = ("seq_len", "image_size", "layers", "heads", "hidden", "vocab_size")
+
+
+def settle_for_problem(config: RunConfig, problem: Problem) -> RunConfig:
+    """The usual settling: the mode the problem takes (and its default when none was given)."""
+    return config.for_problem(problem.modes, problem.default_mode, problem.name)
+
+
+def resolve_run(
+    flags: dict[str, Any],
+    sample_shape: int | None,
+    out: str | None = None,
+    settle: Callable[[RunConfig, Problem], RunConfig] = settle_for_problem,
+) -> tuple[RunConfig, Problem]:
+    """The RunConfig and Problem the run flags describe, settled for the command."""
+    from flowrate.problems.registry import get_problem
+
+    try:
+        config = RunConfig(**given_fields(flags, sample_shape))
+        problem = get_problem(config.problem, config.size, config.problem_options)
+        config = settle(config, problem)
+    except ConfigError as mistake:
+        raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
+    if out:
+        _check_writable(out)
+    return config, problem
+
+
+def _check_writable(out: str) -> None:
+    import os
+    from pathlib import Path
+
+    folder = Path(out).resolve().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError("out", f"cannot create the folder {folder}: {error.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise ConfigError("out", f"the folder {folder} is not writable; choose another --out")
+
+
+def given_fields(flags: dict[str, Any], sample_shape: int | None) -> dict[str, Any]:
+    """The RunConfig fields the run flags set (a flag left out is None), problem options gathered.
+
+    `flowrate sweep` takes these as the base every point shares.
+    """
+    options = parse_problem_options(flags.pop("extra_options", ()))
+    options.update({k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None})
+    given = {k: v for k, v in flags.items() if v is not None}
+    if sample_shape is not None:
+        from flowrate.problems.registry import sample_shape_field
+
+        options[sample_shape_field(given.get("problem", RunConfig.problem))] = sample_shape
+    if options:
+        given["problem_options"] = options
+    return given
+
+
+def parse_problem_options(pairs: tuple[str, ...]) -> dict[str, int]:
+    """-O key=value pairs as problem options; true/false are 1/0, dashes in keys are underscores."""
+    options: dict[str, int] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError("option", f"expected KEY=VALUE, got {pair!r} (e.g. -O m=4096)")
+        value = {"true": "1", "false": "0", "yes": "1", "no": "0"}.get(text.strip().lower(), text.strip())
+        try:
+            options[key] = int(value)
+        except ValueError:
+            raise ConfigError("option", f"{key} must be an integer, got {text!r}") from None
+    return options

@@ -1,0 +1,82 @@
+"""`flowrate runs` and `flowrate show` as text: the runs, tags and sweeps tables, one run's rows.
+
+Pure: stored runs or a Result in, headers and rows out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from flowrate.cli.check_text import fidelity_rows
+from flowrate.cli.run_text import summary_rows
+from flowrate.units import rate, si
+
+if TYPE_CHECKING:
+    from flowrate.results.schema import Result
+    from flowrate.results.store import StoredRun
+
+RUNS_HEADER = [
+    "run",
+    "created (UTC)",
+    "tags",
+    "problem",
+    "run",
+    "device",
+    "batch",
+    "samples/s",
+    "MFU",
+    "samples/J",
+    "peak mem",
+    "loss",
+]
+RUNS_RIGHT_ALIGNED = (6, 7, 8, 9, 10, 11)
+SWEEPS_HEADER = ["sweep", "name", "created (UTC)", "done", "failed", "skipped"]
+
+
+def runs_rows(runs: Sequence[StoredRun]) -> list[list[str]]:
+    """One row per run: id, when, tags, what ran where, and its headline figures."""
+    return [
+        [
+            r.run_id,
+            r.created_at[:19].replace("T", " "),
+            ", ".join(r.tags),
+            f"{r.problem}/{r.size}" if r.size else r.problem,
+            " ".join(x for x in (r.mode, r.precision, r.execution) if x),
+            r.device_name or "",
+            str(r.batch_size or ""),
+            rate(r.samples_per_sec),
+            "" if r.mfu is None else f"{r.mfu:.1%}",
+            "" if r.samples_per_joule is None else f"{r.samples_per_joule:.4g}",
+            "" if r.peak_memory_bytes is None else si(r.peak_memory_bytes, "B"),
+            "" if r.final_loss is None else f"{r.final_loss:.4f}",
+        ]
+        for r in runs
+    ]
+
+
+def runs_json(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
+    """The runs' headline figures as JSON objects (the full result is left to `show --json`)."""
+    return [{k: v for k, v in vars(r).items() if k != "result_json"} for r in runs]
+
+
+def tags_rows(tags: Mapping[str, int]) -> list[list[str]]:
+    return [[tag, str(n)] for tag, n in tags.items()]
+
+
+def sweeps_rows(sweeps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    return [
+        [s["sweep_id"], s["name"], s["created_at"][:19], str(s["done"]), str(s["failed"]), str(s["skipped"])]
+        for s in sweeps
+    ]
+
+
+def show_rows(result: Result, tags: Sequence[str]) -> list[tuple[str, str]]:
+    """One recorded run: when and how it was tagged, its summary (a check's, for a check), and the
+    command that made it."""
+    rows = fidelity_rows(result) if result.fidelity else summary_rows(result)
+    rows.insert(0, ("recorded", f"{result.created_at}" + (f"  tags {', '.join(tags)}" if tags else "")))
+    command_line = result.environment.get("command_line")
+    if command_line:
+        rows.append(("command", " ".join(str(part) for part in command_line)))
+    return rows

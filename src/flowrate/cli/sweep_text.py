@@ -1,0 +1,123 @@
+"""`flowrate sweep` as text: the status line of each point, the summary and dry-run tables, and
+the lines around them.
+
+Pure: specs, points and reports in, strings and rows out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from flowrate.campaigns.sweep_spec import describe
+from flowrate.units import duration, rate
+
+if TYPE_CHECKING:
+    from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart
+    from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec
+    from flowrate.results.store import SweepPoint
+
+
+def title(name: str, sweep_id: str) -> str:
+    """'sweep NAME (ID)', or 'sweep sweep-ID' when the name is the default one."""
+    return f"sweep {name}" if name == f"sweep-{sweep_id}" else f"sweep {name} ({sweep_id})"
+
+
+def points(count: int) -> str:
+    return f"{count} point" if count == 1 else f"{count} points"
+
+
+def left(progress: SweepProgress) -> str:
+    """'3 left, about 2 min 10 s' (the time once a point has run in this session), or ''."""
+    if not progress.left:
+        return ""
+    if progress.seconds_left is None:
+        return f"{progress.left} left"
+    return f"{progress.left} left, about {duration(progress.seconds_left)}"
+
+
+def begin_line(start: SweepStart) -> str:
+    if start.recorded:
+        return (
+            f"resuming {title(start.name, start.sweep_id)}: {start.recorded} of {start.total} points recorded"
+        )
+    return f"{title(start.name, start.sweep_id)}: {points(start.total)}, each in a fresh process"
+
+
+def point_label(index: int, total: int, params: Mapping[str, Any]) -> str:
+    return f"point {index}/{total} {describe(params)}"
+
+
+def recorded_line(report: PointReport, total: int, progress: SweepProgress) -> tuple[str, bool]:
+    """A point's outcome as one line, and whether it is a warning (a failure other than memory)."""
+    where = point_label(report.index, total, report.params)
+    if report.status == "done":
+        line = f"{where}: {rate(report.samples_per_sec)} samples/s (run {report.run_id})"
+    elif report.status == "skipped":
+        line = f"{where}: {report.reason}"
+    elif report.out_of_memory:
+        line = f"{where}: failed: out of memory (larger batches of this branch are skipped)"
+    else:
+        return f"{where} failed: {report.reason}", True
+    still = left(progress)
+    return (f"{line}; {still}" if still else line), False
+
+
+def interrupted_line(spec: SweepSpec, recorded: int, total: int) -> str:
+    return (
+        f"{title(spec.label, spec.sweep_id)} interrupted: {recorded} of {total} points "
+        "recorded; run the same command to resume"
+    )
+
+
+def failed_message(failed: Sequence[PointReport], total: int) -> str:
+    which = ", ".join(str(r.index) for r in failed[:10]) + (", …" if len(failed) > 10 else "")
+    return (
+        f"{len(failed)} of {total} points failed for another reason than memory: point(s) "
+        f"{which}; --retry-failed runs them again"
+    )
+
+
+def summary_table(reports: Sequence[PointReport]) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
+    """Every point: its grid values, status, samples/s, run and a note; header, rows, right-aligned."""
+    keys = list(reports[0].params) if reports else []
+    rows = [
+        [
+            str(r.index),
+            *(str(r.params.get(k, "")) for k in keys),
+            r.status,
+            rate(r.samples_per_sec) if r.status == "done" else "",
+            r.run_id or "",
+            _note(r),
+        ]
+        for r in reports
+    ]
+    return ["#", *keys, "status", "samples/s", "run", "note"], rows, (0, len(keys) + 2)
+
+
+def _note(report: PointReport) -> str:
+    if report.status == "done":
+        return "recorded earlier" if report.earlier else ""
+    if report.out_of_memory:
+        return "out of memory"
+    return report.reason or ""
+
+
+def dry_run_line(spec: SweepSpec, planned: Sequence[PlannedPoint], recorded: Mapping[str, SweepPoint]) -> str:
+    return (
+        f"{title(spec.label, spec.sweep_id)}: {points(len(planned))}, {len(recorded)} recorded; "
+        f"base {describe(spec.base) or '(the defaults)'}"
+    )
+
+
+def dry_run_table(
+    spec: SweepSpec, planned: Sequence[PlannedPoint], recorded: Mapping[str, SweepPoint]
+) -> tuple[list[str], list[list[str]]]:
+    """Every planned point with its grid values and whether the store holds it; header and rows."""
+    keys = list(spec.grid)
+    rows = []
+    for point in planned:
+        earlier = recorded.get(point.key)
+        state = f"recorded: {earlier.status}" if earlier else "to run"
+        rows.append([str(point.index), *(str(point.params[k]) for k in keys), state])
+    return ["#", *keys, "state"], rows

@@ -1,0 +1,107 @@
+"""The public entry points: ``benchmark()`` for a problem and options, ``run_config()`` for a RunConfig.
+
+The CLI's `flowrate run` is a thin layer over ``run_config``; flowrate.harness.run does the work
+of each process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from flowrate.config import RunConfig
+from flowrate.execution.distributed import check_data_parallel_config, data_parallel
+from flowrate.harness.run import Hooks, run_process
+from flowrate.problems.base import Problem
+from flowrate.problems.registry import get_problem
+from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.tensorboard import TensorBoardWriter
+
+
+def benchmark(
+    problem: str | Problem = "transformer",
+    *,
+    on_interval: Callable[[IntervalRecord], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    argv: list[str] | None = None,
+    tensorboard: str | Path | None = None,
+    **options: Any,
+) -> Result:
+    """Benchmark a zoo problem (by name, or PATH.py:FACTORY) or a Problem object; return the Result.
+
+    ``options`` are RunConfig fields, e.g. ``mode="infer", batch_size=16, precision="bf16"``.
+    """
+    hooks: dict[str, Any] = {
+        "on_interval": on_interval,
+        "clock": clock,
+        "argv": argv,
+        "tensorboard": tensorboard,
+    }
+    if isinstance(problem, Problem):
+        config = RunConfig(problem=f"python:{type(problem).__qualname__}", **options)
+        return run_config(config, problem, **hooks)
+    return run_config(RunConfig(problem=problem, **options), **hooks)
+
+
+def run_config(
+    config: RunConfig,
+    problem: Problem | None = None,
+    *,
+    on_interval: Callable[[IntervalRecord], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    argv: list[str] | None = None,
+    data: str = "synthetic",
+    tensorboard: str | Path | None = None,
+) -> Result:
+    """Run the benchmark that ``config`` describes.
+
+    ``on_interval`` receives each interval's record at its sample point (live progress);
+    ``tensorboard`` names a folder for TensorBoard event files written at every sample point.
+    ``data="learnable"`` feeds a fresh batch of the problem's learnable task to every step (made
+    inside the timed loop), for `flowrate check`; the default cycles synthetic batches made before
+    the clock starts.
+
+    Launched by torchrun, the run is data-parallel (flowrate.execution.distributed): every rank
+    returns the merged Result, whose throughput is the sum over ranks, and TensorBoard gets the
+    merged intervals from rank 0 when the run ends.
+    """
+    hooks = Hooks(on_interval, clock, argv, data, gemm_peak=measured_gemm_peak)
+    with data_parallel(config) as dp:
+        if dp is None:
+            return run_process(config, problem, None, dataclasses.replace(hooks, tensorboard=tensorboard))
+        check_data_parallel_config(config)
+        if problem is None:
+            problem = get_problem(config.problem, config.size, config.problem_options)
+        config = config.for_problem(problem.modes, problem.default_mode, problem.name)
+        dp.check_same_configuration(config, problem)
+        result = dp.merge(run_process(config, problem, dp, hooks))
+    if tensorboard is not None and dp.rank == 0:
+        with TensorBoardWriter(tensorboard) as board:
+            for interval in result.intervals:
+                board.write(interval)
+    return result
+
+
+# Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.
+MEASURED_PEAK_SIDE = {"cuda": 8192, "cpu": 2048}
+
+
+def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
+    """FLOP/s of a large square GEMM at the run's precision on the run's device, through PyTorch."""
+    side = MEASURED_PEAK_SIDE.get(device.type, 2048)
+    gemm = RunConfig(
+        problem="gemm",
+        problem_options={"m": side, "n": side, "k": side},
+        precision=config.precision,
+        device=str(device),
+        threads=config.threads,
+        preheat_steps=2,
+        min_steps=3,
+        duration_s=1.0,
+    )
+    return run_config(gemm).summary.model_flops_per_sec

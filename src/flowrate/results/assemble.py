@@ -1,0 +1,205 @@
+"""The Result of one process's run, from what was built and what was measured.
+
+`flowrate run` (flowrate.harness.run) and a session around the user's own loop
+(flowrate.harness.session) both end here, so a Result means the same whichever made it. Only
+plain values come in: how the run was built (``Built``), the loop's record, and what was
+measured around it (``Measurements``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowrate._version import __version__
+from flowrate.config import Mode, RunConfig
+from flowrate.errors import FlowrateError
+from flowrate.measure.energy import EnergyReading
+from flowrate.measure.flops import FlopsReport, flops_report, flops_warnings
+from flowrate.measure.loop import CHECKPOINT, COMPUTE, LoopRecord
+from flowrate.measure.memory import MemoryReport
+from flowrate.measure.peaks import PeakLookup
+from flowrate.measure.stats import Summary, measurement_warnings, summarize
+from flowrate.problems.base import Problem
+from flowrate.results.schema import IntervalRecord, Result, RunSummary
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the run measured: the batch size it settled on and the model it built."""
+
+    batch_size: int
+    parameters_built: int
+    block_count: int | None  # None: the problem declares no blocks (fine for resident runs)
+    batch_size_search: list[dict[str, Any]] = field(default_factory=list)  # --batch-size auto's tries
+
+
+@dataclass
+class Measurements:
+    """Everything measured around the timed loop that assemble() puts into the Result."""
+
+    intervals: list[IntervalRecord]
+    executed_flops_per_sample: float | None
+    measured_peak_flops: float | None
+    energy: EnergyReading
+    memory: MemoryReport
+    peak: PeakLookup
+    count_warning: str | None
+    is_benchmark: bool  # False for a check, whose data is made inside the loop: no timing advice
+    streaming: dict[str, Any] | None = None  # the executor's report (streaming's; resident has none)
+    inputs: tuple[dict[str, Any], list[str]] | None = None  # the input section, its warnings
+    executor_warnings: list[str] = field(default_factory=list)
+
+
+def assemble(
+    config: RunConfig,
+    problem: Problem,
+    built: Built,
+    record: LoopRecord,
+    measured: Measurements,
+    environment: dict[str, Any],
+) -> Result:
+    """The Result of one process's run (a data-parallel run merges its ranks' afterwards)."""
+    intervals = measured.intervals
+    compute = [i for i in intervals if i.kind == COMPUTE]
+    if not compute:
+        raise FlowrateError("no interval was measured")  # the loop always measures one
+    stats = summarize([i.samples_per_sec for i in compute])
+    summary = _summary(config, problem, built, record, intervals, stats)
+    flops_per_sample = problem.flops_per_sample(config.settled_mode)
+    flops = _flops(problem, config.settled_mode, measured, summary.samples_per_sec)
+    return Result(
+        config=config.to_dict(),
+        problem=_problem_info(config, problem, built),
+        batch_size=built.batch_size,
+        environment=environment,
+        intervals=intervals,
+        losses=record.losses,
+        summary=summary,
+        warnings=_warnings(problem, built, measured, summary, stats, flops_per_sample),
+        batch_size_search=built.batch_size_search,
+        flops=dataclasses.asdict(flops),
+        energy=energy_section(
+            measured.energy, summary.timed_samples, summary.timed_samples * flops_per_sample
+        ),
+        memory=dataclasses.asdict(measured.memory),
+        streaming=measured.streaming,
+        input=measured.inputs[0] if measured.inputs is not None else None,
+        run_id=uuid.uuid4().hex[:12],
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        flowrate_version=__version__,
+    )
+
+
+def energy_section(reading: EnergyReading, samples: int, model_flops: float) -> dict[str, Any]:
+    """The energy reading with samples/J and FLOP/J over the same window."""
+    joules = reading.joules
+    return {
+        **reading.to_dict(),
+        "samples_per_joule": samples / joules if joules else None,
+        "flops_per_joule": model_flops / joules if joules and model_flops else None,
+    }
+
+
+def _summary(
+    config: RunConfig,
+    problem: Problem,
+    built: Built,
+    record: LoopRecord,
+    intervals: list[IntervalRecord],
+    stats: Summary,
+) -> RunSummary:
+    """Throughput as experienced (GlobalRate at the last sample point) and where the time went."""
+    compute = [i for i in intervals if i.kind == COMPUTE]
+    saves = [i for i in intervals if i.kind == CHECKPOINT]
+    last = intervals[-1]
+    tokens = problem.tokens_per_sample
+    samples_per_sec = last.global_samples_per_sec
+    timed_samples = sum(i.samples for i in compute)
+    compute_s = sum(i.seconds for i in compute)
+    checkpoint_s = sum(i.seconds for i in saves)
+    return RunSummary(
+        samples_per_sec=samples_per_sec,
+        rate_samples_per_sec=last.rate_samples_per_sec,
+        steps_per_sec=samples_per_sec / built.batch_size,
+        tokens_per_sec=samples_per_sec * tokens if tokens else None,
+        model_flops_per_sec=samples_per_sec * problem.flops_per_sample(config.settled_mode),
+        **stats.rate_fields(),
+        timed_steps=sum(i.steps for i in compute),
+        timed_samples=timed_samples,
+        timed_duration_s=last.elapsed_s,
+        intervals=len(compute),
+        sample_every_steps=record.sample_every,
+        preheat_steps=config.preheat_steps,
+        preheat_s=record.preheat_s,
+        final_loss=record.losses[-1] if record.losses else None,
+        compute_samples_per_sec=timed_samples / compute_s if compute_s > 0 else None,
+        checkpoints=len(saves),
+        checkpoint_s=checkpoint_s,
+        checkpoint_overhead=checkpoint_s / last.elapsed_s if last.elapsed_s > 0 else 0.0,
+    )
+
+
+def _flops(problem: Problem, mode: Mode, measured: Measurements, samples_per_sec: float) -> FlopsReport:
+    return flops_report(
+        peak=measured.peak,
+        samples_per_sec=samples_per_sec,
+        model_flops_per_sample=problem.flops_per_sample(mode),
+        executed_flops_per_sample=measured.executed_flops_per_sample,
+        bytes_per_sample=problem.bytes_per_sample(mode),
+        bandwidth_kind=problem.bandwidth_kind,
+        measured_peak_flops=measured.measured_peak_flops,
+    )
+
+
+def _warnings(
+    problem: Problem,
+    built: Built,
+    measured: Measurements,
+    summary: RunSummary,
+    stats: Summary,
+    flops_per_sample: int,
+) -> list[str]:
+    """What the reader should know about the figures, each saying what to do about it."""
+    compute_seconds = [i.seconds for i in measured.intervals if i.kind == COMPUTE]
+    warnings = measurement_warnings(stats, compute_seconds) if measured.is_benchmark else []
+    warnings += flops_warnings(flops_per_sample, measured.executed_flops_per_sample)
+    if measured.count_warning:
+        warnings.append(measured.count_warning)
+    if summary.checkpoints:
+        warnings.append(
+            f"{summary.checkpoints} checkpoint(s) took {summary.checkpoint_s:.3g} s, "
+            f"{summary.checkpoint_overhead:.1%} of the timed window: GlobalRate "
+            f"{summary.samples_per_sec:.4g} samples/s includes them, compute throughput "
+            f"{summary.compute_samples_per_sec or 0:.4g} samples/s leaves them out"
+        )
+    warnings += measured.executor_warnings
+    if measured.inputs is not None:
+        warnings += measured.inputs[1]
+    declared = problem.parameter_count()
+    if declared != built.parameters_built:
+        warnings.append(
+            f"the problem declares {declared:,} parameters but its model has "
+            f"{built.parameters_built:,}; fix its parameter_count()"
+        )
+    return warnings
+
+
+def _problem_info(config: RunConfig, problem: Problem, built: Built) -> dict[str, Any]:
+    mode = config.settled_mode
+    return {
+        "name": problem.name,
+        "size": problem.size,
+        "spec": config.problem,
+        "parameters": problem.parameter_count(),
+        "parameters_built": built.parameters_built,
+        "forward_flops_per_sample": problem.forward_flops_per_sample(),
+        "train_flops_per_sample": problem.train_flops_per_sample() if Mode.TRAIN in problem.modes else None,
+        "model_flops_per_sample": problem.flops_per_sample(mode),
+        "tokens_per_sample": problem.tokens_per_sample,
+        "blocks": built.block_count,
+        "settings": problem.describe(),
+    }
