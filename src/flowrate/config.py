@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,6 +167,9 @@ class RunConfig:
     time is recorded as its own kind of interval."""
     checkpoint_dir: str | None = None
     """Where checkpoints go; given together with checkpoint_every."""
+    keep_checkpoints: int | None = None
+    """Keep only the newest this many checkpoints in checkpoint_dir, deleting older ones after each
+    save; None keeps them all."""
     measure_peak: bool = False
     """Before the run, time a large GEMM at the run's precision: MFU is then also reported against
     this measured peak."""
@@ -194,7 +198,7 @@ class RunConfig:
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
         _check_problem(self)
-        set_(self, "batch_size", _batch_size(self.batch_size))
+        set_(self, "batch_size", parse_batch_size(self.batch_size))
         for check in _CHECKS:
             check(self)
 
@@ -231,39 +235,107 @@ class RunConfig:
 
 # --- validation, one concern at a time: each names the field and says what would be valid ---
 
+INT32_MAX = 2**31 - 1  # a batch or a shape beyond it reaches C++ kernels as an overflow
+MAX_STEPS = 10**9  # steps no run finishes: a typo, refused before it runs forever
+WEEK_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The numbers a numeric setting may take, and how to say so. One table (BOUNDS) serves
+    RunConfig's validation and the CLI's parsing of the same flags (flowrate/cli/options.py)."""
+
+    says: str  # what a valid value is, e.g. "a positive integer"
+    low: float
+    high: float  # math.inf: any finite number
+    integer: bool = True
+    low_open: bool = False  # low itself is not valid
+    high_open: bool = False  # high itself is not valid (then ``says`` states the range)
+    high_note: str = ""  # after the upper bound, e.g. " (2**31 - 1)"
+
+    def fault(self, value: object) -> str | None:
+        """Why ``value`` is not a valid setting, in words; None when it is."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be {self.says}, got {value!r}"
+        if self.integer and not isinstance(value, int):
+            return f"must be {self.says}, got {value!r}"
+        if math.isnan(value) or value < self.low or (self.low_open and value == self.low):
+            return f"must be {self.says}, got {value!r}"
+        if self.high_open and value >= self.high:
+            return f"must be {self.says}, got {value!r}"
+        if value > self.high:
+            return f"must be at most {self.high}{self.high_note}, got {value!r}"
+        if value == math.inf:  # no bound but finiteness
+            return f"must be a finite number, got {value!r}"
+        return None
+
+    def check(self, name: str, value: object) -> None:
+        fault = self.fault(value)
+        if fault is not None:
+            raise ConfigError(name, fault)
+
+
+_COUNT = Bounds("a positive integer", 1, INT32_MAX, high_note=" (2**31 - 1)")
+_STEPS = Bounds("a positive integer", 1, MAX_STEPS)
+_POSITIVE = Bounds("a positive number", 0, math.inf, integer=False, low_open=True)
+_SECONDS = Bounds("a positive number", 0, WEEK_S, integer=False, low_open=True, high_note=" s (7 days)")
+
+BOUNDS: dict[str, Bounds] = {
+    "batch_size": _COUNT,
+    "max_batch_size": _COUNT,
+    "global_batch_size": _COUNT,
+    "learning_rate": _POSITIVE,
+    "clip_grad_norm": _POSITIVE,
+    "device_memory_limit_gib": _POSITIVE,
+    "seed": Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)"),
+    "threads": Bounds("a positive integer", 1, 1024),
+    "preheat_steps": Bounds("0 or more", 0, MAX_STEPS),
+    "steps": _STEPS,
+    "min_steps": _STEPS,
+    "duration_s": _SECONDS,
+    "sample_every": _STEPS,
+    "target_interval_s": _SECONDS,
+    "smoothing": Bounds("in [0, 1)", 0, 1, integer=False, high_open=True),
+    "checkpoint_every": _STEPS,
+    "keep_checkpoints": _COUNT,
+    "loader_workers": Bounds("an integer 0 or more", 0, 256),
+    "prefetch": Bounds("a positive integer", 1, 1024),
+    "shuffle_buffer": Bounds("a positive integer", 1, 10**8),
+    "dist_timeout_s": _SECONDS,
+}
+# -O KEY=VALUE and the shape flags: 0 is valid (causal=0); each family's config refuses the rest
+OPTION_BOUNDS = Bounds("an integer 0 or more", 0, INT32_MAX, high_note=" (2**31 - 1)")
+
 
 def _check_problem(config: RunConfig) -> None:
     if not config.problem or not isinstance(config.problem, str):
         raise ConfigError("problem", "name a zoo problem (see `flowrate list`) or PATH.py:FACTORY")
     for key, value in config.problem_options.items():
-        _option_int(key, value)
+        OPTION_BOUNDS.check(key, value)
 
 
-def _batch_size(value: int | str | None) -> int | str | None:
+def parse_batch_size(value: int | str | None) -> int | str | None:
     """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None)."""
     if isinstance(value, str):
         if value.lower() == AUTO:
             return AUTO
-        _positive_int("batch_size", _to_int("batch_size", value))
-        return int(value)
+        value = _to_int("batch_size", value)
     if value is not None:
-        _positive_int("batch_size", value)
+        BOUNDS["batch_size"].check("batch_size", value)
     return value
 
 
+def _check_numbers(config: RunConfig) -> None:
+    """Every numeric field within its bounds (None: the field is unset, or takes a default)."""
+    for name, bounds in BOUNDS.items():
+        value = getattr(config, name)
+        if value is not None and name != "batch_size":  # checked with its spelling, "auto"
+            bounds.check(name, value)
+
+
 def _check_batch(config: RunConfig) -> None:
-    _positive_int("max_batch_size", config.max_batch_size)
-    if config.global_batch_size is not None:
-        _positive_int("global_batch_size", config.global_batch_size)
-        if config.batch_size is not None:
-            raise ConfigError("global_batch_size", "give it or --batch-size (per rank), not both")
-
-
-def _check_step(config: RunConfig) -> None:
-    _positive_number("learning_rate", config.learning_rate)
-    for name in ("clip_grad_norm", "device_memory_limit_gib"):
-        if getattr(config, name) is not None:
-            _positive_number(name, getattr(config, name))
+    if config.global_batch_size is not None and config.batch_size is not None:
+        raise ConfigError("global_batch_size", "give it or --batch-size (per rank), not both")
 
 
 def _check_execution(config: RunConfig) -> None:
@@ -274,61 +346,40 @@ def _check_execution(config: RunConfig) -> None:
         raise ConfigError("compile", "applies to --execution resident only")
 
 
-def _check_placement(config: RunConfig) -> None:
-    _check_device(config.device)
-    if config.threads is not None:
-        _positive_int("threads", config.threads)
-
-
-def _check_loop(config: RunConfig) -> None:
-    if not isinstance(config.preheat_steps, int) or config.preheat_steps < 0:
-        raise ConfigError("preheat_steps", f"must be 0 or more, got {config.preheat_steps!r}")
-    for name in ("steps", "sample_every"):
-        if getattr(config, name) is not None:
-            _positive_int(name, getattr(config, name))
-    for name in ("min_steps", "duration_s", "target_interval_s"):
-        _positive_number(name, getattr(config, name))
-    if not 0.0 <= config.smoothing < 1.0:
-        raise ConfigError("smoothing", f"must be in [0, 1), got {config.smoothing!r}")
+def _check_device(config: RunConfig) -> None:
+    device = config.device
+    if device in (AUTO, "cpu", "cuda"):
+        return
+    prefix, _, index = device.partition(":")
+    if prefix == "cuda" and index.isdigit():
+        return
+    raise ConfigError("device", f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
 
 
 def _check_checkpoints(config: RunConfig) -> None:
-    if config.checkpoint_every is not None:
-        _positive_int("checkpoint_every", config.checkpoint_every)
     if (config.checkpoint_every is None) != (config.checkpoint_dir is None):
         missing = "checkpoint_dir" if config.checkpoint_dir is None else "checkpoint_every"
         raise ConfigError(missing, "--checkpoint-every and --checkpoint-dir go together; give both")
+    if config.keep_checkpoints is not None and config.checkpoint_dir is None:
+        raise ConfigError("keep_checkpoints", "applies with --checkpoint-every and --checkpoint-dir only")
 
 
 def _check_loader(config: RunConfig) -> None:
-    """The loader's settings: valid numbers, and left at their defaults without a dataset."""
-    workers = config.loader_workers
-    if isinstance(workers, bool) or not isinstance(workers, int):
-        raise ConfigError("loader_workers", f"must be an integer 0 or more, got {workers!r}")
-    if workers < 0:
-        raise ConfigError("loader_workers", f"must be 0 or more, got {workers}")
-    for name in ("prefetch", "shuffle_buffer"):
-        _positive_int(name, getattr(config, name))
+    """The loader's settings are left at their defaults without a dataset."""
     if config.data_dir is None:
         for name in ("loader_workers", "prefetch", "shuffle_buffer"):
             if getattr(config, name) != _LOADER_DEFAULTS[name]:
                 raise ConfigError(name, "applies with --data DIR only (synthetic batches need no loader)")
 
 
-def _check_distributed(config: RunConfig) -> None:
-    _positive_number("dist_timeout_s", config.dist_timeout_s)
-
-
 # in field order, after the problem and the batch size's spelling (the batch checks read it)
 _CHECKS: tuple[Callable[[RunConfig], None], ...] = (
+    _check_numbers,
     _check_batch,
-    _check_step,
     _check_execution,
-    _check_placement,
-    _check_loop,
+    _check_device,
     _check_checkpoints,
     _check_loader,
-    _check_distributed,
 )
 
 
@@ -337,31 +388,6 @@ def _to_int(name: str, value: str) -> int:
         return int(value)
     except ValueError:
         raise ConfigError(name, f"must be a positive integer or 'auto', got {value!r}") from None
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(name, f"must be a positive integer, got {value!r}")
-
-
-def _option_int(name: str, value: object) -> None:
-    # 0 is a valid option value (causal=0); each family's config rejects what it cannot take
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(name, f"must be an integer 0 or more, got {value!r}")
-
-
-def _positive_number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(name, f"must be a positive number, got {value!r}")
-
-
-def _check_device(device: str) -> None:
-    if device in (AUTO, "cpu", "cuda"):
-        return
-    prefix, _, index = device.partition(":")
-    if prefix == "cuda" and index.isdigit():
-        return
-    raise ConfigError("device", f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
 
 
 # RunConfig fields whose flag is not simply the field's name with dashes

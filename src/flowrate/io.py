@@ -1,34 +1,96 @@
-"""File output that never leaves a half-written file behind."""
+"""File output that never leaves a half-written file behind, and never replaces what is not a file.
+
+``write_atomic`` is the one way flowrate writes a file (results, exports, reports, plots, dataset
+indexes, caches). The target is resolved first, so a symlink stays a symlink (``latest.json ->
+run-42.json``: run-42.json gets the new content). A regular file is replaced atomically: the
+content goes to a temporary file beside it, which is renamed over it. Anything else is written
+through as it is, never replaced: a FIFO, a terminal, /dev/stdout or /dev/null get the bytes.
+``-`` means standard output. A failure is a PathError naming the path, whose exit code follows
+the system's reason (a full disk, as /dev/full's ENOSPC, is not the user's mistake).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
+import sys
 import tempfile
 from pathlib import Path
 
-from flowrate.errors import FlowrateError
+from flowrate.errors import FlowrateError, PathError
+
+STDOUT = "-"
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it over: never a half-written file.
-
-    The file gets the permissions a plain ``open`` would give (mkstemp's 0600 would hide a shared
-    result, plot or report from the people it is for).
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write ``data`` to ``path``: atomically for a regular file, straight through for a FIFO or a
+    character device, to standard output for ``-``. Any failure is a FlowrateError naming the path.
     """
-    tmp: str | None = None
+    content = data.encode() if isinstance(data, str) else data
+    if os.fspath(path) == STDOUT:
+        _write_stdout(content)
+        return
+    given = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.chmod(tmp, 0o666 & ~_umask())
+        target = Path(os.path.realpath(given))  # through every symlink to the file it names
+        mode = _mode(target)
+        if mode is None or stat.S_ISREG(mode):
+            _replace(target, content, mode)
+        elif stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            _write_through(target, content)
+        else:
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a file, FIFO or character device"
+            raise FlowrateError(f"cannot write {given}: it is {kind}")
+    except OSError as error:
+        raise PathError(f"cannot write {given}", error) from None
+
+
+def _mode(target: Path) -> int | None:
+    """The target's st_mode, or None where nothing is there yet."""
+    try:
+        return target.stat().st_mode
+    except FileNotFoundError:
+        return None
+
+
+def _replace(target: Path, content: bytes, mode: int | None) -> None:
+    """Write a temporary file beside ``target`` and rename it over: never a half-written file.
+
+    A new file gets the permissions a plain ``open`` would give (mkstemp's 0600 would hide a shared
+    result, plot or report from the people it is for); a replaced one keeps its own.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
         with os.fdopen(handle, "wb") as out:
-            out.write(data.encode() if isinstance(data, str) else data)
+            os.fchmod(out.fileno(), stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
+            out.write(content)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_through(target: Path, content: bytes) -> None:
+    """A FIFO or a device is written as it is: renaming a file over it would replace it."""
+    with open(target, "wb") as out:  # ENOSPC (/dev/full) surfaces here, at the flush on close
+        out.write(content)
+
+
+def _write_stdout(content: bytes) -> None:
+    try:
+        sys.stdout.flush()  # whatever was printed before comes first
+        binary = getattr(sys.stdout, "buffer", None)
+        if binary is None:  # a text-only stand-in for stdout
+            sys.stdout.write(content.decode())
+            sys.stdout.flush()
+        else:
+            binary.write(content)
+            binary.flush()
     except OSError as error:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise FlowrateError(f"cannot write {path}: {error.strerror or error}") from None
+        raise PathError("cannot write to standard output", error, stdout=True) from None
 
 
 def _umask() -> int:

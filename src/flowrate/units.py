@@ -73,3 +73,8 @@ def p_value(p: float) -> str:
     if p == 0:
         return "0"
     return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """3 -> '3 runs', 1 -> '1 run': a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

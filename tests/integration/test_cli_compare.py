@@ -130,7 +130,7 @@ def test_different_problems_are_refused_unless_forced(run_cli, store: Path) -> N
 
 def test_bad_references_and_options(run_cli, store: Path) -> None:  # type: ignore[no-untyped-def]
     missing = run_cli("compare", "main", "nosuchtag")
-    assert missing.code == 1 and "'nosuchtag' is no run id, tag or result file" in missing.stderr
+    assert missing.code == 2 and "'nosuchtag' is no run id, tag or result file" in missing.stderr
     assert run_cli("compare", "main", "pr", "--test", "ks").code == 2
     assert run_cli("compare", "main", "pr", "--alpha", "1.5").code == 2
     assert run_cli("compare", "main").code == 2

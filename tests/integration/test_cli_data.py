@@ -124,8 +124,8 @@ def test_import_images_then_info(run_cli, tmp_path: Path) -> None:  # type: igno
     assert out.code == 0, out.stderr
     out = run_cli("data", "info", str(tmp_path / "d"))
     assert out.code == 0, out.stderr
-    assert "classes" in out.stderr and "2: ant, bee" in out.stderr
-    assert "images (3, 32, 32) uint8, labels () int64 < 10" in out.stderr
+    assert "classes" in out.stdout and "2: ant, bee" in out.stdout  # inspection output
+    assert "images (3, 32, 32) uint8, labels () int64 < 10" in out.stdout
 
 
 def test_a_corrupt_shard_stops_the_run_naming_file_and_record(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -208,11 +208,11 @@ def test_a_dataset_with_a_broken_shard_layout_is_named(run_cli, mnist_data: Path
     shutil.copytree(mnist_data, copy)
     (copy / "shard-00002.bin").unlink()
     out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--data", str(copy), *FAST)
-    assert out.code == 1 and "shard-00002.bin is missing" in out.stderr
+    assert out.code == 2 and "shard-00002.bin is missing" in out.stderr
     _, _, size = shard_layout(get_problem("fc_mnist", "debug").sample_spec(), 24)
     (copy / "shard-00002.bin").write_bytes(b"\0" * (size - 1))
     out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--data", str(copy), *FAST)
-    assert out.code == 1 and f"is {size - 1} bytes, but 24 records take {size}" in " ".join(
+    assert out.code == 2 and f"is {size - 1} bytes, but 24 records take {size}" in " ".join(
         out.stderr.split()
     )
 

@@ -57,7 +57,7 @@ def test_streaming_bad_input_is_one_line(run_cli) -> None:  # type: ignore[no-un
     kernel = run_cli(
         "run", "-p", "gemm", "--size", "debug", *FAST, "--quiet", "--no-store", "--execution", "streaming"
     )
-    assert kernel.code == 1 and "gemm is a single kernel: it has no blocks" in kernel.stderr
+    assert kernel.code == 2 and "gemm is a single kernel: it has no blocks" in kernel.stderr
     assert len(kernel.stderr.strip().splitlines()) == 1
     limit = run_cli("run", *TINY, "--device-memory-limit", "1")
     assert limit.code == 2 and "--device-memory-limit: applies to CUDA devices" in limit.stderr

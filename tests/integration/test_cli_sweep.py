@@ -168,7 +168,9 @@ def test_a_crashed_point_is_recorded_failed_and_the_sweep_goes_on(run_cli, tmp_p
         "-g", "batch_size=2,4,8",
     )  # fmt: skip
     assert outcome.code == 1
-    assert "point 1/3 batch_size=2 failed: crashed: ValueError: a bug in the user's problem" in outcome.stderr
+    # an exception in the user's file is named by its file and line (issue 14)
+    said = "broken() failed: ValueError: a bug in the user's problem (broken.py:"
+    assert f"point 1/3 batch_size=2 failed: {said}" in outcome.stderr
     assert "point 2/3 batch_size=4 failed: crashed: its process died before reporting" in outcome.stderr
     assert "point 3/3 batch_size=8: " in outcome.stderr and "samples/s (run " in outcome.stderr
     assert "error: 2 of 3 points failed for another reason than memory: point(s) 1, 2" in outcome.stderr

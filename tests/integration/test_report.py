@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.analysis.report import MAX_RATE_PLOTS, render_report
+from flowrate.analysis.report import render_report
+from flowrate.analysis.report_plots import MAX_RATE_PLOTS
 from flowrate.results.schema import Result
 from flowrate.results.store import Store, StoredRun
 
@@ -118,10 +119,37 @@ def test_the_report_says_what_it_could_not_show(tmp_path: Path) -> None:
     assert "No run recorded a measurement warning." in page
 
 
+def test_each_problem_gets_its_own_plots_and_its_own_frontier() -> None:
+    """An MLP and a ResNet never share an axis, and the fast MLP does not push ResNet off the frontier."""
+    mlp = [make_result(50_000.0 * b, batch_size=b, problem="fc_mnist", run_id=f"a{b:011d}") for b in (8, 16)]
+    resnet = [
+        make_result(
+            500.0 * b, batch_size=b, problem="resnet", peak_memory_bytes=b * 100_000_000, run_id=f"b{b:011d}"
+        )
+        for b in (8, 16)
+    ]
+    page = render_report([*mlp, *resnet], title="two problems")
+    for section in ("pareto", "throughput"):
+        body = page.split(f'<section id="{section}">')[1].split("</section>")[0]
+        assert body.count('<img class="plot"') == 2  # a figure per problem
+        assert "<h3>fc_mnist/debug</h3>" in body and "<h3>resnet/debug</h3>" in body
+    front = page.split('<table id="pareto">')[1].split("</table>")[0]
+    assert front.count("<tr>") == 1 + 3  # header; the MLP's best and both ResNets (a trade-off)
+    assert "b00000000016" in front and "b00000000008" in front
+    assert "ranked within each of the 2 problems" in page
+    assert page.count("<figure>") == 4  # Rate over time: one per run, as before
+
+
+def test_a_run_of_one_sample_point_has_a_rate_plot_with_marks() -> None:
+    page = render_report([make_result(interval_rates=[100.0])], title="one")
+    rates = page.split('<section id="rates">')[1].split("</section>")[0]
+    assert rates.count('<img class="plot"') == 1
+
+
 def test_report_with_no_runs_is_an_error(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     Store().close()
     outcome = run_cli("report", "--out", str(tmp_path / "r.html"))
-    assert outcome.code == 1
+    assert outcome.code == 2  # nothing to report on: the selection is the user's to change
     assert "no runs are recorded" in outcome.stderr
     assert not (tmp_path / "r.html").exists()
 

@@ -36,7 +36,9 @@ def test_every_run_is_recorded_with_its_tags_and_shown_again(run_cli, results_st
 
     shown = run_cli("show", run.run_id[:6])
     assert shown.code == 0
-    assert f"flowrate run {run.run_id}" in shown.stderr and "tags cpu, first" in shown.stderr
+    assert (
+        f"flowrate run {run.run_id}" in shown.stdout and "tags cpu, first" in shown.stdout
+    )  # inspection output
     assert json.loads(run_cli("show", run.run_id, "--json").stdout) == printed
 
 
@@ -62,7 +64,7 @@ def test_a_damaged_store_stops_the_run_before_it_starts_and_is_left_alone(run_cl
     store.write_bytes(b"garbage" * 500)
     out = tmp_path / "result.json"
     outcome = run_cli("run", *TINY, "--store", str(store), "--out", str(out))
-    assert outcome.code == 1
+    assert outcome.code == 2  # bad input: a --store that cannot be used
     assert "is not a flowrate results store" in outcome.stderr and "Traceback" not in outcome.stderr
     assert len(outcome.stderr.strip().splitlines()) == 1
     assert store.read_bytes() == b"garbage" * 500
@@ -79,7 +81,7 @@ def test_filters_from_the_command_line(run_cli, results_store: Path) -> None:  #
     data = json.loads(run_cli("runs", "--tag", "mixed", "--json").stdout)
     assert [d["run_id"] for d in data] == ["bf16bf16bf16"]
     bad = run_cli("runs", "--since", "last tuesday")
-    assert bad.code == 1 and "--since: cannot read 'last tuesday' as a date" in bad.stderr
+    assert bad.code == 2 and "--since: cannot read 'last tuesday' as a date" in bad.stderr  # bad input
 
 
 def test_export_and_import_round_trip_runs_and_tags(run_cli, results_store: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -125,7 +127,7 @@ def test_a_result_file_imports_and_a_bad_line_imports_nothing(
     good = make_result(run_id="cccc00000002").to_json(indent=None)
     broken.write_text(good + "\n{not json\n")
     outcome = run_cli("import", str(broken))
-    assert outcome.code == 1 and "broken.jsonl line 2 is not JSON" in outcome.stderr
+    assert outcome.code == 2 and "broken.jsonl line 2 is not JSON" in outcome.stderr
     with Store(results_store, create=False) as store:
         assert [r.run_id for r in store.runs()] == ["cccc00000001"]
 
@@ -175,5 +177,140 @@ def test_two_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
 def test_reading_commands_never_create_a_store(run_cli, results_store: Path, command: str) -> None:  # type: ignore[no-untyped-def]
     args = [command, "abcd"] if command == "show" else [command]
     outcome = run_cli(*args)
-    assert outcome.code == 1 and "no results store at" in outcome.stderr
+    assert outcome.code == 2 and "no results store at" in outcome.stderr
     assert not results_store.exists()
+
+
+# --- hostile records and outputs (issue 14: items 1, 2, 3, 13) ----------------------------------
+
+
+def test_importing_a_record_with_a_string_for_a_number_imports_nothing(
+    run_cli, results_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    with Store(results_store) as store:
+        store.add(make_result(run_id="0123456789ab"))
+    before = results_store.read_bytes()
+    good = make_result(run_id="cccc00000003").to_dict()
+    for field, value, shown in [
+        ("samples_per_sec", "fast", "'fast'"),
+        ("samples_per_sec", float("nan"), "nan"),
+        ("cv", float("inf"), "inf"),
+    ]:
+        bad = make_result(run_id="cccc00000004").to_dict()
+        bad["summary"][field] = value
+        file = tmp_path / "bad.jsonl"
+        file.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+        outcome = run_cli("import", str(file))
+        assert outcome.code == 2, outcome.stderr
+        [line] = outcome.stderr.strip().splitlines()
+        assert line.startswith("error: ") and f"bad.jsonl line 2: summary.{field} must be a finite" in line
+        assert line.endswith(f"not {shown}; nothing was imported")
+        assert results_store.read_bytes() == before
+    bad = make_result(run_id="cccc00000005").to_dict() | {"run_id": "../../etc/passwd", "batch_size": -4}
+    (tmp_path / "one.json").write_text(json.dumps(bad))
+    refused = run_cli("import", str(tmp_path / "one.json"))
+    assert refused.code == 2 and "batch_size must be an integer >= 1, not -4" in refused.stderr
+    assert results_store.read_bytes() == before
+
+
+def test_reading_commands_skip_a_damaged_run_and_show_the_rest(
+    run_cli, results_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from flowrate.results.store import SkippedRunWarning
+
+    good = make_result(run_id="0123456789ab", samples_per_sec=500.0)
+    with Store(results_store) as store:
+        store.add(good, ["t"])
+    damaged = make_result(run_id="fa57fa57fa57").to_dict()
+    damaged["summary"]["samples_per_sec"] = "fast"
+    db = sqlite3.connect(results_store)  # as an older flowrate, which accepted it, stored it
+    db.execute(
+        "INSERT INTO runs (run_id, created_at, problem, samples_per_sec, result_json) VALUES (?, ?, ?, ?, ?)",
+        ("fa57fa57fa57", "2026-11-23T00:00:00+00:00", "fc_mnist", float("inf"), json.dumps(damaged)),
+    )
+    db.execute("INSERT INTO tags VALUES ('fa57fa57fa57', 't')")
+    db.commit()
+    db.close()
+    for args in (["runs"], ["runs", "--json"], ["export"], ["export", "t"], ["pareto"]):
+        with pytest.warns(
+            SkippedRunWarning,
+            match=r"run 'fa57fa57fa57' in .* is skipped: its samples_per_sec column holds inf",
+        ):
+            outcome = run_cli(*args)
+        assert outcome.code == 0, (args, outcome.stderr)
+        assert "Infinity" not in outcome.stdout and "NaN" not in outcome.stdout
+    assert run_cli("show", good.run_id).code == 0  # reads that run alone
+    with pytest.warns(SkippedRunWarning):
+        listed = json.loads(run_cli("runs", "--json").stdout)
+    assert [r["run_id"] for r in listed] == [good.run_id]
+    report = tmp_path / "report.html"
+    with pytest.warns(SkippedRunWarning):
+        assert run_cli("report", "--out", str(report)).code == 0
+    assert good.run_id in report.read_text() and "fa57fa57fa57" not in report.read_text()
+    with pytest.warns(SkippedRunWarning):
+        shown = run_cli("show", "fa57fa57fa57")
+    assert shown.code == 2 and "run fa57fa57fa57 in" in shown.stderr and "cannot be read" in shown.stderr
+
+
+def test_an_empty_tag_filter_is_refused_not_ignored(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    with Store(results_store) as store:
+        store.add(make_result(), ["t"])
+    outcome = run_cli("runs", "--tag", "")
+    assert outcome.code == 2 and "--tag: must not be empty" in outcome.stderr
+
+
+def test_import_refuses_a_tag_that_is_not_one_short_line(
+    run_cli, results_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    file = tmp_path / "one.json"
+    make_result(run_id="cccc00000006").save(file)
+    outcome = run_cli("import", str(file), "--tag", "two\nlines")
+    assert outcome.code == 2 and "--tag: tag 'two\\nlines' holds a control character" in outcome.stderr
+    lines = tmp_path / "runs.jsonl"
+    lines.write_text(json.dumps(make_result(run_id="cccc00000007").to_dict() | {"tags": ["x" * 500]}) + "\n")
+    refused = run_cli("import", str(lines))
+    assert (
+        refused.code == 2 and "runs.jsonl: tag 'xxx" in refused.stderr and "500 characters" in refused.stderr
+    )
+    if results_store.exists():  # the --tag case may have created it, empty, before refusing
+        with Store(results_store, create=False) as store:
+            assert store.runs() == []
+
+
+def test_export_writes_through_a_symlink_and_never_replaces_a_device(
+    run_cli, results_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    with Store(results_store) as store:
+        store.add(make_result(run_id="0123456789ab"))
+    target = tmp_path / "run-42.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(target.name)
+    assert run_cli("export", "--out", str(link)).code == 0
+    assert link.is_symlink() and json.loads(target.read_text())["run_id"] == "0123456789ab"
+    assert run_cli("export", "--out", "/dev/null").code == 0
+    assert Path("/dev/null").is_char_device()
+    if Path("/dev/full").exists():
+        full = run_cli("export", "--out", "/dev/full")
+        assert (
+            full.code == 1 and full.stderr.strip() == "error: cannot write /dev/full: No space left on device"
+        )
+        assert Path("/dev/full").is_char_device()
+
+
+def test_show_reads_a_json_file_but_never_a_path_given_as_a_run(
+    run_cli, results_store: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    with Store(results_store) as store:
+        store.add(make_result(run_id="0123456789ab"))
+    saved = tmp_path / "run.json"
+    make_result(run_id="cccc00000008").save(saved)
+    shown = run_cli("show", str(saved))
+    assert "flowrate run cccc00000008" in shown.stdout + shown.stderr
+    for ref in ("../../etc/passwd", "/etc/passwd"):
+        outcome = run_cli("show", ref)
+        [line] = outcome.stderr.strip().splitlines()
+        assert outcome.code == 2 and line.startswith(f"error: {ref!r} is no result file")
+        assert "root:" not in outcome.stdout + outcome.stderr

@@ -45,6 +45,34 @@ def test_the_frontier_of_throughput_against_memory() -> None:
     assert front.values["c"] == (300.0, 40.0)
 
 
+def test_a_difference_within_one_percent_is_no_trade_off() -> None:
+    """1 MB less peak RSS (0.3%) does not put a 10% slower run on the frontier."""
+    up_down = [True, False]
+    assert dominates((1000, 355e6), (900, 354e6), up_down)
+    assert not dominates((1000, 355e6), (995, 354e6), up_down)  # tied everywhere: neither
+    assert not dominates((995, 354e6), (1000, 355e6), up_down)
+    assert dominates((1000, 355e6), (900, 354e6), up_down, tie=0.0) is False  # exact: a trade-off
+    close = [run("a", 1000, 355_000_000), run("b", 900, 354_000_000)]
+    assert [r.run_id for r in pareto_front(close).front] == ["a"]
+    apart = [run("a", 1000, 355_000_000), run("b", 900, 300_000_000)]  # 15% less memory: a trade-off
+    assert [r.run_id for r in pareto_front(apart).front] == ["a", "b"]
+
+
+def test_runs_are_ranked_only_against_runs_of_their_own_problem() -> None:
+    def of(name: str, problem: str, rate: float, memory: int) -> StoredRun:
+        result = make_result(rate, peak_memory_bytes=memory, run_id=name, problem=problem, size="debug")
+        return StoredRun.from_result(result)
+
+    # the MLP is faster and smaller than every ResNet: ranked together it would hide them all
+    runs = [of("m1", "fc_mnist", 9000, 10), of("r1", "resnet", 300, 40), of("r2", "resnet", 500, 60),
+            of("r3", "resnet", 250, 60), of("m2", "fc_mnist", 8000, 12)]  # fmt: skip
+    front = pareto_front(runs)
+    assert [r.run_id for r in front.front] == ["m1", "r2", "r1"]  # problems by name, best first in each
+    assert sorted(r.run_id for r in front.dominated) == ["m2", "r3"]
+    assert "ranked within each of the 2 problems" in front.notes[-1]
+    assert not pareto_front(runs[:1]).notes
+
+
 def test_default_objectives_take_energy_and_fidelity_only_where_every_run_has_them() -> None:
     everywhere = [
         run("a", 100, 10, samples_per_joule=5.0, final_loss=0.5),
@@ -102,4 +130,4 @@ def test_pareto_from_the_command_line(run_cli, results_store: Path) -> None:  # 
     data = json.loads(run_cli("pareto", "--json", "--objective", "samples_per_sec").stdout)
     assert [entry["run_id"] for entry in data["front"]] == ["aaaa0003"]
     bad = run_cli("pareto", "--objective", "sampels_per_sec")
-    assert bad.code == 1 and "unknown metric 'sampels_per_sec'" in bad.stderr
+    assert bad.code == 2 and "unknown metric 'sampels_per_sec'" in bad.stderr  # bad input

@@ -15,6 +15,7 @@ from matplotlib.patches import Polygon, Rectangle
 from factories import make_result
 from flowrate.analysis import canvas, plots
 from flowrate.analysis.pareto import pareto_front, parse_objective
+from flowrate.analysis.plots_pareto import pareto_scatter
 from flowrate.analysis.plots_scaling import scaling_figure
 from flowrate.campaigns.scaling import efficiency
 from flowrate.errors import FlowrateError
@@ -53,7 +54,7 @@ def sweep(precisions: tuple[str, ...] = ("fp32", "bf16"), energy: bool = True) -
     [
         lambda: plots.throughput_vs_batch(sweep()),
         lambda: plots.samples_per_joule_vs_batch(sweep()),
-        lambda: plots.pareto_scatter(
+        lambda: pareto_scatter(
             pareto_front(sweep(), [parse_objective("samples_per_sec"), parse_objective("peak_memory_bytes")])
         ),
         lambda: plots.rate_over_time(make_result(checkpoint_after=(1,))),
@@ -127,6 +128,43 @@ def test_throughput_has_one_line_per_configuration_sorted_by_batch_with_error_ba
     assert (8, round(800 - (high - low) / 2, 6), round(800 + (high - low) / 2, 6)) in ends
 
 
+def of_problem(problem: str, rate: float, batch: int, memory: int = 100_000_000) -> StoredRun:
+    return StoredRun.from_result(
+        make_result(rate, batch_size=batch, problem=problem, peak_memory_bytes=memory)
+    )
+
+
+def test_problems_never_share_an_axis_each_has_a_panel_of_its_own() -> None:
+    """An MLP at 50 k samples/s and ResNet-50 at 500 are not one comparison: one panel each."""
+    runs = [of_problem("fc_mnist", 50_000.0 * b / 8, b) for b in (8, 16)]
+    runs += [of_problem("resnet", 500.0 * b / 8, b) for b in (8, 16, 32)]
+    fig = plots.throughput_vs_batch(runs)
+    assert len(fig.axes) == 2
+    mnist, resnet = fig.axes
+    assert mnist.get_title().startswith("fc_mnist/debug") and resnet.get_title().startswith("resnet/debug")
+    [mnist_line] = [line for line in mnist.get_lines() if not line.get_label().startswith("_")]
+    [resnet_line] = [line for line in resnet.get_lines() if not line.get_label().startswith("_")]
+    assert list(mnist_line.get_xdata()) == [8, 16] and list(resnet_line.get_xdata()) == [8, 16, 32]
+    assert resnet.get_ylim()[1] < 10_000 < mnist.get_ylim()[1]  # each on its own scale
+    assert fig.get_suptitle().startswith("samples/s against batch size: one panel per problem")
+    assert png_size(plots.save(fig, Path(fig_dir()) / "two.png")) == (canvas.WIDTH_PX, canvas.HEIGHT_PX)
+
+
+def fig_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp()
+
+
+def test_more_problems_than_a_figure_holds_are_refused_by_name() -> None:
+    runs = [of_problem(f"p{n}", 100.0, 8) for n in range(canvas.MAX_FACETS + 1)]
+    with pytest.raises(
+        FlowrateError, match=r"the runs are of 10 problems; a figure shows at most 9.*--problem"
+    ):
+        plots.throughput_vs_batch(runs)
+    assert len(plots.throughput_vs_batch(runs[:-1]).axes) == canvas.MAX_FACETS
+
+
 def test_other_metrics_have_no_error_bars_and_runs_without_the_metric_are_left_out() -> None:
     runs = [*sweep(), StoredRun.from_result(make_result(batch_size=128, samples_per_joule=None), [])]
     fig = plots.throughput_vs_batch(runs, "samples_per_joule")
@@ -157,7 +195,7 @@ def test_pareto_scatter_highlights_the_frontier_and_draws_its_staircase() -> Non
     # memory rises with batch; throughput too, except batch 64 of fp32, which bf16 beats on both
     runs = sweep()
     ranking = pareto_front(runs, [parse_objective("samples_per_sec"), parse_objective("peak_memory_bytes")])
-    fig = plots.pareto_scatter(ranking)
+    fig = pareto_scatter(ranking)
     ax = fig.axes[0]
     points = {c.get_label(): c for c in ax.collections if isinstance(c, PathCollection)}
     assert points.keys() == {f"frontier ({len(ranking.front)})", f"dominated ({len(ranking.dominated)})"}
@@ -169,13 +207,26 @@ def test_pareto_scatter_highlights_the_frontier_and_draws_its_staircase() -> Non
     assert [t.get_text() for t in ax.texts]  # frontier points labelled by batch size
 
 
+def test_pareto_scatter_ranks_and_draws_each_problem_in_its_own_panel() -> None:
+    # the MLP beats every ResNet run on both axes; ranked apart, each problem has its frontier
+    runs = [of_problem("fc_mnist", 9000.0, 8, 10_000_000), of_problem("fc_mnist", 8000.0, 16, 12_000_000)]
+    runs += [of_problem("resnet", 300.0, 8, 400_000_000), of_problem("resnet", 500.0, 16, 600_000_000)]
+    ranking = pareto_front(runs, [parse_objective("samples_per_sec"), parse_objective("peak_memory_bytes")])
+    fig = pareto_scatter(ranking)
+    mnist, resnet = fig.axes
+    assert (mnist.get_title(), resnet.get_title()) == ("fc_mnist/debug", "resnet/debug")
+    labels = [{c.get_label() for c in ax.collections if isinstance(c, PathCollection)} for ax in fig.axes]
+    assert labels == [{"frontier (1)", "dominated (1)"}, {"frontier (2)"}]
+    assert "Pareto frontier: max samples/s against min peak memory" in fig.get_suptitle()
+
+
 def test_pareto_scatter_needs_two_different_objectives() -> None:
     one = pareto_front(sweep(), [parse_objective("samples_per_sec")])
     with pytest.raises(FlowrateError, match="two objectives"):
-        plots.pareto_scatter(one)
+        pareto_scatter(one)
     two = pareto_front(sweep(), [parse_objective("samples_per_sec"), parse_objective("samples_per_joule")])
     with pytest.raises(FlowrateError, match="not an objective"):
-        plots.pareto_scatter(two, y=parse_objective("peak_memory_bytes"))
+        pareto_scatter(two, y=parse_objective("peak_memory_bytes"))
 
 
 def test_rate_over_time_shows_rate_global_rate_and_marks_checkpoints() -> None:
@@ -191,6 +242,25 @@ def test_rate_over_time_shows_rate_global_rate_and_marks_checkpoints() -> None:
     xs = [x for x, _ in spans[0].get_xy()] if isinstance(spans[0], Polygon) else [spans[0].get_x()]
     assert min(xs) == pytest.approx(checkpoint.elapsed_s - checkpoint.seconds)
     assert ax.get_ylim()[0] == 0
+
+
+def test_a_run_of_one_sample_point_is_drawn_as_marks_not_empty_axes() -> None:
+    result = make_result(interval_rates=[100.0])
+    fig = plots.rate_over_time(result)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"interval (local)", "Rate (smoothed)", "GlobalRate"}
+    assert all(len(line.get_xdata()) == 1 for line in lines.values())
+    shapes = {label: line.get_marker() for label, line in lines.items()}
+    assert shapes == {"interval (local)": "o", "Rate (smoothed)": "D", "GlobalRate": "s"}  # told apart
+    assert all(line.get_markersize() >= 5 for line in lines.values())
+    x = lines["GlobalRate"].get_xdata()[0]
+    assert 0 < x < ax.get_xlim()[1]  # inside the frame, not on its edge
+    assert any("one sample point" in t.get_text() for t in fig.texts)
+    # several sample points: lines, no marks on Rate and GlobalRate, no note
+    many = plots.rate_over_time(make_result(interval_rates=[100.0, 110.0]))
+    assert {line.get_marker() for line in many.axes[0].get_lines()[1:]} == {"None"}
+    assert not many.texts
 
 
 def test_comparison_bars_are_pooled_means_with_95_percent_cis() -> None:
@@ -271,8 +341,8 @@ def test_the_cli_defaults_to_a_png_named_after_the_kind(run_cli, stored, tmp_pat
         (["throughput", "--out", "x.pdf"], 2, r"name a \.png or \.svg file"),
         (["pareto", "--metric", "mfu"], 2, "--metric applies to the throughput and compare plots"),
         (["throughput", "--x", "mfu"], 2, "--x and --y apply to the pareto plot"),
-        (["throughput", "--metric", "speed"], 1, "unknown metric 'speed'"),
-        (["energy", "other"], 1, "no run records samples/J"),
+        (["throughput", "--metric", "speed"], 2, "unknown metric 'speed'"),
+        (["energy", "other"], 2, "no run records samples/J"),
         (["bars"], 2, "'bars' is not one of"),
         (["throughput", "sweep", "--tag", "sweep"], 2, "not both"),
     ],

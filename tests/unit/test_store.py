@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import math
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from factories import make_result
-from flowrate.errors import FlowrateError
-from flowrate.results.store import APPLICATION_ID, STORE_VERSION, RunFilter, Store, store_path
+from flowrate.errors import ConfigError, FlowrateError
+from flowrate.results.store import RunFilter, SkippedRunWarning, Store, store_path
+from flowrate.results.store_schema import APPLICATION_ID, STORE_VERSION
+from flowrate.results.validate import InvalidResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -84,8 +92,9 @@ def test_filters_select_by_problem_device_precision_tag_and_date(tmp_path: Path)
         assert ids(since="2026-11-21T00:00:00", until="2026-11-21") == {"gpu", "gpt"}
         newest = store.runs(RunFilter(limit=2))
         assert [r.tags[0] for r in newest] == ["gpt", "gpu"]
-        with pytest.raises(FlowrateError, match="--since: cannot read 'yesterday'"):
+        with pytest.raises(ConfigError, match=r"^since: cannot read 'yesterday' as a date") as raised:
             store.runs(RunFilter(since="yesterday"))
+        assert raised.value.field == "since"  # the CLI says --since, and exits 2 (bad input)
 
 
 def test_references_are_ids_prefixes_or_tags(tmp_path: Path) -> None:
@@ -235,3 +244,271 @@ def test_the_store_path_comes_from_the_flag_then_the_environment_then_the_defaul
     assert store_path() == Path("/somewhere/env.db")
     monkeypatch.delenv("FLOWRATE_STORE")
     assert store_path() == Path("flowrate.db")
+
+
+# --- runs that cannot be read, tags, empty filters --------------------------------------------
+
+
+def insert_raw(path: Path, run_id: str, result_json: str, **columns: object) -> None:
+    """A row as an older flowrate (or a hand) wrote it, with the tag "t"."""
+    values = {
+        "run_id": run_id,
+        "created_at": "2026-11-22T00:00:00+00:00",
+        "problem": "fc_mnist",
+        "samples_per_sec": 1.0,
+        "result_json": result_json,
+        **columns,
+    }
+    db = sqlite3.connect(path)
+    marks = ", ".join("?" * len(values))
+    db.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES ({marks})", list(values.values()))
+    db.execute("INSERT INTO tags (run_id, tag) VALUES (?, 't')", (run_id,))
+    db.commit()
+    db.close()
+
+
+def test_a_run_that_cannot_be_read_is_skipped_with_a_warning_and_the_rest_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    good = make_result(run_id="0123456789ab")
+    with Store(path) as store:
+        store.add(good, ["t"])
+    fast = good.to_dict() | {"run_id": "fa57fa57fa57"}
+    fast["summary"] = fast["summary"] | {"samples_per_sec": "fast"}
+    insert_raw(path, "fa57fa57fa57", json.dumps(fast))
+    nan = good.to_dict() | {"run_id": "0000000000ff"}
+    nan["summary"] = nan["summary"] | {"cv": math.nan}
+    insert_raw(path, "0000000000ff", json.dumps(nan))  # an older flowrate wrote NaN
+    insert_raw(path, "0000000000ee", good.to_json(), samples_per_sec=math.inf)  # disagrees, too
+    insert_raw(path, "../../etc/passwd", json.dumps(good.to_dict() | {"run_id": "../../etc/passwd"}))
+    with Store(path, create=False) as store:
+        with pytest.warns(SkippedRunWarning) as caught:
+            assert [r.run_id for r in store.runs()] == [good.run_id]
+        messages = sorted(str(w.message) for w in caught)
+        assert len(messages) == 4 and all("\n" not in m for m in messages)
+        assert f"run '0000000000ee' in {path} is skipped: its samples_per_sec column holds inf" in messages
+        assert (
+            f"run '0000000000ff' in {path} is skipped: summary.cv must be a finite number >= 0, not nan"
+            in messages
+        )
+        assert any("is skipped: run_id must be letters" in m for m in messages)
+        assert (
+            f"run 'fa57fa57fa57' in {path} is skipped: summary.samples_per_sec must be a finite number >= 0, "
+            "not 'fast'" in messages
+        )
+        with pytest.warns(SkippedRunWarning):
+            assert [r.run_id for r in store.resolve("t")] == [good.run_id]
+        with (
+            pytest.warns(SkippedRunWarning),
+            pytest.raises(InvalidResult, match=r"run fa57fa57fa57 in .* cannot"),
+        ):
+            store.get("fa57")
+        assert store.get(good.run_id).result == good
+
+
+@pytest.mark.parametrize(
+    ("tag", "message"),
+    [
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ("two\nlines", "control character or line break"),
+        ("tab\there", "control character or line break"),
+        ("\x1b[31mred", "control character or line break"),
+        ("x" * 101, "is 101 characters; a tag has at most 100"),
+        ("x" * 5000, "is 5000 characters"),
+    ],
+)
+def test_a_tag_that_is_not_one_short_line_is_refused_and_nothing_is_stored(
+    tmp_path: Path, tag: str, message: str
+) -> None:
+    with Store(tmp_path / "s.db") as store:
+        kept = make_result()
+        store.add(kept, ["ok", "x" * 100])
+        store.open_sweep("s1", "grid", {})
+        attempts = [
+            lambda: store.add(make_result(), ["fine", tag]),
+            lambda: store.add_many([(make_result(), ["fine"]), (make_result(), [tag])]),
+            lambda: store.add_tags(kept.run_id, ["fine", tag]),
+            lambda: store.record_point("s1", {"batch_size": 1}, "done", result=make_result(), tags=[tag]),
+        ]
+        for attempt in attempts:
+            with pytest.raises(ConfigError) as raised:
+                attempt()
+            assert raised.value.field == "tag" and message in raised.value.message
+            assert "\n" not in str(raised.value) and len(str(raised.value)) < 200
+        assert [r.run_id for r in store.runs()] == [kept.run_id]
+        assert store.all_tags() == {"ok": 1, "x" * 100: 1}
+        assert store.sweep_points("s1") == {}
+
+
+@pytest.mark.parametrize("name", ["tag", "problem", "device", "since", "sweep"])
+def test_an_empty_filter_is_refused_not_ignored(name: str) -> None:
+    for empty in ("", "  "):
+        with pytest.raises(ConfigError, match="must not be empty") as raised:
+            RunFilter(**{name: empty})  # type: ignore[arg-type]
+        assert raised.value.field == name
+
+
+def test_a_date_too_far_back_is_one_line_not_an_overflow(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store, pytest.raises(ConfigError, match="cannot read '99999999999d'"):
+        store.runs(RunFilter(since="99999999999d"))
+
+
+# --- read-only stores: read by readers, refused (with the reason) by writers --------------------
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PROBE = """
+import json, sys
+from flowrate.errors import FlowrateError
+from flowrate.results.store import Store, check_writable
+path, out = sys.argv[1], {}
+try:
+    with Store(path, create=False) as store:
+        out["runs"] = [r.run_id for r in store.runs()]
+        out["readonly"] = store.readonly
+        try:
+            store.add_tags(out["runs"][0], ["more"])
+        except FlowrateError as error:
+            out["tag_error"] = str(error)
+except FlowrateError as error:
+    out["read_error"] = str(error)
+for name, attempt in (("check_error", lambda: check_writable(path)), ("write_error", lambda: Store(path))):
+    try:
+        attempt()
+    except FlowrateError as error:
+        out[name] = str(error)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def shared_folder():  # type: ignore[no-untyped-def]
+    """A folder another user can reach (pytest's tmp_path is private to this one); removed after."""
+    folder = Path(tempfile.mkdtemp(prefix="flowrate-ro-"))
+    folder.chmod(0o755)
+    yield folder
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def probe(store: Path) -> dict[str, object]:
+    """PROBE's findings about ``store``, as a user who cannot write it (root writes anything: the
+    probe then runs as nobody)."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root writes read-only files, and setpriv is missing to drop to another user")
+        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", PROBE, str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def make_store(folder: Path) -> tuple[Path, str]:
+    folder.mkdir(mode=0o755)
+    result = make_result()
+    with Store(folder / "s.db") as store:
+        store.add(result, ["kept"])
+    (folder / "s.db").chmod(0o644)
+    return folder / "s.db", result.run_id
+
+
+def test_a_store_in_a_read_only_folder_reads_and_refuses_writers_with_the_reason(shared_folder: Path) -> None:
+    store, run_id = make_store(shared_folder / "ro")
+    store.chmod(0o666)  # the file is writable: only the folder is not
+    store.parent.chmod(0o555)
+    before = digest(store)
+    found = probe(store)
+    assert found["runs"] == [run_id] and found["readonly"] is True
+    reason = f"is read-only: its folder {store.parent} is not writable by this user"
+    assert reason in str(found["check_error"]) and reason in str(found["write_error"])
+    assert reason in str(found["tag_error"])
+    assert "--store" in str(found["write_error"]) and "\n" not in str(found["write_error"])
+    assert sorted(p.name for p in store.parent.iterdir()) == ["s.db"]  # no -wal or -shm left
+    assert digest(store) == before
+
+
+def test_a_read_only_store_file_reads_and_refuses_writers_with_the_reason(shared_folder: Path) -> None:
+    store, run_id = make_store(shared_folder / "rw")
+    store.parent.chmod(0o777)  # the folder is writable: only the file is not
+    store.chmod(0o444)
+    before = digest(store)
+    found = probe(store)
+    assert found["runs"] == [run_id] and found["readonly"] is True
+    assert f"the results store {store} is read-only: the file is not writable" in str(found["write_error"])
+    assert sorted(p.name for p in store.parent.iterdir()) == ["s.db"]
+    assert digest(store) == before
+
+
+def test_a_read_only_store_with_a_writer_still_at_work_reads_what_it_wrote(shared_folder: Path) -> None:
+    store, first = make_store(shared_folder / "busy")
+    writer = sqlite3.connect(store, isolation_level=None)
+    writer.execute("SELECT count(*) FROM runs")  # open: the last to close folds the -wal file in
+    try:
+        with Store(store) as opened:
+            second = make_result()
+            opened.add(second)
+        (store.parent / "s.db-wal").chmod(0o644)
+        (store.parent / "s.db-shm").chmod(0o644)
+        store.parent.chmod(0o555)
+        assert sorted(probe(store)["runs"]) == sorted([first, second.run_id])  # type: ignore[type-var]
+    finally:
+        writer.close()
+
+
+def test_no_store_is_created_in_a_read_only_folder(shared_folder: Path) -> None:
+    folder = shared_folder / "empty"
+    folder.mkdir(mode=0o555)
+    found = probe(folder / "new.db")
+    assert "no results store at" in str(found["read_error"])
+    assert f"cannot create the results store {folder / 'new.db'}: its folder {folder} is not writable" in str(
+        found["write_error"]
+    )
+    assert list(folder.iterdir()) == []
+
+
+def test_a_read_only_store_of_an_older_version_says_it_needs_one_upgrade(shared_folder: Path) -> None:
+    folder = shared_folder / "old"
+    folder.mkdir(mode=0o755)
+    shutil.copy(FIXTURES / "store-v1.db", folder / "s.db")
+    (folder / "s.db").chmod(0o644)
+    folder.chmod(0o555)
+    found = probe(folder / "s.db")
+    assert "is at store version 1 and read-only" in str(found["read_error"])
+    assert "make it writable once" in str(found["read_error"])
+
+
+def test_a_handle_opened_readonly_refuses_writes(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store:
+        store.add(make_result())
+    with Store(tmp_path / "s.db", readonly=True) as store:
+        assert len(store.runs()) == 1
+        with pytest.raises(FlowrateError, match="was opened for reading only"):
+            store.add(make_result())
+    with pytest.raises(FlowrateError, match="no results store at"):
+        Store(tmp_path / "none.db", readonly=True)
+
+
+def test_a_version_1_store_with_a_run_it_cannot_read_still_migrates(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "store-v1.db", path)
+    db = sqlite3.connect(path)
+    bad = make_result(run_id="0000000000c3").to_dict()
+    bad["batch_size"] = "eight"
+    db.execute(
+        "INSERT INTO runs (run_id, created_at, problem, result_json) VALUES (?, ?, ?, ?)",
+        ("0000000000c3", "2026-11-22T00:00:00+00:00", "fc_mnist", json.dumps(bad)),
+    )
+    db.commit()
+    db.close()
+    with Store(path) as store, pytest.warns(SkippedRunWarning, match="batch_size must be an integer"):
+        assert {r.run_id for r in store.runs()} == {"0000000000a1", "0000000000b2"}

@@ -8,6 +8,7 @@ literally: '$' is escaped so that matplotlib never reads it as mathtext.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import EngFormatter, FuncFormatter
 
+from flowrate.errors import FlowrateError
 from flowrate.results.metrics import Metric
 from flowrate.units import si
 
@@ -28,6 +30,7 @@ FRONT_COLOUR = "#d62728"
 GREY = "#9a9a9a"
 _MAX_LEGEND_INSIDE = 6  # more lines than this and the legend moves beside the axes
 _TITLE_CHARS = 80  # at the title's font size, what fits across the figure
+MAX_FACETS = 9  # panels in one figure (3 x 3) before they get too small to read
 
 
 def plain(text: object) -> str:
@@ -41,9 +44,44 @@ def new_figure() -> Figure:
     return fig
 
 
-def title(ax: Axes, text: str) -> None:
-    """A title that wraps rather than running off the figure (long problem or device names)."""
-    ax.set_title("\n".join(textwrap.wrap(plain(text), _TITLE_CHARS)), fontsize="medium")
+def title(ax: Axes, text: str, columns: int = 1) -> None:
+    """A title that wraps rather than running off its axes (long problem or device names);
+    ``columns``: how many axes share the figure's width."""
+    width = _TITLE_CHARS // columns
+    ax.set_title("\n".join(textwrap.wrap(plain(text), width)), fontsize="medium" if columns == 1 else "small")
+
+
+def facets(fig: Figure, count: int) -> list[Axes]:
+    """``count`` axes in a grid, each with scales of its own: one per problem, so that figures of
+    different problems never share an axis."""
+    if count > MAX_FACETS:
+        raise FlowrateError(
+            f"the runs are of {count} problems; a figure shows at most {MAX_FACETS}, each on axes of its "
+            "own: choose fewer runs (e.g. --problem NAME)"
+        )
+    columns = 1 if count == 1 else 2 if count <= 4 else 3
+    rows = math.ceil(count / columns)
+    return [fig.add_subplot(rows, columns, i + 1) for i in range(count)]
+
+
+def columns_of(ax: Axes) -> int:
+    """How many axes share the figure's width: 1, or the facets' grid columns."""
+    spec = ax.get_subplotspec()
+    return 1 if spec is None else spec.get_gridspec().ncols
+
+
+def fit_panel(ax: Axes) -> None:
+    """Smaller labels and ticks on a facet, so that neighbours' labels do not run into each other."""
+    if columns_of(ax) == 1:
+        return
+    ax.xaxis.label.set_fontsize("small")
+    ax.yaxis.label.set_fontsize("small")
+    ax.tick_params(labelsize="small")
+
+
+def heading(fig: Figure, text: str) -> None:
+    """The figure's title above its facets."""
+    fig.suptitle("\n".join(textwrap.wrap(plain(text), _TITLE_CHARS)), fontsize="medium")
 
 
 def axis_label(metric: Metric) -> str:

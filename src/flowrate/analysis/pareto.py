@@ -5,6 +5,12 @@ one. The frontier is what is left when dominated runs are removed: the configura
 choosing between, each the best at some trade-off (seed 003: throughput against energy, memory
 and fidelity). Runs with equal figures on every objective do not dominate each other, so both stay.
 
+Two guards keep the frontier's trade-offs real. Figures within TIE (1%) of each other are equal:
+that is below what a measurement resolves (run-to-run spread of samples/s, a page-granular RSS
+peak), so 1 MB less peak memory does not put a slower run on the frontier. And a run is ranked
+only against runs of its own problem (flowrate.analysis.grouping): the frontier of several
+problems is the union of each problem's.
+
 Default objectives: maximize samples/s, maximize samples/J, minimize peak memory, and minimize
 the loss a `flowrate check` reached — each of the last three only when every run considered
 records it (an objective some runs lack would silently drop them; the result says which was left
@@ -16,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from flowrate.analysis.grouping import by_problem
 from flowrate.errors import FlowrateError
 from flowrate.results.metrics import Metric, get_metric
 from flowrate.results.store import StoredRun
 
 DEFAULT_OBJECTIVES = ("samples_per_sec", "samples_per_joule", "peak_memory_bytes", "final_loss")
 ALWAYS = "samples_per_sec"
+TIE = 0.01  # figures closer than this, relative to the larger, are equal: no trade-off
 
 
 @dataclass(frozen=True)
@@ -59,13 +67,20 @@ class ParetoResult:
     notes: list[str] = field(default_factory=list)  # default objectives left out, and why
 
 
-def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool]) -> bool:
-    """Whether a is at least as good as b everywhere and strictly better somewhere."""
+def tied(x: float, y: float, tie: float = TIE) -> bool:
+    """Whether x and y are within ``tie`` of the larger in magnitude: equal as far as measured."""
+    return abs(x - y) <= tie * max(abs(x), abs(y))
+
+
+def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool], tie: float = TIE) -> bool:
+    """Whether a is at least as good as b everywhere and better somewhere, figures ``tied`` being equal."""
     better = False
     for x, y, up in zip(a, b, maximize, strict=True):
+        if tied(x, y, tie):
+            continue
         if (x < y) if up else (x > y):
             return False
-        better = better or x != y
+        better = True
     return better
 
 
@@ -103,16 +118,26 @@ def pareto_front(runs: Sequence[StoredRun], objectives: Sequence[Objective] | No
     maximize = [o.maximize for o in objectives]
     front: list[StoredRun] = []
     dominated: list[StoredRun] = []
-    for run in candidates:
-        beaten = any(
-            dominates(values[other.run_id], values[run.run_id], maximize)
-            for other in candidates
-            if other is not run
+    groups = by_problem(candidates)
+    for _, group in groups:  # each problem's frontier, best first on the first objective
+        unbeaten = [r for r in group if not _beaten(r, group, values, maximize)]
+        unbeaten.sort(key=lambda r: values[r.run_id][0], reverse=objectives[0].maximize)
+        front += unbeaten
+        kept = {id(r) for r in unbeaten}
+        dominated += [r for r in group if id(r) not in kept]
+    if len(groups) > 1:
+        notes.append(
+            f"ranked within each of the {len(groups)} problems: a run is compared only with runs of its "
+            "own problem"
         )
-        (dominated if beaten else front).append(run)
-    first = objectives[0]
-    front.sort(key=lambda r: values[r.run_id][0], reverse=first.maximize)
     return ParetoResult(list(objectives), front, dominated, values, excluded, notes)
+
+
+def _beaten(
+    run: StoredRun, rivals: Sequence[StoredRun], values: dict[str, tuple[float, ...]], maximize: list[bool]
+) -> bool:
+    """Whether another of ``rivals`` dominates ``run``."""
+    return any(dominates(values[o.run_id], values[run.run_id], maximize) for o in rivals if o is not run)
 
 
 def _default_objectives(runs: Sequence[StoredRun], notes: list[str]) -> list[Objective]:

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from flowrate.analysis import plots
 from flowrate.analysis.pareto import Objective, ParetoResult, pareto_front, parse_objective
+from flowrate.analysis.plots_pareto import pareto_scatter
 from flowrate.results.metrics import Metric
 from flowrate.results.store import StoredRun
 
@@ -25,7 +26,7 @@ def figure_for(
     if kind == "rate":
         return plots.rate_over_time(runs[0])
     if kind == "pareto":
-        return plots.pareto_scatter(*pareto_axes(runs, x_text, y_text))
+        return pareto_scatter(*pareto_axes(runs, x_text, y_text))
     raise ValueError(f"no plot of kind {kind!r}")
 
 

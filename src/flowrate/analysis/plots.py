@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from flowrate.analysis import canvas
-from flowrate.analysis.pareto import Objective, ParetoResult
+from flowrate.analysis.grouping import problem_of
 from flowrate.errors import FlowrateError
 from flowrate.io import write_atomic
 from flowrate.measure.stats import summarize
@@ -81,11 +81,9 @@ class _Series:
 
 
 def _series_key(result: Result) -> tuple[str, ...]:
-    problem = result.problem.get("name") or result.config.get("problem") or "?"
-    size = result.problem.get("size")
     device = result.environment.get("device") or {}
     return (
-        f"{problem}/{size}" if size else str(problem),
+        problem_of(result),
         str(result.config.get("mode") or "?"),
         str(result.config.get("precision") or "?"),
         str(device.get("name") or device.get("type") or "?"),
@@ -105,13 +103,42 @@ def _ci_half_width(result: Result) -> float | None:
 
 
 def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples_per_sec") -> Figure:
-    """One line per (problem/size, mode, precision, device): the metric at each batch size.
+    """The metric at each batch size: one line per (mode, precision, device), one panel per problem.
 
-    Runs without the metric are left out; the x axis is log2 (batch sizes are usually powers of
-    two). Error bars are each run's 95% CI half-width, for samples/s only (the one figure with a
-    per-run CI). What all lines share goes in the title, what tells them apart in the legend.
+    Problems never share an axis (their figures differ a thousandfold for reasons that are not a
+    trade-off): with several, each gets a panel with scales of its own (canvas.facets). Runs
+    without the metric are left out; the x axis is log2 (batch sizes are usually powers of two).
+    Error bars are each run's 95% CI half-width, for samples/s only (the one figure with a per-run
+    CI). What a panel's lines share goes in its title, what tells them apart in its legend.
     """
     m = METRICS[metric] if isinstance(metric, str) else metric
+    series = _series(runs, m)
+    if not series:
+        if m.name == "samples_per_joule":
+            raise FlowrateError(
+                "no run records samples/J: energy needs NVML (NVIDIA GPUs) or RAPL (Intel/AMD CPUs "
+                "with /sys/class/powercap readable); runs without a meter have none"
+            )
+        raise FlowrateError(f"no run records {m.label}: nothing to plot")
+    problems = sorted({key[0] for key in series})
+    what = f"{m.label} against batch size"
+    fig = canvas.new_figure()
+    for ax, problem in zip(canvas.facets(fig, len(problems)), problems, strict=True):
+        lines = [_Series(key, sorted(points)) for key, points in sorted(series.items()) if key[0] == problem]
+        _draw_panel(ax, lines, m, what if len(problems) == 1 else None)
+    if len(problems) > 1:
+        canvas.heading(fig, f"{what}: one panel per problem, each on its own scale")
+    if m.name == "samples_per_sec" and any(ci is not None for points in series.values() for *_, ci in points):
+        canvas.footnote(
+            fig, "samples/s is GlobalRate; error bars: ± half the 95% CI of the mean interval rate"
+        )
+    return fig
+
+
+def _series(
+    runs: Sequence[RunLike], m: Metric
+) -> dict[tuple[str, ...], list[tuple[int, float, float | None]]]:
+    """(batch, value, CI half-width) of each run that records the metric, by its series key."""
     series: dict[tuple[str, ...], list[tuple[int, float, float | None]]] = {}
     for run in runs:
         result = _result(run)
@@ -120,18 +147,13 @@ def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples
             continue
         ci = _ci_half_width(result) if m.name == "samples_per_sec" else None
         series.setdefault(_series_key(result), []).append((result.batch_size, float(value), ci))
-    if not series:
-        if m.name == "samples_per_joule":
-            raise FlowrateError(
-                "no run records samples/J: energy needs NVML (NVIDIA GPUs) or RAPL (Intel/AMD CPUs "
-                "with /sys/class/powercap readable); runs without a meter have none"
-            )
-        raise FlowrateError(f"no run records {m.label}: nothing to plot")
-    lines = [_Series(key, sorted(points)) for key, points in sorted(series.items())]
-    fig = canvas.new_figure()
-    ax = fig.add_subplot()
+    return series
+
+
+def _draw_panel(ax: Axes, lines: Sequence[_Series], m: Metric, what: str | None) -> None:
+    """One problem's lines; its title says what they share (``what`` first, when it is the only panel)."""
     varying = [i for i in range(4) if len({s.parts[i] for s in lines}) > 1]
-    shared = [lines[0].parts[i] for i in range(4) if i not in varying]
+    shared = "  ".join(lines[0].parts[i] for i in range(4) if i not in varying)  # the problem at least
     for line in lines:
         label = "  ".join(line.parts[i] for i in varying) or "  ".join(line.parts)
         _draw_series(ax, line, canvas.plain(label))
@@ -142,20 +164,15 @@ def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples
     ax.xaxis.set_minor_formatter(NullFormatter())
     if len(batches) == 1:
         ax.set_xlim(batches[0] / 2, batches[0] * 2)
-    # mixed problems or devices can differ a thousandfold: a log axis keeps each line readable
+    # devices can differ a thousandfold on one problem: a log axis keeps each line readable
     canvas.log_axis_if_wide(ax, [v for line in lines for _, v, _ in line.points], "y")
     ax.set_xlabel("batch size (samples per step)")
     ax.set_ylabel(canvas.axis_label(m))
     canvas.tick_format(ax, m, "y")
-    what = f"{m.label} against batch size"
-    canvas.title(ax, f"{what}: {'  '.join(shared)}" if shared else what)
+    canvas.title(ax, f"{what}: {shared}" if what else shared, canvas.columns_of(ax))
+    canvas.fit_panel(ax)
     ax.grid(True, which="major", alpha=0.3)
     canvas.legend(ax, len(lines))
-    if m.name == "samples_per_sec" and any(ci is not None for line in lines for *_, ci in line.points):
-        canvas.footnote(
-            fig, "samples/s is GlobalRate; error bars: ± half the 95% CI of the mean interval rate"
-        )
-    return fig
 
 
 def _draw_series(ax: Axes, line: _Series, label: str) -> None:
@@ -187,99 +204,6 @@ def samples_per_joule_vs_batch(runs: Sequence[RunLike]) -> Figure:
     return throughput_vs_batch(runs, "samples_per_joule")
 
 
-# --- the Pareto frontier ------------------------------------------------------------------------------
-
-
-def pareto_scatter(result: ParetoResult, x: Objective | None = None, y: Objective | None = None) -> Figure:
-    """Every ranked run as a point; the frontier highlighted and joined by its staircase.
-
-    ``x`` and ``y`` default to the result's first two objectives and must be among its objectives
-    (a run's place on the frontier depends on all of them: with more than two, frontier points
-    can look dominated in this projection, and the title says so).
-    """
-    x, y = _scatter_axes(result, x, y)
-    names = [o.name for o in result.objectives]
-    xi, yi = names.index(x.name), names.index(y.name)
-
-    def point(run: StoredRun) -> tuple[float, float]:
-        vector = result.values[run.run_id]
-        return vector[xi], vector[yi]
-
-    fig = canvas.new_figure()
-    ax = fig.add_subplot()
-    if result.dominated:
-        dx, dy = zip(*(point(r) for r in result.dominated), strict=True)
-        ax.scatter(dx, dy, color=canvas.GREY, alpha=0.7, s=28, label=f"dominated ({len(result.dominated)})")
-    _draw_front(ax, [(run, point(run)) for run in result.front], len(result.objectives) == 2, x.maximize)
-    ax.set_xlabel(f"{canvas.axis_label(x.metric)}  ({'higher' if x.maximize else 'lower'} is better)")
-    ax.set_ylabel(f"{canvas.axis_label(y.metric)}  ({'higher' if y.maximize else 'lower'} is better)")
-    heading = f"Pareto frontier: {x} against {y}"
-    if len(result.objectives) > 2:
-        heading += f"  (ranked on {len(result.objectives)} objectives)"
-    canvas.title(ax, heading)
-    canvas.log_axis_if_wide(ax, [p[0] for p in map(point, [*result.front, *result.dominated])], "x")
-    canvas.log_axis_if_wide(ax, [p[1] for p in map(point, [*result.front, *result.dominated])], "y")
-    canvas.tick_format(ax, x.metric, "x")
-    canvas.tick_format(ax, y.metric, "y")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
-    return fig
-
-
-def _scatter_axes(
-    result: ParetoResult, x: Objective | None, y: Objective | None
-) -> tuple[Objective, Objective]:
-    """The scatter's two objectives: the ones given, else the ranking's first two."""
-    names = [o.name for o in result.objectives]
-    x = x or result.objectives[0]
-    if y is None:
-        if len(result.objectives) < 2:
-            raise FlowrateError(
-                "a Pareto scatter needs two objectives; give --y (e.g. --y peak_memory_bytes)"
-            )
-        y = result.objectives[1]
-    for axis in (x, y):
-        if axis.name not in names:
-            raise FlowrateError(
-                f"{axis.metric.label} is not an objective of this ranking ({', '.join(names)})"
-            )
-    if x.name == y.name:
-        raise FlowrateError("the x and y of a Pareto scatter must be different objectives")
-    return x, y
-
-
-def _draw_front(
-    ax: Axes, front: Sequence[tuple[StoredRun, tuple[float, float]]], staircase: bool, maximize_x: bool
-) -> None:
-    """The frontier's points, labelled by batch size, joined by a staircase when ranked on two."""
-    ordered = sorted((p for _, p in front), key=lambda p: (p[0], p[1]))
-    fx, fy = [p[0] for p in ordered], [p[1] for p in ordered]
-    if staircase and len(ordered) > 1:
-        # the boundary of what the frontier dominates: vertical then horizontal when more x is
-        # better (reach the next point's y at this x), horizontal then vertical when less is
-        ax.step(fx, fy, where="pre" if maximize_x else "post", color=canvas.FRONT_COLOUR, alpha=0.6, lw=1.5)
-    elif len(ordered) > 1:
-        ax.plot(fx, fy, color=canvas.FRONT_COLOUR, alpha=0.4, lw=1, ls="--")
-    ax.scatter(
-        fx,
-        fy,
-        color=canvas.FRONT_COLOUR,
-        s=46,
-        zorder=3,
-        edgecolor="black",
-        lw=0.5,
-        label=f"frontier ({len(front)})",
-    )
-    for run, (px, py) in front[:12]:  # label the frontier by batch size: what a user picks from
-        ax.annotate(
-            canvas.plain(f"b{run.batch_size}" if run.batch_size is not None else run.run_id[:6]),
-            (px, py),
-            textcoords="offset points",
-            xytext=(5, 5),
-            fontsize="x-small",
-        )
-
-
 # --- one run over time ------------------------------------------------------------------------------
 
 
@@ -287,28 +211,48 @@ def rate_over_time(run: RunLike) -> Figure:
     """Rate (smoothed) and GlobalRate at each sample point, and each interval's local rate.
 
     Checkpoint intervals are shaded: GlobalRate dips through them and Rate may spike after them,
-    which is the run behaving as measured, not noise.
+    which is the run behaving as measured, not noise. A run of one sample point has no lines to
+    draw: its readings are drawn as marks, one shape each (they often coincide), and a note says so.
     """
     result = _result(run)
     compute = [i for i in result.intervals if i.kind == "compute"]
     if not compute:
         raise FlowrateError(f"run {result.run_id} recorded no intervals: nothing to plot over time")
-    t = [i.elapsed_s for i in compute]
+    one = len(result.intervals) == 1
     fig = canvas.new_figure()
     ax = fig.add_subplot()
     ax.plot(
-        t,
+        [i.elapsed_s for i in compute],
         [i.samples_per_sec for i in compute],
         color=canvas.GREY,
         lw=0.8,
-        marker=".",
-        ms=4,
+        marker="o" if one else ".",
+        ms=5 if one else 4,
         label="interval (local)",
     )
     # Rate and GlobalRate are read at every sample point, checkpoints included (GlobalRate dips)
     every = [i.elapsed_s for i in result.intervals]
-    ax.plot(every, [i.rate_samples_per_sec for i in result.intervals], lw=1.8, label="Rate (smoothed)")
-    ax.plot(every, [i.global_samples_per_sec for i in result.intervals], lw=1.8, label="GlobalRate")
+    for values, label, mark, size in (
+        ([i.rate_samples_per_sec for i in result.intervals], "Rate (smoothed)", "D", 10),
+        ([i.global_samples_per_sec for i in result.intervals], "GlobalRate", "s", 15),
+    ):
+        ax.plot(
+            every, values, lw=1.8, label=label, marker=mark if one else None, ms=size, mfc="none", mew=1.8
+        )
+    if one:
+        canvas.footnote(
+            fig, "one sample point: each reading is a mark, not a line; a longer run draws curves"
+        )
+    _shade_checkpoints(ax, result)
+    _time_frame(ax, result)
+    key = "  ".join(_series_key(result))
+    canvas.title(ax, f"Rate and GlobalRate, run {result.run_id}: {key}  batch {result.batch_size}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    return fig
+
+
+def _shade_checkpoints(ax: Axes, result: Result) -> None:
     checkpoints = [i for i in result.intervals if i.kind == "checkpoint"]
     for n, interval in enumerate(checkpoints):
         ax.axvspan(
@@ -319,9 +263,13 @@ def rate_over_time(run: RunLike) -> Figure:
             lw=0,
             label="checkpoint" if n == 0 else None,
         )
+
+
+def _time_frame(ax: Axes, result: Result) -> None:
+    """Axes from 0, so a steady run looks steady, with room past the last reading and above the
+    top one, which would hide in the frame."""
     ax.set_xlabel("time since the clock started (s)")
     ax.set_ylabel("samples/s")
-    # from 0, so a steady run looks steady; room above the top line, which would hide in the frame
     readings = [
         v
         for i in result.intervals
@@ -330,12 +278,8 @@ def rate_over_time(run: RunLike) -> Figure:
     ]
     top = max(readings, default=0.0)
     ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
-    ax.set_xlim(left=0)
-    key = "  ".join(_series_key(result))
-    canvas.title(ax, f"Rate and GlobalRate, run {result.run_id}: {key}  batch {result.batch_size}")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
-    return fig
+    last = max(i.elapsed_s for i in result.intervals)
+    ax.set_xlim(0, last * 1.1 if last > 0 else None)
 
 
 # --- groups of runs side by side --------------------------------------------------------------------

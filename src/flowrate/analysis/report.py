@@ -4,125 +4,36 @@ Self-contained means no request leaves the page: CSS is inline, plots are PNGs i
 script, no web font, no link to anything outside the file (a report mailed or archived must read
 the same in ten years, offline). Every string that comes from a record — tags, problem names,
 device and CPU names, warnings, command lines — can hold anything a user or a machine wrote, so
-each is escaped with html.escape before it reaches the page.
+each is escaped (flowrate.analysis.html.e) before it reaches the page.
+
+The page and its tables are built here; the plotted sections, one figure per problem, are
+flowrate.analysis.report_plots'.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import html
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from matplotlib.figure import Figure
-
 from flowrate._version import __version__
-from flowrate.analysis import canvas, plots
-from flowrate.analysis.pareto import Objective, ParetoResult, pareto_front, parse_objective
+from flowrate.analysis import report_plots
+from flowrate.analysis.grouping import problem_of
+from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
-from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
-from flowrate.units import rate, si
-
-MAX_RATE_PLOTS = 12  # one plot per run gets long; past this the report says how many it left out
-REPORT_DPI = 150  # 1200 x 750 px: sharp at the page's 960 px width, ~60 kB per plot
-MISSING = "—"
-
-
-def e(value: object) -> str:
-    """Escaped text: the only way a record's string reaches the page."""
-    return html.escape(str(value), quote=True)
-
-
-def show_value(metric: Metric | str, value: float | None) -> str:
-    """A metric's figure as the CLI's tables print it: 1864, 312 MB, 41.2%, 0.0123."""
-    name = metric if isinstance(metric, str) else metric.name
-    if value is None:
-        return MISSING
-    if name == "peak_memory_bytes":
-        return si(value, "B")
-    if name == "mfu":
-        return f"{value:.1%}"
-    if name == "average_watts":
-        return si(value, "W")
-    if name == "model_flops_per_sec":
-        return si(value, "FLOP/s")
-    if name.endswith("per_sec") or name == "samples_per_joule":
-        return _rate(value)
-    return f"{value:.4g}"
-
-
-def _rate(value: float) -> str:
-    """Whole numbers from 1000 up (54758, not 54758.234), else rate()'s four significant figures."""
-    return f"{value:.0f}" if abs(value) >= 1000 else rate(value)
-
-
-def _when(iso: str, zone: bool = True) -> str:
-    """'2026-11-21 05:01 UTC' from an ISO instant; the text as it is when it is not one."""
-    try:
-        moment = dt.datetime.fromisoformat(iso)
-    except (TypeError, ValueError):
-        return iso or MISSING
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(dt.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if zone and moment.tzinfo is not None else "")
-
-
-def _problem(run: StoredRun) -> str:
-    return f"{run.problem}/{run.size}" if run.size else run.problem
-
-
-def _image(fig: Figure, alt: str) -> str:
-    data = base64.b64encode(plots.render(fig, "png", dpi=REPORT_DPI)).decode("ascii")
-    width, height = (round(side * REPORT_DPI) for side in canvas.FIGSIZE_IN)
-    return (
-        f'<img class="plot" src="data:image/png;base64,{data}" width="{width}" height="{height}" '
-        f'alt="{e(alt)}">'
-    )
-
-
-def _plot(make: Callable[[], Figure], alt: str) -> str:
-    """The plot, or a note saying why there is none (a report shows what it can)."""
-    try:
-        return _image(make(), alt)
-    except FlowrateError as why:
-        return f'<p class="note">{e(why)}</p>'
-
-
-def _table(
-    header: Sequence[str] | None,
-    rows: Sequence[Sequence[str]],
-    *,
-    table_id: str = "",
-    numeric: Sequence[int] = (),
-) -> str:
-    """A table from cells that are already HTML (escaped by the caller)."""
-    ident = f' id="{table_id}"' if table_id else ""
-    cells = "".join(
-        f"<th{' class=num' if i in numeric else ''}>{e(h)}</th>" for i, h in enumerate(header or [])
-    )
-    head = f"<thead><tr>{cells}</tr></thead>" if header else ""
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{' class=num' if i in numeric else ''}>{c}</td>" for i, c in enumerate(row))
-        + "</tr>"
-        for row in rows
-    )
-    return f'<div class="scroll"><table{ident}>{head}<tbody>{body}</tbody></table></div>'
-
 
 # --- sections ------------------------------------------------------------------------------------
 
 
 def _summary(runs: Sequence[StoredRun]) -> str:
-    problems = sorted({_problem(r) for r in runs})
+    problems = sorted({problem_of(r) for r in runs})
     devices = sorted({r.device_name or r.device_type or "?" for r in runs})
     dates = sorted(r.created_at for r in runs if r.created_at)
-    span = f"{_when(dates[0])} to {_when(dates[-1])}" if dates else MISSING
+    span = f"{when(dates[0])} to {when(dates[-1])}" if dates else MISSING
     facts = [
         ("runs", str(len(runs))),
         (f"problem{'s' if len(problems) != 1 else ''}", ", ".join(problems)),
@@ -135,12 +46,12 @@ def _summary(runs: Sequence[StoredRun]) -> str:
 
 def _throughput_cell(result: Result) -> str:
     s = result.summary
-    cell = e(_rate(s.samples_per_sec))
+    cell = e(whole_rate(s.samples_per_sec))
     if s.ci95_low_samples_per_sec is not None and s.ci95_high_samples_per_sec is not None:
         half = (s.ci95_high_samples_per_sec - s.ci95_low_samples_per_sec) / 2
         cell += (
             f'<span class="ci" title="mean interval rate ± half its 95% confidence interval">'
-            f"{e(_rate(s.mean_samples_per_sec))} ± {e(_rate(half))}</span>"
+            f"{e(whole_rate(s.mean_samples_per_sec))} ± {e(whole_rate(half))}</span>"
         )
     return cell
 
@@ -156,9 +67,9 @@ def _runs_table(runs: Sequence[StoredRun]) -> str:
         rows.append(
             [
                 f'<code id="run-{e(run.run_id)}">{e(run.run_id)}</code>',
-                f'<span class="nowrap">{e(_when(run.created_at, zone=False))}</span>',
+                f'<span class="nowrap">{e(when(run.created_at, zone=False))}</span>',
                 e(", ".join(run.tags) or MISSING),
-                e(_problem(run)),
+                e(problem_of(run)),
                 e(run.mode or MISSING),
                 e(run.precision or MISSING),
                 e(run.execution or MISSING),
@@ -175,97 +86,7 @@ def _runs_table(runs: Sequence[StoredRun]) -> str:
         '<p class="note">Times in UTC. samples/s is GlobalRate (samples over seconds of the timed '
         "window); under it, the mean interval rate ± half its 95% confidence interval.</p>"
     )
-    return legend + _table(header, rows, table_id="runs", numeric=(8, 9, 10, 11, 12, 13))
-
-
-def _scatter_axes(full: ParetoResult, runs: Sequence[StoredRun]) -> tuple[Objective, Objective] | None:
-    """samples/s against the ranking's second objective, else against peak memory where recorded."""
-    first = full.objectives[0]
-    if len(full.objectives) > 1:
-        return first, full.objectives[1]
-    memory = parse_objective("peak_memory_bytes")
-    if first.name != memory.name and any(memory.metric.value(r.result) is not None for r in runs):
-        return first, memory
-    return None
-
-
-def _pareto(runs: Sequence[StoredRun]) -> str:
-    try:
-        full = pareto_front(runs)
-    except FlowrateError as why:
-        return f'<p class="note">{e(why)}</p>'
-    header = ["run", "problem", "precision", "device", "batch", "tags", *[str(o) for o in full.objectives]]
-    rows = [
-        [
-            f'<a href="#run-{e(r.run_id)}"><code>{e(r.run_id)}</code></a>',
-            e(_problem(r)),
-            e(r.precision or MISSING),
-            e(r.device_name or r.device_type or MISSING),
-            e(r.batch_size if r.batch_size is not None else MISSING),
-            e(", ".join(r.tags) or MISSING),
-            *[
-                e(show_value(o.metric, v))
-                for o, v in zip(full.objectives, full.values[r.run_id], strict=True)
-            ],
-        ]
-        for r in full.front
-    ]
-    considered = len(full.front) + len(full.dominated)
-    parts = [
-        f"<p>{len(full.front)} of {considered} runs are on the frontier of "
-        f"{e(', '.join(str(o) for o in full.objectives))}: no other run is at least as good on every "
-        "objective and better on one.</p>",
-        _table(header, rows, table_id="pareto", numeric=tuple(range(6, len(header)))),
-    ]
-    notes = list(full.notes)
-    if full.excluded:
-        reasons = sorted({why for _, why in full.excluded})
-        notes.append(f"{len(full.excluded)} runs left out: {'; '.join(reasons)}")
-    parts += [f'<p class="note">{e(n)}</p>' for n in notes]
-    axes = _scatter_axes(full, runs)
-    if axes is None:
-        parts.append('<p class="note">one objective and no peak memory recorded: no scatter to draw</p>')
-        return "".join(parts)
-    x, y = axes
-    if len(full.objectives) != 2:
-        parts.append(
-            f'<p class="note">The scatter ranks the runs on its two axes alone ({e(x)}, {e(y)}), so its '
-            "frontier can differ from the table's.</p>"
-        )
-    ranking = full if len(full.objectives) == 2 else None
-    parts.append(
-        _plot(
-            lambda: plots.pareto_scatter(ranking or pareto_front(runs, [x, y]), x, y),
-            f"Pareto scatter of {x} against {y}",
-        )
-    )
-    return "".join(parts)
-
-
-def _energy(runs: Sequence[StoredRun]) -> str:
-    if any(METRICS["samples_per_joule"].value(r.result) is not None for r in runs):
-        return _plot(lambda: plots.samples_per_joule_vs_batch(runs), "samples/J against batch size")
-    reasons = sorted({str(r.result.energy.get("reason")) for r in runs if r.result.energy.get("reason")})
-    why = "".join(f"<li>{e(reason)}</li>" for reason in reasons)
-    return f'<p class="note">No run records samples/J.</p>{f"<ul>{why}</ul>" if why else ""}'
-
-
-def _rates(runs: Sequence[StoredRun]) -> str:
-    shown = runs[:MAX_RATE_PLOTS]
-    parts = []
-    if len(runs) > len(shown):
-        parts.append(
-            f'<p class="note">Showing the first {len(shown)} of {len(runs)} runs; report fewer runs (a '
-            "tag, filters) to see the others.</p>"
-        )
-    for run in shown:
-        parts.append(
-            f'<figure><figcaption><a href="#run-{e(run.run_id)}"><code>{e(run.run_id)}</code></a> '
-            f"{e(_problem(run))}, batch {e(run.batch_size)}</figcaption>"
-            + _plot(partial(plots.rate_over_time, run), f"Rate and GlobalRate over time, run {run.run_id}")
-            + "</figure>"
-        )
-    return "".join(parts)
+    return legend + table(header, rows, table_id="runs", numeric=(8, 9, 10, 11, 12, 13))
 
 
 @dataclass(frozen=True)
@@ -320,14 +141,14 @@ def _environments(runs: Sequence[StoredRun]) -> str:
         groups.setdefault(rows, _EnvGroup(rows, [])).runs.append(run)
     parts = []
     for n, group in enumerate(groups.values(), start=1):
-        table = _table(None, [[f"<b>{e(k)}</b>", e(v)] for k, v in group.rows], table_id=f"env-{n}")
+        facts = table(None, [[f"<b>{e(k)}</b>", e(v)] for k, v in group.rows], table_id=f"env-{n}")
         commands = "".join(
             f"<li><code>{e(r.run_id)}</code> <code class=cmd>{e(_command(r.result))}</code></li>"
             for r in group.runs
         )
         count = f"{len(group.runs)} run{'s' if len(group.runs) != 1 else ''}"
         parts.append(
-            f'<div class="env"><h3>Environment {n} ({count})</h3>{table}'
+            f'<div class="env"><h3>Environment {n} ({count})</h3>{facts}'
             f"<details><summary>command lines</summary><ul>{commands}</ul></details></div>"
         )
     return "".join(parts)
@@ -349,7 +170,7 @@ def _warnings(runs: Sequence[StoredRun]) -> str:
         items = "".join(f"<li>{e(w)}</li>" for w in run.result.warnings)
         parts.append(
             f'<div class="warn"><a href="#run-{e(run.run_id)}"><code>{e(run.run_id)}</code></a> '
-            f"{e(_problem(run))}, batch {e(run.batch_size)}<ul>{items}</ul></div>"
+            f"{e(problem_of(run))}, batch {e(run.batch_size)}<ul>{items}</ul></div>"
         )
     return "".join(parts)
 
@@ -412,10 +233,10 @@ def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate 
     stored = [r if isinstance(r, StoredRun) else StoredRun.from_result(r) for r in runs]
     body = {
         "runs": _runs_table(stored),
-        "pareto": _pareto(stored),
-        "throughput": _plot(lambda: plots.throughput_vs_batch(stored), "samples/s against batch size"),
-        "energy": _energy(stored),
-        "rates": _rates(stored),
+        "pareto": report_plots.pareto(stored),
+        "throughput": report_plots.throughput(stored),
+        "energy": report_plots.energy(stored),
+        "rates": report_plots.rates(stored),
         "environment": _environments(stored),
         "warnings": _warnings(stored),
     }

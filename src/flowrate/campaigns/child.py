@@ -137,7 +137,12 @@ def _run_in_child(
         return OOM, str(error), started, time.time()
     except FlowrateError as error:
         return ERROR, str(error), started, time.time()
-    except Exception:
+    except Exception as error:
+        from flowrate.problems.user import describe_failure
+
+        in_user_code = describe_failure(error)  # raised in the user's problem file: its one line
+        if in_user_code is not None:
+            return ERROR, in_user_code, started, time.time()
         return _BUG, traceback.format_exc(), started, time.time()
 
 

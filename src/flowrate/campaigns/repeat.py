@@ -18,7 +18,7 @@ from typing import Any
 
 from flowrate.campaigns.child import portable, run_in_fresh_process
 from flowrate.config import RunConfig
-from flowrate.errors import FlowrateError
+from flowrate.errors import FlowrateError, RunFailed
 from flowrate.measure.stats import summarize
 from flowrate.results.schema import Result
 
@@ -46,7 +46,7 @@ def run_repeated(
         logdir = f"{tensorboard}/run-{index + 1}" if tensorboard else None
         outcome = run_in_fresh_process(config, argv=argv, tensorboard=logdir)
         if outcome.result is None:
-            raise FlowrateError(f"run {index + 1} of {repeats} failed: {outcome.message}")
+            raise RunFailed(f"run {index + 1} of {repeats} failed: {outcome.message}")
         results.append(outcome.result)
         if on_run is not None:
             on_run(index, outcome.result)

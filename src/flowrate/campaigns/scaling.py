@@ -30,7 +30,7 @@ from typing import Any
 
 from flowrate.campaigns.child import portable
 from flowrate.config import RunConfig
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.errors import ConfigError, RunFailed
 from flowrate.execution.distributed import LAUNCH_VARIABLES
 from flowrate.results.schema import Result
 
@@ -145,9 +145,9 @@ def run_size(config: RunConfig, processes: int, workdir: Path) -> Result:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise FlowrateError(f"the {processes}-process run did not finish within {limit:g} s") from None
+        raise RunFailed(f"the {processes}-process run did not finish within {limit:g} s") from None
     if done.returncode != 0 or not result_file.exists():
-        raise FlowrateError(f"the {processes}-process run failed: {_error_line(done.stderr)}")
+        raise RunFailed(f"the {processes}-process run failed: {_error_line(done.stderr)}")
     return Result.load(result_file)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from flowrate.cli.options import run_options
+from flowrate.cli.options import FiniteRange, run_options
+from flowrate.config import BOUNDS, WEEK_S
 
 # Seconds of synthetic timing for the model's rate when the user sets no length.
 MODEL_S = 3.0
@@ -21,7 +22,7 @@ MODEL_S = 3.0
 @run_options
 @click.option(
     "--consumption-rate",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     metavar="SAMPLES_PER_S",
     help="The model's rate to compare with, instead of measuring it with synthetic data (e.g. a "
     "rate measured on the target machine).",
@@ -34,7 +35,7 @@ MODEL_S = 3.0
 )
 @click.option(
     "--max-workers",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, int(BOUNDS["loader_workers"].high)),
     help="Most loader workers to try. [default: the cores (less one beyond two), at most the shards]",
 )
 @click.option(
@@ -47,7 +48,7 @@ MODEL_S = 3.0
 @click.option(
     "--seconds",
     "each_s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, max=WEEK_S, min_open=True),
     default=1.0,
     show_default=True,
     help="Seconds to time each loader configuration.",
@@ -55,7 +56,7 @@ MODEL_S = 3.0
 @click.option(
     "--sample-cost",
     "sample_cost_s",
-    type=float,
+    type=FiniteRange(min=0),
     default=0.0,
     hidden=True,
     help="Seconds of artificial cost per sample.",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flowrate.data.make import problem_label
+from flowrate.units import counted
 
 if TYPE_CHECKING:
     from flowrate.harness.analyze_input import InputAnalysis, PipelinePoint
@@ -29,7 +30,7 @@ def measuring_line(setup: InputSetup) -> str:
 def plan_line(rate: float, source: str, tried: int, seconds_each: float) -> str:
     return (
         f"model: {rate:.4g} samples/s ({source}); timing the loader alone at "
-        f"{tried} configurations, {seconds_each:g} s each"
+        f"{counted(tried, 'configuration')}, {seconds_each:g} s each"
     )
 
 

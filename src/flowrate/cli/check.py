@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from flowrate.cli.options import output_options, run_options
+from flowrate.cli.options import FiniteRange, output_options, run_options
 
 # Steps a check trains when the user sets no length (--steps, --min-steps or --duration).
 CHECK_STEPS = 300
@@ -20,7 +20,7 @@ CHECK_STEPS = 300
 @run_options
 @click.option(
     "--target-loss",
-    type=float,
+    type=FiniteRange(),
     help="Also report the first step at which the loss (a running mean over 10% of the steps) "
     "reaches this value.",
 )
@@ -53,7 +53,7 @@ def command(
     from flowrate.cli import check_text, console
     from flowrate.cli.destination import Destination
     from flowrate.cli.resolve import resolve_run
-    from flowrate.errors import FlowrateError
+    from flowrate.errors import RunFailed
     from flowrate.harness.fidelity import require_checkable, run_check
 
     if flags["steps"] is None and flags["min_steps"] is None and flags["duration_s"] is None:
@@ -66,4 +66,4 @@ def command(
     result = run_check(config, problem, target_loss=target_loss, argv=sys.argv)
     destination.report(result, f"flowrate check {result.run_id}", check_text.fidelity_rows(result))
     if not (result.fidelity or {}).get("fell"):
-        raise FlowrateError(check_text.did_not_fall(result))
+        raise RunFailed(check_text.did_not_fall(result))

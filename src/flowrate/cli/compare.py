@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flowrate.cli.options import store_option
+from flowrate.cli.options import FiniteRange, store_option
 
 if TYPE_CHECKING:
     from flowrate.results.compare import Comparison
@@ -39,7 +39,7 @@ FORMATS = ("table", "md", "json")
 )
 @click.option(
     "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteRange(0, 1, min_open=True, max_open=True),
     default=DEFAULT_ALPHA,
     show_default=True,
     help="Significance level; the confidence interval is the 1 − alpha one.",
@@ -47,7 +47,7 @@ FORMATS = ("table", "md", "json")
 @click.option(
     "--min-effect",
     "min_effect_pct",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     default=DEFAULT_MIN_EFFECT_PCT,
     show_default=True,
     metavar="PCT",
@@ -57,7 +57,7 @@ FORMATS = ("table", "md", "json")
 @click.option(
     "--fail-if-slower",
     "fail_pct",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     metavar="PCT",
     help="For CI: exit 1 when B's samples/s is significantly slower than A's (the verdict is "
     "'slower') by more than PCT percent. A drop that is not significant exits 0.",
@@ -130,13 +130,13 @@ def command(
 
 
 def _fail_if_slower(comparison: Comparison, fail_pct: float) -> None:
-    """Exit 1 (a FlowrateError) when B is significantly slower than A by more than fail_pct %."""
+    """Exit 1 (RunFailed) when B is significantly slower than A by more than fail_pct %."""
     from flowrate.cli import compare_text, console
-    from flowrate.errors import FlowrateError
+    from flowrate.errors import RunFailed
     from flowrate.results.compare import significantly_slower
 
     slower = significantly_slower(comparison, fail_pct / 100)
     if slower is None:
         console.warn(compare_text.untested_gate(comparison))
     elif slower:
-        raise FlowrateError(compare_text.slower_message(comparison, fail_pct))
+        raise RunFailed(compare_text.slower_message(comparison, fail_pct))

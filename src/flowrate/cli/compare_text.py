@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flowrate.units import DASH, compact, p_value
+from flowrate.units import DASH, compact, counted, p_value
 
 if TYPE_CHECKING:
     from flowrate.results.compare import Comparison
@@ -90,8 +90,8 @@ def to_markdown(comparison: Comparison) -> str:
 
     c = comparison
     lines = [
-        f"**A** (baseline): {cell(c.a_label)} — {len(c.a_runs)} run(s): {', '.join(c.a_runs)}  ",
-        f"**B**: {cell(c.b_label)} — {len(c.b_runs)} run(s): {', '.join(c.b_runs)}",
+        f"**A** (baseline): {cell(c.a_label)} — {counted(len(c.a_runs), 'run')}: {', '.join(c.a_runs)}  ",
+        f"**B**: {cell(c.b_label)} — {counted(len(c.b_runs), 'run')}: {', '.join(c.b_runs)}",
         "",
     ]
     head = header(c)

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.options import dataset_options
+from flowrate.cli.options import Setting, dataset_options
+
+MAX_SAMPLES = 10**12  # beyond what any dataset holds; the free space is checked before writing
 
 if TYPE_CHECKING:
     from flowrate.data.records import DatasetIndex
@@ -27,13 +29,16 @@ def command() -> None:
 
 @command.command("make")
 @dataset_options
-@click.option("--samples", type=click.IntRange(min=1), required=True, help="Samples to write.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic data.")
+@click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), required=True, help="Samples to write.")
+@click.option(
+    "--seed", type=Setting("seed"), default=0, show_default=True, help="Seed of the synthetic data."
+)
 def make_command(samples: int, seed: int, shards: int, out: str, **flags: Any) -> None:
     """Write a problem's synthetic data as a dataset, to measure the whole input pipeline."""
     from flowrate.data.make import make_dataset
 
     problem = _problem(flags)
+    _check_free_space(problem, samples, out)
     _write(problem, out, lambda: make_dataset(problem, out, samples, shards, seed=seed), "synthetic data")
 
 
@@ -60,7 +65,11 @@ def import_tokens_command(tokens: str, dtype: str, shards: int, out: str, **flag
 @click.argument("folder", type=click.Path(file_okay=False))
 @dataset_options
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the order the images are written in."
+    "--seed",
+    type=Setting("seed"),
+    default=0,
+    show_default=True,
+    help="Seed of the order the images are written in.",
 )
 def import_images_command(folder: str, seed: int, shards: int, out: str, **flags: Any) -> None:
     """Import an image folder (one subfolder per class), decoded and resized to the problem's images."""
@@ -82,17 +91,20 @@ def info_command(directory: str, verify: bool, as_json: bool) -> None:
     from flowrate.cli.data_text import info_rows
     from flowrate.data.records import check_shard_files, read_index
     from flowrate.data.records import verify as verify_records
+    from flowrate.units import counted
 
     index = read_index(directory)
     check_shard_files(directory, index)
     if as_json:
         console.data(json.dumps(index.to_dict(), indent=2))
     else:
-        console.key_value_table(f"dataset {directory}", info_rows(directory, index))
+        console.key_value_table(f"dataset {directory}", info_rows(directory, index), to_stdout=True)
     if verify:
         start = time.perf_counter()
         checked = verify_records(directory)
-        console.status(f"all {checked} records pass their crc32 check ({time.perf_counter() - start:.1f} s)")
+        console.status(
+            f"all {counted(checked, 'record')} pass their crc32 check ({time.perf_counter() - start:.1f} s)"
+        )
 
 
 def _problem(flags: dict[str, Any]) -> Problem:
@@ -104,14 +116,42 @@ def _problem(flags: dict[str, Any]) -> Problem:
     return get_problem(flags["problem"], flags["size"], options)
 
 
+def _check_free_space(problem: Problem, samples: int, out: str) -> None:
+    """Refuse a dataset the disk cannot hold before writing any of it (not a full disk midway)."""
+    import shutil
+    from pathlib import Path
+
+    from flowrate.data.make import problem_label, problem_spec
+    from flowrate.errors import ConfigError
+    from flowrate.units import si
+
+    per_sample = sum(f.record_bytes for f in problem_spec(problem, "problem")) + 4  # + its crc32
+    folder = Path(out).absolute()
+    while not folder.exists() and folder != folder.parent:  # the folder it would be made in
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # not a folder to write in: the writer says so, naming --out
+    if samples * per_sample > free:
+        raise ConfigError(
+            "samples",
+            f"{samples} samples of {problem_label(problem)} take {si(samples * per_sample, 'B')}, "
+            f"but {folder} has {si(free, 'B')} free; make fewer",
+        )
+
+
 def _write(problem: Problem, out: str, write: Callable[[], DatasetIndex], source: str) -> None:
     from flowrate.cli import console
+    from flowrate.cli.paths import check_folder
     from flowrate.data.make import problem_label
+    from flowrate.units import counted
 
+    check_folder(out, "out")
     start = time.perf_counter()
     index = write()
     fields = ", ".join(f.describe() for f in index.fields)
     console.status(
-        f"wrote {index.samples} samples of {problem_label(problem)} ({fields}) from {source} into "
-        f"{len(index.shards)} shards in {out} ({time.perf_counter() - start:.1f} s)"
+        f"wrote {counted(index.samples, 'sample')} of {problem_label(problem)} ({fields}) from {source} "
+        f"into {counted(len(index.shards), 'shard')} in {out} ({time.perf_counter() - start:.1f} s)"
     )

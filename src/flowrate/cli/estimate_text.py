@@ -10,7 +10,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from flowrate.estimate.memory import gib
-from flowrate.units import count, rate, short_duration, si
+from flowrate.units import count, counted, rate, short_duration, si
 
 if TYPE_CHECKING:
     from flowrate.estimate.report import CompileReport
@@ -63,11 +63,12 @@ def compile_lines(compiled: dict[str, Any], step_s: float) -> list[str]:
     """'compiled in 41.2 s: cache miss (3 graphs compiled and saved in …)'."""
     hits, misses = compiled.get("cache_hits", 0), compiled.get("cache_misses", 0)
     if compiled.get("cache_hit"):
-        cache = f"cache hit ({hits} graphs found in {compiled.get('directory')})"
+        cache = f"cache hit ({counted(hits, 'graph')} found in {compiled.get('directory')})"
     elif hits:
-        cache = f"partly cached ({hits} graphs found, {misses} compiled, in {compiled.get('directory')})"
+        where = compiled.get("directory")
+        cache = f"partly cached ({counted(hits, 'graph')} found, {misses} compiled, in {where})"
     else:
-        cache = f"cache miss ({misses} graphs compiled and saved in {compiled.get('directory')})"
+        cache = f"cache miss ({counted(misses, 'graph')} compiled and saved in {compiled.get('directory')})"
     return [
         f"compiled in {compiled.get('compile_s', 0.0):.3g} s: {cache}",
         f"one compiled step then took {step_s * 1e3:.4g} ms",
@@ -79,7 +80,7 @@ def _row(label: str, text: str) -> str:
 
 
 def _blocks(blocks: int | None) -> str:
-    return "no blocks declared" if blocks is None else f"{blocks} blocks"
+    return "no blocks declared" if blocks is None else counted(blocks, "block")
 
 
 def _memory_lines(report: CompileReport) -> list[str]:

@@ -26,13 +26,17 @@ def command(refs: tuple[str, ...], store: str | None, out: str | None, fmt: str 
     from pathlib import Path
 
     from flowrate.cli import console
+    from flowrate.cli.paths import check_out
     from flowrate.cli.select import pop_filter, select_runs
     from flowrate.results.transfer import export
+    from flowrate.units import counted
 
     fmt = fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")
+    if out:
+        check_out(out)
     runs = select_runs(store, refs, pop_filter(flags))
     text = export(runs, Path(out) if out else None, fmt)
     if out:
-        console.status(f"{len(runs)} runs written to {out} ({fmt})")
+        console.status(f"{counted(len(runs), 'run')} written to {out} ({fmt})")
     else:
         console.data(text)

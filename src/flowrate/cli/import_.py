@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import click
 
-from flowrate.cli.options import store_option
+from flowrate.cli.options import checked_tags, store_option
 
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False), metavar="FILE...")
-@click.option("-t", "--tag", "tags", multiple=True, help="Also tag every imported run (repeatable).")
+@click.option(
+    "-t",
+    "--tag",
+    "tags",
+    multiple=True,
+    callback=checked_tags,
+    help="Also tag every imported run (repeatable).",
+)
 @store_option
 def command(files: tuple[str, ...], tags: tuple[str, ...], store: str | None) -> None:
     """Import runs from JSON-lines exports or result files; runs already in the store are kept as they are.
@@ -21,6 +28,7 @@ def command(files: tuple[str, ...], tags: tuple[str, ...], store: str | None) ->
     from flowrate.cli import console
     from flowrate.results.store import Store
     from flowrate.results.transfer import read_results
+    from flowrate.units import counted
 
     loaded = {file: read_results(Path(file)) for file in files}  # every file read before any write
     with Store(store) as opened:
@@ -28,4 +36,4 @@ def command(files: tuple[str, ...], tags: tuple[str, ...], store: str | None) ->
             added = opened.add_many([(result, [*own, *tags]) for result, own in entries])
             kept = len(entries) - len(added)
             already = f", {kept} already in the store" if kept else ""
-            console.status(f"{file}: {len(added)} runs imported{already} into {opened.path}")
+            console.status(f"{file}: {counted(len(added), 'run')} imported{already} into {opened.path}")

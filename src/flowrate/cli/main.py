@@ -1,13 +1,12 @@
 """The `flowrate` command: a group of small subcommands, imported only when called.
 
 Exit codes: 0 success; 1 the run failed (out of memory, non-finite loss, …); 2 bad input (an
-unknown option or value); 130 interrupted.
+unknown option or value, a path or store that cannot be used); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
@@ -35,10 +34,6 @@ COMMANDS = {
     "estimate": "flowrate.cli.estimate",
 }
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -61,32 +56,8 @@ def cli() -> None:
     """
 
 
-def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: user mistakes become one line on stderr and an exit code."""
-    from flowrate.cli import console
-    from flowrate.errors import ConfigError, FlowrateError
+    """Console entry point: a failure becomes one line on stderr and an exit code (cli/boundary.py)."""
+    from flowrate.cli.boundary import answer
 
-    try:
-        cli.main(args=argv, prog_name="flowrate", standalone_mode=False)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.UsageError as mistake:
-        command = mistake.ctx.command_path if mistake.ctx else "flowrate"
-        console.error(f"{mistake.format_message()} (see `{command} --help`)")
-        sys.exit(EXIT_USAGE)
-    except (click.Abort, KeyboardInterrupt):
-        console.error("interrupted")
-        sys.exit(EXIT_INTERRUPTED)
-    except ConfigError as mistake:
-        console.error(f"{flag_name(mistake.field)}: {mistake.message}")
-        sys.exit(EXIT_USAGE)
-    except FlowrateError as failure:
-        console.error(str(failure))
-        sys.exit(EXIT_FAILED)
-    except click.ClickException as failure:
-        console.error(failure.format_message())
-        sys.exit(failure.exit_code)
+    answer(lambda: cli.main(args=argv, prog_name="flowrate", standalone_mode=False))

@@ -6,14 +6,81 @@ Defaults shown in help come from RunConfig, whose defaults are the only defaults
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
 import click
 
-from flowrate.config import Execution, Mode, OptimizerName, Precision, RunConfig
+from flowrate.config import (
+    BOUNDS,
+    OPTION_BOUNDS,
+    Bounds,
+    Execution,
+    Mode,
+    OptimizerName,
+    Precision,
+    RunConfig,
+    parse_batch_size,
+)
+from flowrate.errors import ConfigError
 from flowrate.results.store import DEFAULT_PATH, ENV_VAR
+
+MAX_SHARDS = 100_000
+
+
+class Setting(click.ParamType):
+    """A number held to RunConfig's bounds for its field (flowrate.config.BOUNDS) as the command
+    line is read: a value no run could use is refused before any work, naming the flag and what
+    would be valid, in the words the Python API uses for the same field."""
+
+    def __init__(self, field: str | Bounds) -> None:
+        self.bounds = BOUNDS[field] if isinstance(field, str) else field
+        self.name = "integer" if self.bounds.integer else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = (click.INT if self.bounds.integer else click.FLOAT).convert(value, param, ctx)
+        fault = self.bounds.fault(number)
+        if fault is not None:
+            raise ConfigError(max(param.opts, key=len) if param else self.name, fault)
+        return number
+
+
+class BatchSize(click.ParamType):
+    """--batch-size: a count within its bounds, or 'auto' (so `--batch-size --steps 2` blames
+    --batch-size, not a stray '2')."""
+
+    name = "batch_size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return parse_batch_size(str(value))
+        except ConfigError as mistake:
+            raise ConfigError("--batch-size", mistake.message) from None
+
+
+SHAPE = Setting(OPTION_BOUNDS)  # the shape flags: each family's config refuses what it cannot take
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange, which lets nan and inf through its comparisons, minus both."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number.", param, ctx)
+        return number
+
+
+def checked_tags(ctx: click.Context, param: click.Parameter, tags: tuple[str, ...]) -> tuple[str, ...]:
+    """-t/--tag's callback: a tag that is empty, multi-line or too long is refused as the command
+    line is read, not after a run has measured."""
+    from flowrate.results.validate import check_tags
+
+    check_tags(tags)
+    return tags
+
 
 STORE_HELP = f"The results store (SQLite). [default: ${ENV_VAR}, else ./{DEFAULT_PATH}]"
 
@@ -45,29 +112,31 @@ _RUN_OPTIONS = [
     click.option(
         "-b",
         "--batch-size",
+        type=BatchSize(),
+        metavar="N|auto",
         help="Samples per step, or 'auto' to halve from --max-batch-size "
         "until a step fits in memory. [default: the problem's]",
     ),
     click.option(
         "--max-batch-size",
-        type=int,
+        type=Setting("max_batch_size"),
         help="Where --batch-size auto starts." + _default("max_batch_size"),
     ),
     click.option(
         "--global-batch-size",
-        type=int,
+        type=Setting("global_batch_size"),
         help="Data-parallel runs (torchrun): samples per step over all ranks, split evenly; "
         "instead of --batch-size, which is per rank.",
     ),
-    click.option("--seq-len", type=int, help="Sequence length of token problems."),
-    click.option("--image-size", type=int, help="Image side of image problems."),
+    click.option("--seq-len", type=SHAPE, help="Sequence length of token problems."),
+    click.option("--image-size", type=SHAPE, help="Image side of image problems."),
     click.option(
-        "--sample-shape", type=int, help="Seed 003's name: sequence length or image side, per problem."
+        "--sample-shape", type=SHAPE, help="Seed 003's name: sequence length or image side, per problem."
     ),
-    click.option("--layers", type=int, help="Transformer layers."),
-    click.option("--heads", type=int, help="Attention heads."),
-    click.option("--hidden", type=int, help="Hidden size."),
-    click.option("--vocab-size", type=int, help="Vocabulary size."),
+    click.option("--layers", type=SHAPE, help="Transformer layers."),
+    click.option("--heads", type=SHAPE, help="Attention heads."),
+    click.option("--hidden", type=SHAPE, help="Hidden size."),
+    click.option("--vocab-size", type=SHAPE, help="Vocabulary size."),
     click.option(
         "--precision",
         type=click.Choice([p.value for p in Precision], case_sensitive=False),
@@ -79,7 +148,12 @@ _RUN_OPTIONS = [
         type=click.Choice([o.value for o in OptimizerName], case_sensitive=False),
         help="Optimizer of training steps." + _default("optimizer"),
     ),
-    click.option("--lr", "learning_rate", type=float, help="Learning rate." + _default("learning_rate")),
+    click.option(
+        "--lr",
+        "learning_rate",
+        type=Setting("learning_rate"),
+        help="Learning rate." + _default("learning_rate"),
+    ),
     click.option(
         "--execution",
         type=click.Choice([e.value for e in Execution], case_sensitive=False),
@@ -94,7 +168,7 @@ _RUN_OPTIONS = [
     ),
     click.option(
         "--clip-grad-norm",
-        type=float,
+        type=Setting("clip_grad_norm"),
         help="Clip the global gradient norm to this value before each optimizer step.",
     ),
     click.option(
@@ -107,7 +181,7 @@ _RUN_OPTIONS = [
     click.option(
         "--device-memory-limit",
         "device_memory_limit_gib",
-        type=float,
+        type=Setting("device_memory_limit_gib"),
         metavar="GIB",
         help="CUDA: cap this process's device memory (a per-process fraction), e.g. to prove a "
         "streamed model fits in 16 GiB.",
@@ -115,48 +189,63 @@ _RUN_OPTIONS = [
     click.option(
         "--device", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N." + _default("device")
     ),
-    click.option("--seed", type=int, help="Seed of weights and synthetic data." + _default("seed")),
+    click.option(
+        "--seed", type=Setting("seed"), help="Seed of weights and synthetic data." + _default("seed")
+    ),
     click.option(
         "--threads",
-        type=int,
+        type=Setting("threads"),
         help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
     ),
     click.option(
         "--preheat",
         "preheat_steps",
-        type=int,
+        type=Setting("preheat_steps"),
         help="Untimed warm-up steps." + _default("preheat_steps"),
     ),
     click.option(
-        "--steps", type=int, help="Time exactly this many steps (overrides --duration and --min-steps)."
+        "--steps",
+        type=Setting("steps"),
+        help="Time exactly this many steps (overrides --duration and --min-steps).",
     ),
-    click.option("--min-steps", type=int, help="Time at least this many steps." + _default("min_steps")),
+    click.option(
+        "--min-steps",
+        type=Setting("min_steps"),
+        help="Time at least this many steps." + _default("min_steps"),
+    ),
     click.option(
         "--duration",
         "duration_s",
-        type=float,
+        type=Setting("duration_s"),
         help="Time at least this many seconds." + _default("duration_s"),
     ),
     click.option(
         "--sample-every",
-        type=int,
+        type=Setting("sample_every"),
         help="Steps between sample points. [default: enough for --target-interval]",
     ),
     click.option(
         "--target-interval",
         "target_interval_s",
-        type=float,
+        type=Setting("target_interval_s"),
         help="Seconds an interval should last when --sample-every is automatic."
         + _default("target_interval_s"),
     ),
-    click.option("--smoothing", type=float, help="Rate's smoothing factor α." + _default("smoothing")),
+    click.option(
+        "--smoothing", type=Setting("smoothing"), help="Rate's smoothing factor α." + _default("smoothing")
+    ),
     click.option(
         "--checkpoint-every",
-        type=int,
+        type=Setting("checkpoint_every"),
         help="Save model and optimizer state every N timed steps (needs --checkpoint-dir); "
         "checkpoint time is reported apart.",
     ),
     click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Where checkpoints go."),
+    click.option(
+        "--keep-checkpoints",
+        type=Setting("keep_checkpoints"),
+        help="Keep only the newest N checkpoints, deleting older ones after each save. [default: all]",
+    ),
     click.option(
         "--measure-peak",
         is_flag=True,
@@ -172,21 +261,23 @@ _RUN_OPTIONS = [
     ),
     click.option(
         "--loader-workers",
-        type=int,
+        type=Setting("loader_workers"),
         help="--data: loader worker processes (0 reads in the training thread)." + _default("loader_workers"),
     ),
     click.option(
-        "--prefetch", type=int, help="--data: batches each loader worker keeps ready." + _default("prefetch")
+        "--prefetch",
+        type=Setting("prefetch"),
+        help="--data: batches each loader worker keeps ready." + _default("prefetch"),
     ),
     click.option(
         "--shuffle-buffer",
-        type=int,
+        type=Setting("shuffle_buffer"),
         help="--data: records per shuffle window of the loader." + _default("shuffle_buffer"),
     ),
     click.option(
         "--dist-timeout",
         "dist_timeout_s",
-        type=float,
+        type=Setting("dist_timeout_s"),
         metavar="SECONDS",
         help="Data-parallel runs: how long a rank waits for the others before the run stops with "
         "an error." + _default("dist_timeout_s"),
@@ -211,6 +302,7 @@ _OUTPUT_OPTIONS = [
         "--tag",
         "tags",
         multiple=True,
+        callback=checked_tags,
         help="Label the recorded run (repeatable), e.g. -t nightly.",
     ),
     click.option("--no-store", is_flag=True, help="Do not record the run in the results store."),
@@ -274,7 +366,7 @@ target_option = click.option(
 )
 host_memory_option = click.option(
     "--host-memory",
-    type=float,
+    type=FiniteRange(min=0, min_open=True),
     metavar="GIB",
     help="Host RAM that streaming's host-side state must fit in. [default: this machine's available RAM]",
 )
@@ -288,9 +380,9 @@ _DATASET_OPTIONS = [
         help="The problem the data is for (its samples' shapes): a zoo name or PATH.py:FACTORY.",
     ),
     click.option("--size", help="Named size of the problem family. [default: the family's]"),
-    click.option("--seq-len", type=int, help="Sequence length of token problems."),
-    click.option("--image-size", type=int, help="Image side of image problems."),
-    click.option("--vocab-size", type=int, help="Vocabulary size of token problems."),
+    click.option("--seq-len", type=SHAPE, help="Sequence length of token problems."),
+    click.option("--image-size", type=SHAPE, help="Image side of image problems."),
+    click.option("--vocab-size", type=SHAPE, help="Vocabulary size of token problems."),
     click.option(
         "-O",
         "--option",
@@ -300,7 +392,11 @@ _DATASET_OPTIONS = [
         help="Any shape option of the problem.",
     ),
     click.option(
-        "--shards", type=click.IntRange(min=1), default=8, show_default=True, help="Shard files to write."
+        "--shards",
+        type=click.IntRange(1, MAX_SHARDS),
+        default=8,
+        show_default=True,
+        help="Shard files to write.",
     ),
     click.option(
         "-o",

@@ -45,7 +45,7 @@ def command(
         console.data(json.dumps(pareto_text.to_json(front), indent=2))
         return
     table = pareto_text.header(front), pareto_text.rows(front, show_dominated)
-    console.grid(pareto_text.title(front), *table, right_aligned=pareto_text.right_aligned(front))
+    console.grid(pareto_text.title(front), *table, right_aligned=pareto_text.right_aligned(front), whole=(0,))
     for note in front.notes:
         console.status(note)
     if excluded := pareto_text.excluded_warning(front):

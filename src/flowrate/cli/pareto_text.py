@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flowrate.units import rate, si
+from flowrate.cli.runs_text import TAGS_SHOWN, shortened
+from flowrate.units import counted, rate, si
 
 if TYPE_CHECKING:
     from flowrate.analysis.pareto import ParetoResult
@@ -27,7 +28,7 @@ def right_aligned(front: ParetoResult) -> tuple[int, ...]:
 
 def title(front: ParetoResult) -> str:
     considered = len(front.front) + len(front.dominated)
-    return f"Pareto frontier: {len(front.front)} of {considered} runs"
+    return f"Pareto frontier: {len(front.front)} of {counted(considered, 'run')}"
 
 
 def rows(front: ParetoResult, show_dominated: bool) -> list[list[str]]:
@@ -49,7 +50,7 @@ def _row(run: StoredRun, front: ParetoResult) -> list[str]:
         run.execution or "",
         run.device_name or "",
         str(run.batch_size or ""),
-        ", ".join(run.tags),
+        shortened(", ".join(run.tags), TAGS_SHOWN),
         *values,
     ]
 
@@ -69,7 +70,7 @@ def excluded_warning(front: ParetoResult) -> str | None:
     if not front.excluded:
         return None
     reasons = sorted({why for _, why in front.excluded})
-    return f"{len(front.excluded)} runs left out: {'; '.join(reasons)}"
+    return f"{counted(len(front.excluded), 'run')} left out: {'; '.join(reasons)}"
 
 
 def to_json(front: ParetoResult) -> dict[str, Any]:

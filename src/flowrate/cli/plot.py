@@ -57,7 +57,7 @@ def command(
 
     \b
     KIND is one of:
-      throughput  the metric against batch size, one line per problem, precision and device
+      throughput  the metric against batch size, a panel per problem, a line per precision and device
       energy      samples/J against batch size (runs with an energy reading)
       pareto      the runs on two objectives, the Pareto frontier drawn
       rate        Rate and GlobalRate over time for exactly one run
@@ -66,11 +66,13 @@ def command(
     from flowrate.analysis import plots
     from flowrate.analysis.plot_kinds import figure_for
     from flowrate.cli import console
+    from flowrate.cli.paths import check_out
     from flowrate.cli.select import pop_filter, select_runs
     from flowrate.results.metrics import get_metric
 
     path = out or f"flowrate-{kind}.png"
     _check_options(kind, path, metric, x_objective, y_objective)
+    check_out(path)
     chosen = get_metric(metric or "samples_per_sec")
     where = pop_filter(flags)
     if kind == "compare":

@@ -1,14 +1,16 @@
 """From the run flags to a RunConfig and its Problem, before any work is done.
 
-A mistake names the flag the user typed, not the field behind it; an unwritable --out fails now,
-not after a long run.
+A mistake names the flag the user typed, not the field behind it (`-O nosuch`, `--sample-shape`);
+an unwritable --out or --checkpoint-dir fails now, not after a long run.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from flowrate.cli.paths import check_folder, check_out
 from flowrate.config import FLAG_NAMES, RunConfig
 from flowrate.errors import ConfigError
 
@@ -30,31 +32,55 @@ def resolve_run(
     out: str | None = None,
     settle: Callable[[RunConfig, Problem], RunConfig] = settle_for_problem,
 ) -> tuple[RunConfig, Problem]:
-    """The RunConfig and Problem the run flags describe, settled for the command."""
+    """The RunConfig and Problem the run flags describe, settled for the command; the paths the
+    run will write are checked now, not after a long run."""
     from flowrate.problems.registry import get_problem
 
+    typed = typed_names(flags, sample_shape)
     try:
         config = RunConfig(**given_fields(flags, sample_shape))
         problem = get_problem(config.problem, config.size, config.problem_options)
         config = settle(config, problem)
     except ConfigError as mistake:
-        raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
+        raise ConfigError(flag_of(mistake.field, typed), mistake.message) from None
     if out:
-        _check_writable(out)
+        check_out(out)
+    if config.checkpoint_dir is not None:
+        check_folder(config.checkpoint_dir, "checkpoint_dir")
+    _warn_oversubscribed(config)
     return config, problem
 
 
-def _check_writable(out: str) -> None:
-    import os
-    from pathlib import Path
+def _warn_oversubscribed(config: RunConfig) -> None:
+    from flowrate.cli import console
+    from flowrate.measure.inputs import usable_cores
 
-    folder = Path(out).resolve().parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConfigError("out", f"cannot create the folder {folder}: {error.strerror}") from None
-    if not os.access(folder, os.W_OK):
-        raise ConfigError("out", f"the folder {folder} is not writable; choose another --out")
+    cores = usable_cores()
+    if config.threads is not None and config.threads > cores:
+        console.warn(
+            f"--threads {config.threads} is more than this machine's {cores} cores: the threads take "
+            f"turns on them, which is slower than --threads {cores} or fewer"
+        )
+
+
+def typed_names(flags: dict[str, Any], sample_shape: int | None) -> dict[str, str]:
+    """The problem options set through another flag than their own, as the user typed it:
+    `-O nosuch=3` is "-O nosuch", bert's --sample-shape is "--sample-shape", not --seq-len."""
+    typed = {}
+    for pair in flags.get("extra_options", ()):
+        key = pair.partition("=")[0].strip().replace("-", "_")
+        typed[key] = f"-O {key}"
+    if sample_shape is not None:
+        with contextlib.suppress(ConfigError):  # given_fields says why it has no sample shape
+            from flowrate.problems.registry import sample_shape_field
+
+            typed[sample_shape_field(flags.get("problem") or RunConfig.problem)] = "--sample-shape"
+    return typed
+
+
+def flag_of(field: str, typed: dict[str, str]) -> str:
+    """The flag a ConfigError's field was given by: as typed, else the RunConfig field's flag."""
+    return typed.get(field) or FLAG_NAMES.get(field, field)
 
 
 def given_fields(flags: dict[str, Any], sample_shape: int | None) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import click
 
 from flowrate.cli.options import output_options, run_options
 
+MAX_REPEAT = 1000  # each repeat is a fresh process and a whole run
+
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
     from flowrate.results.schema import Result
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 @run_options
 @click.option(
     "--repeat",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_REPEAT),
     default=1,
     help="Run the benchmark N times, each in a fresh process, and combine them. [default: 1]",
 )
@@ -53,6 +55,7 @@ def command(
 
     from flowrate.cli import console, run_text
     from flowrate.cli.destination import Destination
+    from flowrate.cli.paths import check_folder
     from flowrate.cli.progress import LiveProgress
     from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError
@@ -60,6 +63,8 @@ def command(
     from flowrate.harness.api import run_config
 
     config, problem = resolve_run(flags, sample_shape, out)
+    if tensorboard is not None:
+        check_folder(tensorboard, "tensorboard")
     launch = launched()
     if launch is not None and repeat > 1:
         raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")

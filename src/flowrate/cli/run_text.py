@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flowrate.units import count, rate, si
+from flowrate.units import count, counted, rate, si
 
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
@@ -288,7 +288,7 @@ def _repeat_line(r: dict[str, Any]) -> str:
 
 
 def _blocks(count: int | None) -> str:
-    return "no blocks declared" if count is None else f"{count} blocks"
+    return "no blocks declared" if count is None else counted(count, "block")
 
 
 def _interval_line(result: Result) -> str:

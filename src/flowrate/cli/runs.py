@@ -13,7 +13,7 @@ from flowrate.cli.options import filter_options, store_option
 @click.command("runs")
 @filter_options
 @click.option(
-    "-n", "--limit", type=click.IntRange(min=1), default=50, help="At most this many, newest first."
+    "-n", "--limit", type=click.IntRange(1, 10**6), default=50, help="At most this many, newest first."
 )
 @click.option("--all", "show_all", is_flag=True, help="Every matching run (no --limit).")
 @click.option("--tags", "list_tags", is_flag=True, help="List the tags in use instead, with run counts.")
@@ -35,6 +35,7 @@ def command(
     from flowrate.cli import console, runs_text
     from flowrate.cli.select import pop_filter
     from flowrate.results.store import Store
+    from flowrate.units import counted
 
     where = dataclasses.replace(pop_filter(flags), limit=None if show_all else limit)
     with Store(store, create=False) as opened:
@@ -52,6 +53,7 @@ def command(
         console.data(json.dumps(runs_text.runs_json(runs), indent=2))
         return
     rows = runs_text.runs_rows(runs)
-    console.grid(f"{len(runs)} runs in {path}", runs_text.RUNS_HEADER, rows, runs_text.RUNS_RIGHT_ALIGNED)
+    title = f"{counted(len(runs), 'run')} in {path}"
+    console.grid(title, runs_text.RUNS_HEADER, rows, runs_text.RUNS_RIGHT_ALIGNED, whole=runs_text.RUNS_WHOLE)
     if not show_all and len(runs) == limit:
         console.status(f"the newest {limit} shown; --all shows every run, --limit N more or fewer")

@@ -31,6 +31,8 @@ RUNS_HEADER = [
     "loss",
 ]
 RUNS_RIGHT_ALIGNED = (6, 7, 8, 9, 10, 11)
+RUNS_WHOLE = (0,)  # the run id: a narrow terminal cuts other columns, never it
+TAGS_SHOWN = 40  # characters of a run's tags a table shows (a long tag must not swallow it)
 SWEEPS_HEADER = ["sweep", "name", "created (UTC)", "done", "failed", "skipped"]
 
 
@@ -40,7 +42,7 @@ def runs_rows(runs: Sequence[StoredRun]) -> list[list[str]]:
         [
             r.run_id,
             r.created_at[:19].replace("T", " "),
-            ", ".join(r.tags),
+            shortened(", ".join(r.tags), TAGS_SHOWN),
             f"{r.problem}/{r.size}" if r.size else r.problem,
             " ".join(x for x in (r.mode, r.precision, r.execution) if x),
             r.device_name or "",
@@ -60,8 +62,13 @@ def runs_json(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
     return [{k: v for k, v in vars(r).items() if k != "result_json"} for r in runs]
 
 
+def shortened(text: str, most: int) -> str:
+    """``text`` cut to ``most`` characters, its end marked with …."""
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 def tags_rows(tags: Mapping[str, int]) -> list[list[str]]:
-    return [[tag, str(n)] for tag, n in tags.items()]
+    return [[shortened(tag, TAGS_SHOWN), str(n)] for tag, n in tags.items()]
 
 
 def sweeps_rows(sweeps: Sequence[Mapping[str, Any]]) -> list[list[str]]:

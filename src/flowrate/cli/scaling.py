@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.options import STORE_HELP, run_options
+from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
 if TYPE_CHECKING:
     from flowrate.campaigns.scaling import ScalingReport
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 )
 @click.option("--name", help="Name of the scaling study (tags its runs scaling:NAME). [default: an id]")
 @click.option("--store", type=click.Path(dir_okay=False), help="Record the runs in this store. " + STORE_HELP)
-@click.option("-t", "--tag", "tags", multiple=True, help="Label every recorded run (repeatable).")
+@click.option(
+    "-t", "--tag", "tags", multiple=True, callback=checked_tags, help="Label every recorded run (repeatable)."
+)
 @click.option("--no-store", is_flag=True, help="Do not record the runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the scaling report as JSON on stdout.")
 @click.option(

@@ -30,6 +30,6 @@ def command(ref: str, as_json: bool, store: str | None) -> None:
     if as_json:
         console.data(result.to_json())
         return
-    console.key_value_table(f"flowrate run {result.run_id}", show_rows(result, tags))
+    console.key_value_table(f"flowrate run {result.run_id}", show_rows(result, tags), to_stdout=True)
     for warning in result.warnings:
         console.warn(warning)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.options import STORE_HELP, run_options
+from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
 if TYPE_CHECKING:
     from flowrate.campaigns.sweep import SweepOutcome
@@ -39,7 +39,9 @@ GRID_HELP = (
 @click.option(
     "--store", type=click.Path(dir_okay=False), help="Record the sweep in this store. " + STORE_HELP
 )
-@click.option("-t", "--tag", "tags", multiple=True, help="Label every recorded run (repeatable).")
+@click.option(
+    "-t", "--tag", "tags", multiple=True, callback=checked_tags, help="Label every recorded run (repeatable)."
+)
 @click.option("--retry-failed", is_flag=True, help="Run failed and skipped points of a resumed sweep again.")
 @click.option("--dry-run", is_flag=True, help="List the points (and which are recorded); run nothing.")
 @click.option(
@@ -69,7 +71,7 @@ def command(
     input; 130 interrupted (what was recorded is kept).
     """
     from flowrate.cli import console, sweep_text
-    from flowrate.errors import FlowrateError
+    from flowrate.errors import RunFailed
 
     spec, points = _plan(grid, sweep_file, name, flags, sample_shape)
     if dry_run:
@@ -79,7 +81,7 @@ def command(
     header, rows, right_aligned = sweep_text.summary_table(outcome.reports)
     console.grid(sweep_text.title(outcome.name, outcome.sweep_id), header, rows, right_aligned=right_aligned)
     if outcome.failed_otherwise:
-        raise FlowrateError(sweep_text.failed_message(outcome.failed_otherwise, len(points)))
+        raise RunFailed(sweep_text.failed_message(outcome.failed_otherwise, len(points)))
 
 
 def _run(

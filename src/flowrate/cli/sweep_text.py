@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flowrate.campaigns.sweep_spec import describe
-from flowrate.units import duration, rate
+from flowrate.units import counted, duration, rate
 
 if TYPE_CHECKING:
     from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart
@@ -65,7 +65,7 @@ def recorded_line(report: PointReport, total: int, progress: SweepProgress) -> t
 
 def interrupted_line(spec: SweepSpec, recorded: int, total: int) -> str:
     return (
-        f"{title(spec.label, spec.sweep_id)} interrupted: {recorded} of {total} points "
+        f"{title(spec.label, spec.sweep_id)} interrupted: {recorded} of {counted(total, 'point')} "
         "recorded; run the same command to resume"
     )
 
@@ -73,7 +73,7 @@ def interrupted_line(spec: SweepSpec, recorded: int, total: int) -> str:
 def failed_message(failed: Sequence[PointReport], total: int) -> str:
     which = ", ".join(str(r.index) for r in failed[:10]) + (", …" if len(failed) > 10 else "")
     return (
-        f"{len(failed)} of {total} points failed for another reason than memory: point(s) "
+        f"{len(failed)} of {counted(total, 'point')} failed for another reason than memory: point(s) "
         f"{which}; --retry-failed runs them again"
     )
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from flowrate.estimate.memory import gib
-from flowrate.units import count
+from flowrate.units import count, counted
 
 if TYPE_CHECKING:
     from flowrate.estimate.validate import Validation
@@ -48,7 +48,7 @@ def validation_rows(validation: Validation) -> list[tuple[str, str]]:
             if trace.mode.value == "train"
             else "one forward"
         )
-        blocks = f"{len(trace.blocks)} blocks" if trace.blocks is not None else "no blocks declared"
+        blocks = counted(len(trace.blocks), "block") if trace.blocks is not None else "no blocks declared"
         rows.append(
             (
                 "model",

@@ -136,7 +136,7 @@ class LoaderFailure:
     """A worker's one-line error, passed as a batch so the main process can raise it without the
     worker's traceback."""
 
-    message: str
+    error: DatasetError
 
 
 class ShardStream(IterableDataset[SamplesBatch | LoaderFailure]):
@@ -177,7 +177,7 @@ class ShardStream(IterableDataset[SamplesBatch | LoaderFailure]):
         except DatasetError as error:
             if info is None:
                 raise
-            yield LoaderFailure(str(error))
+            yield LoaderFailure(error)
 
     def record_ids(self, epoch: int, worker: int, workers: int) -> np.ndarray:
         """Global indices of the records this worker reads in ``epoch``, in stream order."""
@@ -311,7 +311,7 @@ class Loader:
         for batch in self._iterator:
             if isinstance(batch, LoaderFailure):
                 self.close()
-                raise DatasetError(batch.message)
+                raise batch.error
             yield batch
 
     def close(self) -> None:

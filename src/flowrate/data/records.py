@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.errors import ConfigError, FlowrateError, RunFailed
 from flowrate.problems.sample import SampleField
 
 FORMAT = "flowrate-shards"
@@ -44,6 +44,10 @@ ALIGN = 64
 
 class DatasetError(FlowrateError):
     """A dataset on disk is missing, unfinished or damaged; the message names the file (and record)."""
+
+
+class DamagedRecord(DatasetError, RunFailed):
+    """A record that fails its crc32 check, met while reading: the run fails (exit 1), naming it."""
 
 
 @dataclass(frozen=True)
@@ -141,14 +145,44 @@ def read_index(directory: str | Path) -> DatasetIndex:
         raise DatasetError(
             f"{path} is damaged ({type(error).__name__}: {error}); re-make the dataset"
         ) from None
+    for info in shards:
+        if not _plain_name(info.file):
+            raise DatasetError(
+                f"{path} names shard {info.file!r}, which is not a file name inside the dataset's folder; "
+                "a dataset reads only its own shards: re-make the dataset"
+            )
     return DatasetIndex(fields, shards, dict(data.get("origin", {})))
+
+
+def _plain_name(name: str) -> bool:
+    """A file name in the folder itself: no separator (either kind), not '.' or '..', no NUL."""
+    if name in ("", ".", "..") or "\0" in name or "\\" in name:
+        return False
+    return Path(name).name == name
+
+
+def shard_path(directory: str | Path, info: ShardInfo) -> Path:
+    """The shard's file, refused (naming the index and the shard) where a symlink leads it out of
+    the dataset's folder."""
+    folder = Path(directory)
+    path = folder / info.file
+    try:
+        target = path.resolve()
+        inside = target.is_relative_to(folder.resolve())
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop
+        raise DatasetError(f"shard {path} cannot be resolved ({error}); re-make the dataset") from None
+    if not inside:
+        raise DatasetError(
+            f"{folder / INDEX} names shard {info.file!r}, which leads out of the dataset's folder (to "
+            f"{target}); a dataset reads only its own shards: re-make the dataset"
+        )
+    return path
 
 
 def check_shard_files(directory: str | Path, index: DatasetIndex) -> None:
     """Every shard exists with exactly the size the index gives it; else name the file and what is wrong."""
-    folder = Path(directory)
     for info in index.shards:
-        path = folder / info.file
+        path = shard_path(directory, info)
         _, _, expected = shard_layout(index.fields, info.records)
         try:
             size = path.stat().st_size
@@ -174,7 +208,7 @@ class Shard:
 
     @classmethod
     def open(cls, directory: Path, info: ShardInfo, fields: Sequence[SampleField]) -> Shard:
-        path = directory / info.file
+        path = shard_path(directory, info)
         offsets, crc_offset, _ = shard_layout(fields, info.records)
         columns: dict[str, np.ndarray] = {}
         for f, offset in zip(fields, offsets, strict=True):
@@ -236,7 +270,7 @@ def verify(directory: str | Path) -> int:
 def check_record(shard: Shard, record: int, values: Sequence[np.ndarray], sample: int) -> None:
     """Raise DatasetError naming the shard file and record when ``values`` do not match its crc32."""
     if record_crc(values) != int(shard.crcs[record]):
-        raise DatasetError(
+        raise DamagedRecord(
             f"shard {shard.path} is corrupt: record {record} (sample {sample} of the dataset) fails its "
             "crc32 check; restore the file or re-make the dataset"
         )

@@ -42,7 +42,7 @@ from torch import nn
 
 from flowrate._version import __version__
 from flowrate.config import AUTO, FLAG_NAMES, RunConfig
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.errors import ConfigError, FlowrateError, RunFailed
 from flowrate.measure.device import resolve_device
 from flowrate.problems.base import Problem
 from flowrate.results.schema import Result
@@ -165,7 +165,7 @@ class DataParallel:
             )
         except (RuntimeError, ValueError) as error:  # DistError is a RuntimeError
             where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
-            raise FlowrateError(
+            raise RunFailed(
                 f"rank {launch.rank} could not join the data-parallel run at {where} within "
                 f"{timeout_s:g} s (--dist-timeout): {_first_line(error)}"
             ) from None
@@ -265,7 +265,7 @@ class DataParallel:
         """Tell the other ranks why this one is leaving (best effort: the store may be gone)."""
         self._note(message)
 
-    def lost_contact(self, error: BaseException) -> FlowrateError:
+    def lost_contact(self, error: BaseException) -> RunFailed:
         """One line for a failed collective: which rank stopped responding, or what it reported."""
         self._note("")  # this rank is alive: the others must not name it
         reports, silent = self._read_notes()
@@ -283,7 +283,7 @@ class DataParallel:
             why = f"rank {which} stopped responding ({how})"
         else:
             why = f"a collective failed: {_first_line(error)}"
-        return FlowrateError(f"the data-parallel run stopped on rank {self.rank}: {why}")
+        return RunFailed(f"the data-parallel run stopped on rank {self.rank}: {why}")
 
     def _note(self, message: str) -> None:
         if self._notes is None:

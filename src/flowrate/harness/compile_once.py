@@ -37,6 +37,7 @@ def compile_once(
         measure_peak=False,
         checkpoint_every=None,
         checkpoint_dir=None,
+        keep_checkpoints=None,
     )
     result = run_config(once, problem, argv=argv)
     report = report_for(config, problem, target=target, batch_size=result.batch_size)

@@ -144,7 +144,7 @@ def _measure(
             clock=hooks.clock,
             on_interval=recorder,
             on_start=recorder.start,
-            checkpoint=checkpoint_saver(config.checkpoint_dir, executor, run.dp),
+            checkpoint=checkpoint_saver(config.checkpoint_dir, executor, run.dp, config.keep_checkpoints),
             consensus=run.dp,
         )
     energy = meter.stop()

@@ -303,6 +303,8 @@ def load_peak_file(path: str | os.PathLike[str]) -> list[DevicePeak]:
         text = file.read_text(encoding="utf-8")
     except OSError as error:
         raise FlowrateError(f"peak file {file}: cannot read it ({error.strerror or error})") from None
+    except UnicodeDecodeError:
+        raise FlowrateError(f"peak file {file}: not UTF-8 text (a JSON list of entries)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -317,7 +319,10 @@ def load_peak_file(path: str | os.PathLike[str]) -> list[DevicePeak]:
 @functools.cache
 def _env_file_peaks(path: str) -> tuple[DevicePeak, ...]:
     # Cached per path value: looked up once per run, not once per metric. A failure is not cached.
-    return tuple(load_peak_file(path))
+    try:
+        return tuple(load_peak_file(path))
+    except FlowrateError as error:
+        raise FlowrateError(f"{PEAKS_ENV}: {error}") from None  # the user set it: say where
 
 
 def _candidates() -> list[DevicePeak]:

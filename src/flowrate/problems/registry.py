@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib.util
-import sys
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.errors import ConfigError
 from flowrate.problems import encoder, kernels, mlp, resnet, transformer
 from flowrate.problems.base import Family, Problem
+from flowrate.problems.user import load_user_problem
 
 FAMILIES: dict[str, Family] = {
     family.name: family
@@ -123,78 +120,6 @@ def _apply_options(family: Family, config: Any, options: dict[str, int]) -> Any:
     if validate is not None:
         validate()
     return config
-
-
-_REQUIRED = (
-    "build_model",
-    "make_batch",
-    "loss",
-    "parameter_count",
-    "forward_flops_per_sample",
-)
-
-
-def load_user_problem(spec: str) -> Problem:
-    """Import PATH.py and call FACTORY() to get a Problem."""
-    path_text, sep, factory_name = spec.rpartition(":")
-    if not sep or not path_text or not factory_name:
-        raise ConfigError(
-            "problem",
-            f"user problems are given as PATH.py:FACTORY, e.g. my_model.py:make_problem (got {spec!r})",
-        )
-    path = Path(path_text)
-    if path.suffix != ".py":
-        raise ConfigError("problem", f"{path_text!r} is not a .py file; give PATH.py:FACTORY")
-    if not path.is_file():
-        raise ConfigError("problem", f"no such file {path_text!r}")
-    if not factory_name.isidentifier():
-        raise ConfigError("problem", f"{factory_name!r} is not a Python name; give PATH.py:FACTORY")
-    module_name = f"flowrate_user_{path.stem}_{abs(hash(path.resolve()))}"
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise FlowrateError(f"cannot import {path_text!r} as a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:  # let the user's file import its neighbours, as a script would
-        sys.path.insert(0, folder)
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as error:
-        raise FlowrateError(f"importing {path_text} failed: {_describe(error)}") from error
-    factory = getattr(module, factory_name, None)
-    if factory is None:
-        found = [
-            name
-            for name, value in vars(module).items()
-            if callable(value)
-            and not name.startswith("_")
-            and getattr(value, "__module__", None) == module_name
-        ]
-        hint = f"; callables there: {', '.join(found)}" if found else ""
-        raise ConfigError("problem", f"{path_text} defines no {factory_name!r}{hint}")
-    if not callable(factory):
-        raise ConfigError("problem", f"{path_text}:{factory_name} is not callable")
-    try:
-        problem = factory()
-    except Exception as error:
-        raise FlowrateError(f"{path_text}:{factory_name}() failed: {_describe(error)}") from error
-    if not isinstance(problem, Problem):
-        missing = [m for m in _REQUIRED if not callable(getattr(problem, m, None))]
-        detail = f" (missing: {', '.join(missing)})" if missing else ""
-        raise ConfigError(
-            "problem",
-            f"{path_text}:{factory_name}() returned {type(problem).__name__}, not a flowrate.Problem"
-            f"{detail}; subclass flowrate.Problem",
-        )
-    return problem
-
-
-def _describe(error: BaseException) -> str:
-    """'ValueError: bad (my_model.py:12)': the error and the user's line that raised it."""
-    frames = traceback.extract_tb(error.__traceback__)
-    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    return f"{type(error).__name__}: {error}{where}"
 
 
 def sample_shape_field(problem: str) -> str:

@@ -11,8 +11,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from flowrate.errors import FlowrateError
+from flowrate.errors import PathError
 from flowrate.io import write_atomic
+from flowrate.results.validate import InvalidResult, validate_record
 
 # History of the result format (bump on any change a reader must know about):
 #   1 (flowrate 0.1.0): config, problem, environment, raw intervals, per-step losses, summary.
@@ -133,18 +134,18 @@ class Result:
         return asdict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=True)
+        """Strict JSON: a NaN or an infinity is refused (naming the field), never written."""
+        data = self.to_dict()
+        try:
+            return json.dumps(data, indent=indent, allow_nan=False)
+        except ValueError:
+            validate_record(data, SCHEMA_VERSION)  # raises InvalidResult naming the field
+            raise
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
-        version = data.get("schema_version")
-        if not isinstance(version, int):
-            raise FlowrateError("not a flowrate result: it has no integer schema_version")
-        if version > SCHEMA_VERSION:
-            raise FlowrateError(
-                f"this result has schema_version {version}, newer than this flowrate reads "
-                f"({SCHEMA_VERSION}); upgrade flowrate to read it"
-            )
+        """The record as a Result, once validate_record has found nothing a reader would trip on."""
+        validate_record(data, SCHEMA_VERSION)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["intervals"] = [IntervalRecord(**i) for i in data.get("intervals", [])]
@@ -156,21 +157,28 @@ class Result:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise FlowrateError(f"not a flowrate result: invalid JSON ({error})") from None
+            raise InvalidResult(f"not a flowrate result: invalid JSON ({error})") from None
+        except RecursionError:
+            raise InvalidResult("not a flowrate result: the JSON is nested too deeply") from None
         if not isinstance(data, dict):
-            raise FlowrateError("not a flowrate result: the JSON is not an object")
+            raise InvalidResult("not a flowrate result: the JSON is not an object")
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
-        write_atomic(Path(path), self.to_json() + "\n")
+        write_atomic(path, self.to_json() + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Result:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
-            raise FlowrateError(f"cannot read result {path}: {error.strerror}") from None
-        return cls.from_json(text)
+            raise PathError(f"cannot read result {path}", error) from None
+        except UnicodeDecodeError:
+            raise InvalidResult(f"{path} is not a flowrate result: it is not UTF-8 text") from None
+        try:
+            return cls.from_json(text)
+        except InvalidResult as error:
+            raise InvalidResult(f"{path}: {error}") from None  # the file is what the user named
 
 
 def environment_fingerprint(env: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from flowrate.errors import FlowrateError
+from flowrate.errors import PathError
 from flowrate.results.schema import IntervalRecord
 
 # Optional per-interval figures written when present, under the record's own field names.
@@ -49,7 +49,7 @@ class TensorBoardWriter:
         try:
             self._writer: Any = SummaryWriter(log_dir=str(logdir))
         except OSError as error:
-            raise FlowrateError(f"cannot write TensorBoard files to {logdir}: {error.strerror}") from None
+            raise PathError(f"cannot write TensorBoard files to {logdir}", error) from None
 
     def write(self, record: IntervalRecord) -> None:
         step = record.first_step + record.steps

@@ -2,7 +2,9 @@
 
 A JSON-lines export holds one Result per line, each with a ``tags`` list beside its fields, so
 ``flowrate import`` restores runs and tags exactly. A single result file (``--out``, ``--json``)
-imports too. CSV is one row per run with the headline figures; it is for reading, not importing.
+imports too. Every record read is validated (results/validate.py) and one that is not refuses the
+whole file, naming the line and the field. CSV is one row per run with the headline figures; it is
+for reading, not importing.
 """
 
 from __future__ import annotations
@@ -10,15 +12,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flowrate.errors import FlowrateError
+from flowrate.errors import FlowrateError, PathError
 from flowrate.io import write_atomic
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
+from flowrate.results.validate import InvalidResult, tag_problem
+
+RESULT_SUFFIXES = (".json", ".jsonl")
 
 EXPORT_FORMATS = ("jsonl", "csv")
 
@@ -28,7 +34,7 @@ def to_jsonl(runs: Sequence[StoredRun]) -> str:
     for run in runs:
         record = json.loads(run.result_json)
         record["tags"] = list(run.tags)
-        lines.append(json.dumps(record, allow_nan=True))
+        lines.append(json.dumps(record, allow_nan=False))
     return "".join(line + "\n" for line in lines)
 
 
@@ -102,52 +108,78 @@ def export(runs: Sequence[StoredRun], path: Path | None, fmt: str) -> str:
     return text
 
 
+def result_file(ref: str) -> Path | None:
+    """The file a run reference names, or None where it names a run id or tag in the store.
+
+    A reference is a file only when it ends in .json or .jsonl and is one: an id or a tag never
+    reads a file, whatever lies in the current folder. A reference with a path separator that is
+    no such file is refused, not looked up (no run id holds one).
+    """
+    path = Path(ref)
+    if ref.lower().endswith(RESULT_SUFFIXES) and path.is_file():
+        return path
+    if "/" in ref or os.sep in ref:
+        raise FlowrateError(
+            f"{ref!r} is no result file (a result file is a .json or .jsonl file that exists) and no "
+            "run id or tag (those hold no path separator)"
+        )
+    return None
+
+
 def read_results(path: Path) -> list[tuple[Result, list[str]]]:
     """Every result in a file: JSON lines (an export), or one result as a JSON document.
 
     Any unreadable line fails the whole file, naming the line, so an import is all or nothing.
     """
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise FlowrateError(f"cannot read {path}: {error.strerror}") from None
+        raise PathError(f"cannot read {path}", error) from None
+    except UnicodeDecodeError:
+        raise InvalidResult(
+            f"{path} is not UTF-8 text: expected flowrate results as JSON; nothing was imported"
+        ) from None
     stripped = text.strip()
     if not stripped:
         raise FlowrateError(f"{path} is empty: expected flowrate results as JSON lines or one JSON result")
-    try:
-        whole = json.loads(stripped)
-    except json.JSONDecodeError:
-        whole = None
+    whole = _json(stripped, f"{path}", quiet=True)
     if isinstance(whole, dict):
         return [_entry(whole, f"{path}")]
     entries = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise FlowrateError(
-                f"{path} line {number} is not JSON ({error.msg}); nothing was imported"
-            ) from None
+        record = _json(line, f"{path} line {number}")
         if not isinstance(record, dict):
-            raise FlowrateError(f"{path} line {number} is not a JSON object; nothing was imported")
+            raise InvalidResult(f"{path} line {number} is not a JSON object; nothing was imported")
         entries.append(_entry(record, f"{path} line {number}"))
     return entries
 
 
+def _json(text: str, where: str, quiet: bool = False) -> Any:
+    """The JSON in ``text``; an error naming ``where`` (or None when ``quiet``) if there is none."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        if quiet:
+            return None
+        raise InvalidResult(f"{where} is not JSON ({error.msg}); nothing was imported") from None
+    except RecursionError:
+        raise InvalidResult(f"{where} is JSON nested too deeply; nothing was imported") from None
+
+
 def _entry(record: dict[str, Any], where: str) -> tuple[Result, list[str]]:
     tags = record.get("tags") or []
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise FlowrateError(f"{where}: tags must be a list of strings; nothing was imported")
+    if not isinstance(tags, list):
+        raise InvalidResult(f"{where}: tags must be a list of strings; nothing was imported")
+    for tag in tags:
+        problem = tag_problem(tag)
+        if problem:
+            raise InvalidResult(f"{where}: {problem}; nothing was imported")
     try:
         result = Result.from_dict(record)
     except FlowrateError as error:
-        raise FlowrateError(f"{where}: {error}; nothing was imported") from None
-    except (KeyError, TypeError, ValueError) as error:
-        raise FlowrateError(
-            f"{where}: not a flowrate result ({type(error).__name__}: {error}); nothing was imported"
-        ) from None
+        raise InvalidResult(f"{where}: {error}; nothing was imported") from None
     if not result.run_id:
-        raise FlowrateError(f"{where}: the result has no run_id; nothing was imported")
+        raise InvalidResult(f"{where}: the result has no run_id; nothing was imported")
     return result, tags
