@@ -32,25 +32,38 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         return
     given = Path(path)
     try:
-        target = Path(os.path.realpath(given))  # through every symlink to the file it names
-        mode = _mode(target)
-        if mode is None or stat.S_ISREG(mode):
-            _replace(target, content, mode)
-        elif stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-            _write_through(target, content)
-        else:
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a file, FIFO or character device"
+        found = _stat(given)  # what the path names, through every link, as the kernel follows them
+        if found is not None and (stat.S_ISFIFO(found.st_mode) or stat.S_ISCHR(found.st_mode)):
+            _write_through(given, content)  # by the given name: /proc/self/fd/1 has no other
+            return
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            kind = "a directory" if stat.S_ISDIR(found.st_mode) else "not a file, FIFO or character device"
             raise FlowrateError(f"cannot write {given}: it is {kind}")
+        target = Path(os.path.realpath(given))  # the file a symlink names gets the content
+        if found is None:
+            _replace(target, content, None)
+        elif _same_file(target, found):
+            _replace(target, content, found.st_mode)
+        else:  # a /proc fd link to a deleted file: only the link itself still reaches it
+            _write_through(given, content)
     except OSError as error:
         raise PathError(f"cannot write {given}", error) from None
 
 
-def _mode(target: Path) -> int | None:
-    """The target's st_mode, or None where nothing is there yet."""
+def _stat(path: Path) -> os.stat_result | None:
+    """What ``path`` names (links followed), or None where nothing is there yet."""
     try:
-        return target.stat().st_mode
+        return path.stat()
     except FileNotFoundError:
         return None
+
+
+def _same_file(name: Path, found: os.stat_result) -> bool:
+    """Whether ``name`` is the file ``found`` describes (a /proc fd link's text may name none)."""
+    try:
+        return os.path.samestat(name.stat(), found)
+    except OSError:
+        return False
 
 
 def _replace(target: Path, content: bytes, mode: int | None) -> None:
@@ -74,7 +87,9 @@ def _replace(target: Path, content: bytes, mode: int | None) -> None:
 
 
 def _write_through(target: Path, content: bytes) -> None:
-    """A FIFO or a device is written as it is: renaming a file over it would replace it."""
+    """A FIFO or a device is written as it is: renaming a file over it would replace it. It is
+    opened by the name given, links and all: a link into /proc/self/fd leads where its text
+    (``pipe:[N]``) cannot."""
     with open(target, "wb") as out:  # ENOSPC (/dev/full) surfaces here, at the flush on close
         out.write(content)
 

@@ -234,7 +234,7 @@ def test_markdown_is_a_pipe_table_with_its_warnings() -> None:
     assert samples[-1] == "slower |"
     assert all(line.count("|") == table[0].count("|") for line in table)
     assert "- environments differ: device_name: 'Test CPU' vs 'other'" in lines
-    assert "**A** (baseline): main — 1 run(s): a1  " in lines
+    assert "**A** (baseline): main — 1 run: a1  " in lines
 
 
 def test_to_dict_is_strict_json() -> None:

@@ -10,6 +10,9 @@
   user's function, file and line (flowrate/problems/user.py), exit 1 — never a pass;
 - anything else is a bug in flowrate and keeps its traceback.
 
+flowrate's own warnings, raised below the CLI (a run in the store that cannot be read is skipped),
+are said here too, as one `warning:` line each.
+
 Under torchrun every rank gets here: rank 0 alone prints (the others' lines would repeat it), and
 a failing rank leaves at once with its code, so torchrun's summary stays short.
 """
@@ -19,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
-from typing import NoReturn
+import warnings
+from collections.abc import Callable, Iterator
+from typing import NoReturn, TextIO
 
 import click
 
@@ -42,13 +46,40 @@ def answer(command: Callable[[], object]) -> NoReturn:
     """Run ``command``; leave with its exit code (an int it returns, as click's main returns
     ctx.exit's code), having said in one line why it failed."""
     try:
-        returned = command()
+        with _warnings_as_lines():
+            returned = command()
         code = returned if isinstance(returned, int) else EXIT_OK
     except click.exceptions.Exit as done:
         code = done.exit_code
     except BaseException as error:  # every kind is answered below; a bug is raised again
         code = _answer(error)
     _leave(code)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """flowrate's own warnings (a store's run that cannot be read is skipped) as one `warning:`
+    line each, said once however often it is raised; other libraries' keep Python's format."""
+    said: set[str] = set()
+    with warnings.catch_warnings():
+        others = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if not category.__module__.startswith("flowrate."):
+                others(message, category, filename, lineno, file, line)
+            elif str(message) not in said and _torchrun_rank() in (None, 0):
+                said.add(str(message))
+                console.warn(str(message))
+
+        warnings.showwarning = show
+        yield
 
 
 def flag(field: str) -> str:

@@ -139,7 +139,8 @@ def read_index(directory: str | Path) -> DatasetIndex:
     try:
         fields = tuple(SampleField.from_dict(f) for f in data["fields"])
         shards = tuple(
-            ShardInfo(str(s["file"]), int(s["records"]), dict(s.get("ranges", {}))) for s in data["shards"]
+            ShardInfo(str(s["file"]), _record_count(s["records"]), dict(s.get("ranges", {})))
+            for s in data["shards"]
         )
     except (KeyError, TypeError, ValueError) as error:
         raise DatasetError(
@@ -152,6 +153,14 @@ def read_index(directory: str | Path) -> DatasetIndex:
                 "a dataset reads only its own shards: re-make the dataset"
             )
     return DatasetIndex(fields, shards, dict(data.get("origin", {})))
+
+
+def _record_count(value: object) -> int:
+    """A shard's number of records as the index gives it: an integer >= 0 (int() would take "64",
+    2.5 or -5, and blame the shard's size for what is wrong in the index)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"a shard's records must be an integer >= 0, not {value!r}")
+    return value
 
 
 def _plain_name(name: str) -> bool:

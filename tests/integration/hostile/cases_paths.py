@@ -21,8 +21,6 @@ from hostile.setups import (
     symlink,
 )
 
-ATOMIC = "atomic write"
-EXIT = "exit codes"
 RUN_TINY = (*RUN, *TINY)
 
 
@@ -147,7 +145,6 @@ CASES = [
         ("--store",),
         setup=device_node("null", 3),
         watch={"null": "same"},
-        xfail=EXIT,
     ),
     Case(
         "store-symlink-is-followed",
@@ -256,6 +253,5 @@ CASES = [
         driver="proc",
         out_json=True,
         watch={"stdout_link": "link"},
-        xfail=ATOMIC,
     ),
 ]

@@ -23,11 +23,6 @@ from hostile.setups import (
     unreadable_row,
 )
 
-EXIT = "exit codes"
-READ_ONLY = "store read-only"
-VALIDATE = "Result validation"
-
-
 # commands that only read the store: they must leave it byte for byte as it was
 _READERS = {
     "runs": ("runs",),
@@ -80,7 +75,6 @@ def _read_only(kind: str, setup) -> list[Case]:  # type: ignore[no-untyped-def]
             setup=setup,
             watch={"store": "same"},
             unprivileged=True,
-            xfail=READ_ONLY,
         )
         for name in ("runs", "show", "export", "report")
     ]
@@ -93,7 +87,6 @@ def _read_only(kind: str, setup) -> list[Case]:  # type: ignore[no-untyped-def]
             setup=combine(setup, user_problem),
             unprivileged=True,
             before_measuring=True,
-            xfail=READ_ONLY,
         ),
         Case(
             f"{kind}-import",
@@ -102,7 +95,6 @@ def _read_only(kind: str, setup) -> list[Case]:  # type: ignore[no-untyped-def]
             ("read-only",),
             setup=setup,
             unprivileged=True,
-            xfail=READ_ONLY,
         ),
     ]
     return readers + writers
@@ -122,7 +114,6 @@ def _bad_row(kind: str, setup, names: tuple[str, ...]) -> list[Case]:  # type: i
             watch={"store": "same"},
             warns=(RUN_B,),
             out_json=name == "runs-json",
-            xfail=VALIDATE,
         )
         for name in names
     ]
@@ -144,7 +135,6 @@ CASES = [
         ("damaged",),
         setup=truncated_store,
         watch={"store": "same"},
-        xfail=EXIT,
     ),
     Case(
         "store-truncated-report",
@@ -153,7 +143,6 @@ CASES = [
         ("damaged",),
         setup=truncated_store,
         watch={"store": "same"},
-        xfail=EXIT,
     ),
     # a reading command does not write: an empty file stays empty
     Case(
@@ -162,7 +151,6 @@ CASES = [
         OK,
         setup=store_bytes(b""),
         watch={"store": "same"},
-        xfail=READ_ONLY,
     ),
     *_read_only("store-read-only-file", read_only_store),
     *_read_only("store-read-only-folder", read_only_store_folder),

@@ -102,7 +102,10 @@ def field(**values: Any) -> Callable[[dict[str, Any]], None]:
 
 
 def without(key: str) -> Callable[[dict[str, Any]], None]:
-    return lambda record: record.pop(key)
+    def remove(record: dict[str, Any]) -> None:
+        record.pop(key)  # returns nothing: result_file writes what a change returns instead
+
+    return remove
 
 
 def jsonl(name: str, *records: dict[str, Any] | str) -> Setup:
