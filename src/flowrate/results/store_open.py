@@ -8,9 +8,9 @@ command that only reads is an empty store, and stays an empty file.
 A store this process cannot write (a read-only file, a read-only folder: SQLite keeps its
 journal beside the store, or a read-only file system; found by trying, as SQLite would) is opened
 read-only by commands that only read, through SQLite's ``mode=ro`` URI: no switch to WAL, no
-migration, no ``-wal``/``-shm`` left behind. Where no ``-wal`` file is there (no writer holds uncommitted pages), the file is also
-opened ``immutable``, which needs no ``-shm`` either: the only way to read a WAL store in a folder
-nobody may create files in. Commands that write are refused at once, with the reason, before
+migration, no ``-wal``/``-shm`` left behind. Where no ``-wal`` file is there (no writer holds
+uncommitted pages), the file is also opened ``immutable``, which needs no ``-shm`` either: the
+only way to read a WAL store in a folder nobody may create files in. Commands that write are refused at once, with the reason, before
 they spend any time measuring.
 """
 
