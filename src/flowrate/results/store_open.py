@@ -10,8 +10,8 @@ journal beside the store, or a read-only file system; found by trying, as SQLite
 read-only by commands that only read, through SQLite's ``mode=ro`` URI: no switch to WAL, no
 migration, no ``-wal``/``-shm`` left behind. Where no ``-wal`` file is there (no writer holds
 uncommitted pages), the file is also opened ``immutable``, which needs no ``-shm`` either: the
-only way to read a WAL store in a folder nobody may create files in. Commands that write are refused at once, with the reason, before
-they spend any time measuring.
+only way to read a WAL store in a folder nobody may create files in. Commands that write are
+refused at once, with the reason, before they spend any time measuring.
 """
 
 from __future__ import annotations
