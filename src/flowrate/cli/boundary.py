@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import NoReturn, TextIO
@@ -40,6 +41,9 @@ from flowrate.errors import (
     PathError,
     os_error_exit_code,
 )
+
+# Seconds a failing rank other than 0 waits before it leaves (see _leave).
+RANK_GRACE_S = 3.0
 
 
 def answer(command: Callable[[], object]) -> NoReturn:
@@ -172,5 +176,9 @@ def _leave(code: int) -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
+        if _torchrun_rank() != 0:
+            # torchrun stops every rank once one exits: give rank 0, which says the line (most
+            # failures, a bad flag or problem, reach every rank at once), the time to say it first
+            time.sleep(RANK_GRACE_S)
         os._exit(code)
     sys.exit(code)
