@@ -402,3 +402,15 @@ FLAG_NAMES = {
 }
 
 _LOADER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+
+
+def positive_ints(text: str, field_name: str, example: str) -> list[int]:
+    """'4,1,2' -> [1, 2, 4]: the distinct positive integers of a comma list, ascending; ConfigError
+    naming ``field_name`` otherwise (``example`` shows the form)."""
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError(field_name, f"expected numbers like {example}, got {text!r}") from None
+    if not values or values[0] < 1:
+        raise ConfigError(field_name, f"expected positive numbers like {example}, got {text!r}")
+    return values

@@ -78,3 +78,11 @@ def p_value(p: float) -> str:
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """3 -> '3 runs', 1 -> '1 run': a count with its noun in the right number."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def gib(value: float) -> str:
+    """Bytes in binary units, as datasheets count device memory: 93.1 GiB, 512 MiB, 12 KiB."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if value >= 1 << shift:
+            return f"{value / (1 << shift):.3g} {unit}"
+    return f"{value:.0f} B"

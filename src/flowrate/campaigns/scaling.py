@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.campaigns.child import portable
-from flowrate.config import RunConfig
+from flowrate.config import RunConfig, positive_ints
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.execution.distributed import LAUNCH_VARIABLES
 from flowrate.results.schema import Result
@@ -66,13 +66,7 @@ class ScalingReport:
 
 def parse_sizes(text: str) -> list[int]:
     """'1,2,4' -> [1, 2, 4]: distinct positive process counts, ascending."""
-    try:
-        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError("nproc", f"expected process counts like 1,2,4, got {text!r}") from None
-    if not sizes or sizes[0] < 1:
-        raise ConfigError("nproc", f"expected positive process counts like 1,2,4, got {text!r}")
-    return sizes
+    return positive_ints(text, "nproc", "1,2,4")
 
 
 def check_weak_scaling(config: RunConfig) -> None:

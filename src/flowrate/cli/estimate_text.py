@@ -9,8 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flowrate.estimate.memory import gib
-from flowrate.units import count, counted, rate, short_duration, si
+from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
     from flowrate.estimate.report import CompileReport

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from flowrate.estimate.memory import gib
-from flowrate.units import count, counted
+from flowrate.units import count, counted, gib
 
 if TYPE_CHECKING:
     from flowrate.estimate.validate import Validation

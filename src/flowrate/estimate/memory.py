@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from flowrate.config import Execution, Mode
 from flowrate.estimate.trace import StepTrace
 from flowrate.execution.host_memory import host_bytes_per_parameter
+from flowrate.units import gib
 
 TIGHT = 0.9  # share of capacity above which a fit is called tight
 
@@ -147,11 +148,3 @@ def largest_batch(trace: StepTrace, need: MemoryNeed, capacity: float) -> int:
 
 def power_of_two_below(value: int) -> int:
     return 1 << (value.bit_length() - 1) if value > 0 else 0
-
-
-def gib(value: float) -> str:
-    """Bytes in binary units, as datasheets count device memory: 93.1 GiB, 512 MiB, 12 KiB."""
-    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if value >= 1 << shift:
-            return f"{value / (1 << shift):.3g} {unit}"
-    return f"{value:.0f} B"

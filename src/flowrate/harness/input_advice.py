@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from flowrate.config import AUTO, RunConfig
+from flowrate.config import AUTO, RunConfig, positive_ints
 from flowrate.data.feed import loader_settings, open_dataset
 from flowrate.data.loader import LoaderSettings
 from flowrate.data.records import DatasetIndex
@@ -43,13 +43,7 @@ class InputSetup:
 
 def parse_depths(text: str) -> list[int]:
     """'2,4' -> [2, 4]: distinct positive prefetch depths, ascending."""
-    try:
-        depths = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError("prefetch_depths", f"expected numbers like 2,4, got {text!r}") from None
-    if not depths or depths[0] < 1:
-        raise ConfigError("prefetch_depths", f"expected positive numbers like 2,4, got {text!r}")
-    return depths
+    return positive_ints(text, "prefetch_depths", "2,4")
 
 
 def require_dataset(data_dir: str | None) -> str:
