@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowrate.cli.mlflow_option import mlflow_options
 from flowrate.cli.options import output_options, run_options
 
 MAX_REPEAT = 1000  # each repeat is a fresh process and a whole run
@@ -32,10 +33,13 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False),
     help="Write TensorBoard event files (Rate, GlobalRate, loss, MFU, power, memory) to this folder.",
 )
+@mlflow_options
 @output_options
 def command(
     repeat: int,
     tensorboard: str | None,
+    mlflow_uri: str | None,
+    mlflow_experiment: str | None,
     store: str | None,
     tags: tuple[str, ...],
     no_store: bool,
@@ -55,6 +59,7 @@ def command(
 
     from flowrate.cli import console, run_text
     from flowrate.cli.destination import Destination
+    from flowrate.cli.mlflow_option import log_run, open_mlflow
     from flowrate.cli.paths import check_folder
     from flowrate.cli.progress import LiveProgress
     from flowrate.cli.resolve import resolve_run
@@ -70,6 +75,7 @@ def command(
         raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")
     quiet = quiet or not is_primary()
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    mlflow = open_mlflow(mlflow_uri, mlflow_experiment) if is_primary() else None  # rank 0 logs
     if launch is not None:
         console.status(run_text.data_parallel_line(launch.world_size), quiet)
     console.status(run_text.start_line(config, problem), quiet)
@@ -79,6 +85,8 @@ def command(
         with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
             result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
     destination.report(result, f"flowrate run {result.run_id}", run_text.summary_rows(result))
+    if mlflow is not None:  # after the run is recorded: MLflow failing loses nothing
+        log_run(mlflow, result, tags, destination.store is not None, quiet)
 
 
 def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet: bool) -> Result:

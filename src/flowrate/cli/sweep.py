@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowrate.cli.mlflow_option import mlflow_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ GRID_HELP = (
 )
 @click.option("--retry-failed", is_flag=True, help="Run failed and skipped points of a resumed sweep again.")
 @click.option("--dry-run", is_flag=True, help="List the points (and which are recorded); run nothing.")
+@mlflow_options
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress or status lines on stderr (the table still prints)."
 )
@@ -55,6 +57,8 @@ def command(
     tags: tuple[str, ...],
     retry_failed: bool,
     dry_run: bool,
+    mlflow_uri: str | None,
+    mlflow_experiment: str | None,
     quiet: bool,
     sample_shape: int | None,
     **flags: Any,
@@ -71,15 +75,21 @@ def command(
     input; 130 interrupted (what was recorded is kept).
     """
     from flowrate.cli import console, sweep_text
+    from flowrate.cli.mlflow_option import open_mlflow, send_runs
     from flowrate.errors import RunFailed
+    from flowrate.results.store import RunFilter, Store
 
     spec, points = _plan(grid, sweep_file, name, flags, sample_shape)
     if dry_run:
         _dry_run(spec, points, store)
         return
+    mlflow = open_mlflow(mlflow_uri, mlflow_experiment)
     outcome = _run(spec, points, store, tags, retry_failed, quiet)
     header, rows, right_aligned = sweep_text.summary_table(outcome.reports)
     console.grid(sweep_text.title(outcome.name, outcome.sweep_id), header, rows, right_aligned=right_aligned)
+    if mlflow is not None:  # the sweep's recorded runs, resumed ones too: MLflow skips those it has
+        with Store(store, create=False) as opened:
+            send_runs(mlflow, opened.runs(RunFilter(sweep=outcome.sweep_id)), quiet)
     if outcome.failed_otherwise:
         raise RunFailed(sweep_text.failed_message(outcome.failed_otherwise, len(points)))
 

@@ -1,0 +1,87 @@
+"""`--mlflow [URI]` and `--mlflow-experiment NAME`, shared by `flowrate run`, `export` and `sweep`
+(which sends its recorded points once it ends).
+
+The store is opened (and the experiment made) before anything is measured or sent, so a bad URI
+is bad input said in one line; mlflow itself is imported only then (flowrate.results.mlflow_log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from flowrate.results.mlflow_log import DEFAULT_EXPERIMENT, DEFAULT_URI
+
+if TYPE_CHECKING:
+    from flowrate.results.mlflow_log import MlflowLog
+    from flowrate.results.schema import Result
+    from flowrate.results.store import StoredRun
+
+
+def mlflow_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    uri = click.option(
+        "--mlflow",
+        "mlflow_uri",
+        is_flag=False,
+        flag_value=DEFAULT_URI,
+        metavar="[URI]",
+        help="Log to MLflow: config as params, figures and every interval's Rate and GlobalRate as "
+        f"metrics, the result JSON as an artifact. [URI default: {DEFAULT_URI}]",
+    )
+    experiment = click.option(
+        "--mlflow-experiment",
+        metavar="NAME",
+        help=f"The MLflow experiment to log into (made if new). [default: {DEFAULT_EXPERIMENT}]",
+    )
+    return uri(experiment(function))
+
+
+def open_mlflow(uri: str | None, experiment: str | None) -> MlflowLog | None:
+    """The tracking store the options name, checked now; None without --mlflow."""
+    from flowrate.errors import ConfigError
+
+    if uri is None:
+        if experiment is not None:
+            raise ConfigError("mlflow_experiment", "needs --mlflow [URI]")
+        return None
+    from flowrate.results.mlflow_log import MlflowLog
+
+    return MlflowLog.open(uri, experiment or DEFAULT_EXPERIMENT)
+
+
+def log_run(log: MlflowLog, result: Result, tags: Sequence[str], recorded: bool, quiet: bool) -> None:
+    """Send a finished run; a failure says the run itself is kept and how to send it again."""
+    from flowrate.cli import console
+    from flowrate.errors import RunFailed
+
+    try:
+        sent = log.send(result, tags)
+    except RunFailed as error:
+        kept = (
+            f"the run is recorded as {result.run_id}: send it with `flowrate export --mlflow {log.uri} "
+            f"{result.run_id}`"
+            if recorded
+            else "the run was not recorded (--no-store)"
+        )
+        raise RunFailed(f"{error}; {kept}") from None
+    console.status(f"logged to MLflow experiment {log.experiment} as run {sent} in {log.uri}", quiet)
+
+
+def send_runs(log: MlflowLog, runs: list[StoredRun], quiet: bool = False) -> None:
+    """Each run that MLflow does not hold yet, in order; a failure says how far it got."""
+    from flowrate.cli import console
+    from flowrate.errors import RunFailed
+    from flowrate.units import counted
+
+    sent = 0
+    for run in runs:
+        try:
+            sent += log.send(run.result, run.tags) is not None
+        except RunFailed as error:
+            raise RunFailed(f"{error} (at run {run.run_id}; {counted(sent, 'run')} sent before it)") from None
+    there = len(runs) - sent
+    already = f"; {counted(there, 'run')} already there" if there else ""
+    sent_line = f"{counted(sent, 'run')} sent to MLflow experiment {log.experiment} in {log.uri}{already}"
+    console.status(sent_line, quiet)
