@@ -95,11 +95,11 @@ def test_flops_formulas_by_hand() -> None:
     assert attention.forward_flops_per_sample() == 4 * 2 * 2 * 32**2 * 16
 
 
-def test_causal_attention_counts_half_while_flop_counter_counts_the_square() -> None:
+def test_causal_attention_counts_the_kept_pairs_while_flop_counter_counts_the_square() -> None:
     full = get_problem("attention", "debug")
     causal = get_problem("attention", "debug", options={"causal": 1})
     assert causal.describe()["causal"] == 1
-    assert 2 * causal.forward_flops_per_sample() == full.forward_flops_per_sample()
+    assert 64 * causal.forward_flops_per_sample() == 33 * full.forward_flops_per_sample()  # S = 32
     assert _counted_flops(causal) == full.forward_flops_per_sample()
 
 

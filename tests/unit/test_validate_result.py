@@ -245,6 +245,7 @@ records = st.fixed_dictionaries(
         "estimate": st.none() | st.dictionaries(texts, json_values, max_size=3),
         "distributed": st.none(),
         "compile": st.none(),
+        "operators": st.none() | st.dictionaries(texts, json_values, max_size=3),
         "run_id": st.from_regex(RUN_ID, fullmatch=True).filter(lambda s: ".." not in s),
         "created_at": texts,
         "flowrate_version": texts,

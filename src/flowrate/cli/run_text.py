@@ -225,6 +225,8 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
             )
         )
         rows.append(("MFU", _mfu_line(f)))
+    if result.operators:
+        rows.append(("FLOP count", coverage_line(result.operators)))
     if f.get("bytes_per_sec"):
         fraction = f.get("bandwidth_fraction")
         peak = f.get("peak_bandwidth")
@@ -235,6 +237,13 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     if m:
         rows.append(("memory", _memory_line(m)))
     return rows
+
+
+def coverage_line(operators: dict[str, Any]) -> str:
+    """The counter's coverage: "FLOPs counted over 14 ops; not counted: aten.foo ×12"."""
+    missing = operators.get("not_counted") or {}
+    absent = ", ".join(f"{op} ×{calls}" for op, calls in sorted(missing.items())) or "none"
+    return f"FLOPs counted over {len(operators.get('counted_ops', []))} ops; not counted: {absent}"
 
 
 def _mfu_line(f: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from typing import Protocol
 import torch
 
 from flowrate.measure.energy import EnergyMeter
+from flowrate.measure.flops import interval_mfu
 from flowrate.measure.loop import COMPUTE, Interval
 from flowrate.measure.memory import current_bytes
 from flowrate.results.schema import IntervalRecord
@@ -71,7 +72,7 @@ class IntervalRecorder:
             after_checkpoint=interval.after_checkpoint,
             loss=interval.loss,
             model_flops_per_sec=model_rate,
-            mfu=model_rate / self.peak_flops if self.peak_flops and self.flops_per_sample else None,
+            mfu=interval_mfu(model_rate, self.peak_flops) if self.flops_per_sample else None,
             power_w=self.meter.power_watts(),
             device_memory_allocated_bytes=allocated,
             process_rss_bytes=rss,

@@ -30,10 +30,11 @@ from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure.device import is_out_of_memory, synchronizer
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.env import collect_environment, device_name
-from flowrate.measure.flops import count_step_flops
+from flowrate.measure.flops import count_step
 from flowrate.measure.inputs import input_report
 from flowrate.measure.loop import LoopPlan, LoopRecord, timed_loop
 from flowrate.measure.memory import read_peaks, reset_peaks
+from flowrate.measure.op_counter import OpTally
 from flowrate.measure.peaks import peak_for
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
@@ -125,10 +126,10 @@ def _measure(
     """Count the executed FLOPs over one step, then the timed loop with its meters around it."""
     config, device, hooks, executor = run.config, run.policy.device, run.hooks, prepared.executor
     batch_size = prepared.built.batch_size
-    executed, count_warning = None, None
+    operators, count_warning = None, None
     if hooks.data == "synthetic":  # a check's curve must start from the untrained model
         with oom_says_what_to_lower(batch_size, device):
-            executed, count_warning = _count_executed_flops(prepared, device)
+            operators, count_warning = _count_executed_flops(prepared, device)
     peak = peak_for(device_name(device), config.precision)
     meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=hooks.clock)))
     flops_per_sample = run.problem.flops_per_sample(config.settled_mode)
@@ -154,7 +155,7 @@ def _measure(
     inputs = _input_report(prepared.feed, recorder.records) if prepared.feed is not None else None
     return record, Measurements(
         intervals=recorder.records,
-        executed_flops_per_sample=executed,
+        executed_flops_per_sample=None if operators is None else operators.total_flops / batch_size,
         measured_peak_flops=measured_peak,
         energy=energy,
         memory=memory,
@@ -164,6 +165,7 @@ def _measure(
         streaming=report,
         inputs=inputs,
         executor_warnings=executor.warnings,
+        operators=operators,
     )
 
 
@@ -190,10 +192,10 @@ def limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
     torch.cuda.set_per_process_memory_fraction(limit / total, device)
 
 
-def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[float | None, str | None]:
-    """Executed FLOPs per sample, counted over one real step (it also warms up, like preheat)."""
+def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[OpTally | None, str | None]:
+    """One real step counted op by op (it also warms up, like preheat)."""
     try:
-        total = count_step_flops(prepared.executor.step, prepared.batches[0], device)
+        tally = count_step(prepared.executor.step, prepared.batches[0])
     except Exception as error:
         if is_out_of_memory(error):
             raise
@@ -202,7 +204,7 @@ def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[flo
             f"could not count executed FLOPs ({type(error).__name__}: {error}); hardware FLOP/s is empty",
         )
     synchronizer(device)()
-    return total / prepared.built.batch_size, None
+    return tally, None
 
 
 def _input_report(feed: DataFeed, intervals: list[IntervalRecord]) -> tuple[dict[str, Any], list[str]]:

@@ -1,48 +1,41 @@
-"""FLOPs and MFU: model FLOPs from the problem's formulas, executed FLOPs counted by PyTorch.
+"""FLOPs and MFU: model FLOPs from the problem's formulas, executed FLOPs counted per operator.
 
 Model FLOPs are analytic (see each problem); executed FLOPs are counted once per configuration
-with ``torch.utils.flop_counter.FlopCounterMode`` over one real step. The counter knows matmuls,
-convolutions and attention (backward included) but not causal masks or recompute, so the two can
-differ by design: causal attention kernels count half their square as model FLOPs. MFU divides
-model FLOP/s by the device's dense datasheet peak for the precision (flowrate.measure.peaks);
-HFU does the same with executed FLOP/s. Where the peak is unknown both are empty with the reason.
+over one real step by flowrate.measure.op_counter, at the dispatcher: matmuls, convolutions and
+every attention kernel (the CPU's fused flash kernel and CUDA's flash, efficient and cuDNN ones,
+backward included, causal masks counted over the pairs they keep). The two are compared: beyond
+AGREEMENT_MARGIN either way, outside the known reasons (attention masks, attention backward's
+recomputation of Q·Kᵀ, --recompute), the run warns and names the op class or ops that differ.
+MFU divides model FLOP/s by the device's dense datasheet peak for the precision
+(flowrate.measure.peaks); HFU does the same with executed FLOP/s. Where the peak is unknown both
+are empty with the reason; a figure above 100% is withheld with the reason, never shown.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
+from flowrate.measure.op_counter import OpTally, count_ops, op_class
 from flowrate.measure.peaks import PeakLookup
 from flowrate.problems.base import Batch
+from flowrate.units import si
 
-# Model FLOPs may exceed executed FLOPs by this much before flowrate warns that the analytic
-# formula overclaims (which would inflate MFU).
-OVERCLAIM_MARGIN = 0.01
+# Model and executed FLOPs may differ by this share (either way) before flowrate warns: a model
+# formula above the count inflates MFU, one below it hides work.
+AGREEMENT_MARGIN = 0.02
+
+
+def count_step(step: Callable[[Batch], torch.Tensor], batch: Batch) -> OpTally:
+    """What one call of ``step`` executes, op by op (the step really runs)."""
+    return count_ops(lambda: step(batch))[1]
 
 
 def count_step_flops(step: Callable[[Batch], torch.Tensor], batch: Batch, device: torch.device) -> int:
-    """FLOPs PyTorch executes in one call of ``step`` (which really runs: it is a step)."""
-    with _countable_attention(device), FlopCounterMode(display=False) as counter:
-        step(batch)
-    return int(counter.get_total_flops())
-
-
-@contextlib.contextmanager
-def _countable_attention(device: torch.device) -> Iterator[None]:
-    # The counter has no formula for the CPU's fused SDPA kernel (it would count 0), so count the
-    # CPU step through the math backend; CUDA's flash and efficient kernels are counted as they are.
-    if device.type != "cpu":
-        yield
-        return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel(SDPBackend.MATH):
-        yield
+    """FLOPs one call of ``step`` executes on ``device`` (every attention backend is counted)."""
+    return count_step(step, batch).total_flops
 
 
 @dataclass(frozen=True)
@@ -84,6 +77,10 @@ def flops_report(
     elif peak.flops:
         mfu = model_rate / peak.flops
         hfu = hardware_rate / peak.flops if hardware_rate is not None else None
+        if mfu > 1:  # no device runs above its dense peak: a formula or the table is wrong
+            reason, mfu = withheld_reason(mfu, peak.flops), None
+        if hfu is not None and hfu > 1:
+            hfu = None
     bytes_rate = samples_per_sec * bytes_per_sample if bytes_per_sample else None
     link = peak.host_link_bandwidth if bandwidth_kind == "host_link" else peak.memory_bandwidth
     return FlopsReport(
@@ -107,18 +104,92 @@ def flops_report(
     )
 
 
-def flops_warnings(model_flops_per_sample: int, executed_flops_per_sample: float | None) -> list[str]:
+def interval_mfu(model_flops_per_sec: float, peak_flops: float | None) -> float | None:
+    """An interval's MFU; None without a peak, or above 100% (the run's MFU says why)."""
+    if not peak_flops or model_flops_per_sec > peak_flops:
+        return None
+    return model_flops_per_sec / peak_flops
+
+
+def withheld_reason(fraction: float, peak_flops: float) -> str:
+    return (
+        f"MFU withheld: model FLOP/s would be {fraction:.0%} of the {si(peak_flops, 'FLOP/s')} "
+        "dense peak, which no device reaches: the problem's FLOPs or the peak table are wrong"
+    )
+
+
+def flops_warnings(
+    model_flops_per_sample: int,
+    executed_flops_per_sample: float | None,
+    tally: OpTally | None = None,
+    *,
+    batch_size: int = 1,
+    recompute_allowance: float = 0.0,
+    model_flops_by_class: dict[str, int] | None = None,
+) -> list[str]:
+    """A warning when the model and executed FLOPs per sample disagree beyond AGREEMENT_MARGIN.
+
+    ``tally`` is the counted step (``batch_size`` samples). Masks and attention backward's
+    recomputation are known reasons: the count also agrees when the model formula counts
+    attention over every (query, key) pair or over the pairs the masks keep, without the
+    recomputation. ``recompute_allowance``
+    (FLOPs per sample) is the most that --recompute may add. Per op class where the problem gives
+    ``model_flops_by_class``, else the largest counted ops, the warning names what differs.
+    """
     if executed_flops_per_sample is None or model_flops_per_sample == 0:
         return []
     if executed_flops_per_sample == 0:
         return [
-            "PyTorch's FLOP counter saw no FLOPs in a step (custom kernels?): hardware FLOP/s is "
+            "the FLOP counter saw no FLOPs in a step (custom kernels?): hardware FLOP/s is "
             "unavailable; MFU rests on the problem's analytic FLOPs alone"
         ]
-    excess = model_flops_per_sample / executed_flops_per_sample - 1
-    if excess > OVERCLAIM_MARGIN:
-        return [
-            f"the problem's model FLOPs exceed the FLOPs PyTorch executed by {excess:.0%}: check its "
-            "forward_flops_per_sample() (MFU would be inflated)"
-        ]
-    return []
+    model, executed = model_flops_per_sample, executed_flops_per_sample
+    readings = _readings(executed, tally, batch_size)
+    low, high = 1 - AGREEMENT_MARGIN, 1 + AGREEMENT_MARGIN
+    if any((c - recompute_allowance) * low <= model <= c * high for c in readings):
+        return []
+    nearest = min(readings, key=lambda c: abs(model / c - 1))
+    gap = model / nearest - 1
+    effect = "MFU would be inflated" if gap > 0 else "MFU understates the work done"
+    return [
+        f"the problem's model FLOPs ({si(model, 'FLOP')}/sample) are {abs(gap):.1%} "
+        f"{'above' if gap > 0 else 'below'} the {si(nearest, 'FLOP')}/sample counted "
+        f"({readings[nearest]}): {effect}; {_what_differs(tally, batch_size, model_flops_by_class)}"
+    ]
+
+
+def _readings(executed: float, tally: OpTally | None, batch_size: int) -> dict[float, str]:
+    """The counted FLOPs per sample a model formula may match, each with how it was reached:
+    as executed, or with attention over every pair or over the pairs the masks keep (both
+    without backward's recomputation of Q·Kᵀ)."""
+    readings = {executed: "as executed"}
+    attention = tally.flops_by_class().get("attention", 0) if tally else 0
+    if tally and attention:
+        other = executed - attention / batch_size
+        readings.setdefault(
+            other + tally.attention_full_flops / batch_size, "attention over every (query, key) pair"
+        )
+        readings.setdefault(
+            other + tally.attention_kept_flops / batch_size, "attention over the pairs the masks keep"
+        )
+    return readings
+
+
+def _what_differs(tally: OpTally | None, batch_size: int, model_by_class: dict[str, int] | None) -> str:
+    """The op class whose model and counted FLOPs differ most, or else the largest counted ops."""
+    if tally is None:
+        return "check the problem's forward_flops_per_sample()"
+    counted = {name: flops / batch_size for name, flops in tally.flops_by_class().items()}
+    if model_by_class:
+        worst = max(
+            set(counted) | set(model_by_class),
+            key=lambda c: abs(model_by_class.get(c, 0) - counted.get(c, 0)),
+        )
+        return (
+            f"{worst} differs most (model {si(model_by_class.get(worst, 0), 'FLOP')}/sample, "
+            f"counted {si(counted.get(worst, 0), 'FLOP')}/sample)"
+        )
+    by_op = tally.flops_by_op()
+    total = sum(by_op.values()) or 1
+    largest = ", ".join(f"{op} ({op_class(op)}) {by_op[op] / total:.0%}" for op in tally.counted_ops[:3])
+    return f"largest counted ops: {largest}; check the problem's forward_flops_per_sample()"

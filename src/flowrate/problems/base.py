@@ -78,6 +78,13 @@ class Problem(abc.ABC):
             return self.train_flops_per_sample()
         return self.forward_flops_per_sample()
 
+    def flops_by_op_class(self, mode: Mode) -> dict[str, int] | None:
+        """Model FLOPs per sample by op class ("matmul", "attention", "convolution"), or None.
+
+        Where a problem gives them, a disagreement with the counted FLOPs names the class.
+        """
+        return None
+
     def blocks(self, model: nn.Module) -> list[nn.Module]:
         """The model's blocks in execution order; together they hold every parameter.
 

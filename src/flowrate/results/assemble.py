@@ -21,6 +21,7 @@ from flowrate.measure.energy import EnergyReading
 from flowrate.measure.flops import FlopsReport, flops_report, flops_warnings
 from flowrate.measure.loop import CHECKPOINT, COMPUTE, LoopRecord
 from flowrate.measure.memory import MemoryReport
+from flowrate.measure.op_counter import OpTally
 from flowrate.measure.peaks import PeakLookup
 from flowrate.measure.stats import Summary, measurement_warnings, summarize
 from flowrate.problems.base import Problem
@@ -52,6 +53,7 @@ class Measurements:
     streaming: dict[str, Any] | None = None  # the executor's report (streaming's; resident has none)
     inputs: tuple[dict[str, Any], list[str]] | None = None  # the input section, its warnings
     executor_warnings: list[str] = field(default_factory=list)
+    operators: OpTally | None = None  # the counted step, op by op (None: not counted)
 
 
 def assemble(
@@ -79,7 +81,7 @@ def assemble(
         intervals=intervals,
         losses=record.losses,
         summary=summary,
-        warnings=_warnings(problem, built, measured, summary, stats, flops_per_sample),
+        warnings=_warnings(config, problem, built, measured, summary, stats, flops),
         batch_size_search=built.batch_size_search,
         flops=dataclasses.asdict(flops),
         energy=energy_section(
@@ -88,6 +90,7 @@ def assemble(
         memory=dataclasses.asdict(measured.memory),
         streaming=measured.streaming,
         input=measured.inputs[0] if measured.inputs is not None else None,
+        operators=None if measured.operators is None else measured.operators.to_dict(built.batch_size),
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,
@@ -156,17 +159,28 @@ def _flops(problem: Problem, mode: Mode, measured: Measurements, samples_per_sec
 
 
 def _warnings(
+    config: RunConfig,
     problem: Problem,
     built: Built,
     measured: Measurements,
     summary: RunSummary,
     stats: Summary,
-    flops_per_sample: int,
+    flops: FlopsReport,
 ) -> list[str]:
     """What the reader should know about the figures, each saying what to do about it."""
     compute_seconds = [i.seconds for i in measured.intervals if i.kind == COMPUTE]
     warnings = measurement_warnings(stats, compute_seconds) if measured.is_benchmark else []
-    warnings += flops_warnings(flops_per_sample, measured.executed_flops_per_sample)
+    warnings += flops_warnings(
+        flops.model_flops_per_sample,
+        measured.executed_flops_per_sample,
+        measured.operators,
+        batch_size=built.batch_size,
+        # --recompute runs the blocks' forward again: at most one more forward per sample
+        recompute_allowance=problem.forward_flops_per_sample() if config.recompute else 0,
+        model_flops_by_class=problem.flops_by_op_class(config.settled_mode),
+    )
+    if flops.mfu is None and flops.peak_flops and flops.model_flops_per_sample and flops.reason:
+        warnings.append(flops.reason)  # MFU above 100%: withheld
     if measured.count_warning:
         warnings.append(measured.count_warning)
     if summary.checkpoints:

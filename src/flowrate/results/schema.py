@@ -27,7 +27,9 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      headline figures and the intervals are sums over ranks, batch_size is the global batch);
 #      config fields global_batch_size and dist_timeout_s. Versions 1-3 read with it empty.
 #      Also the compile section (--compile: the first step's seconds, inductor cache hits and
-#      misses) and config field compile.
+#      misses) and config field compile; the operators section (the counted step op by op:
+#      FLOPs, bytes and calls per op and input dtypes; which ops carried FLOPs, which were not
+#      counted). Records without them read with them empty.
 SCHEMA_VERSION = 4
 
 
@@ -125,6 +127,8 @@ class Result:
     distributed: dict[str, Any] | None = None
     # --compile: the first (compiling) step's seconds and whether inductor's cache was hit
     compile: dict[str, Any] | None = None
+    # the executed-FLOPs count of one step, op by op, and its coverage (None: not counted)
+    operators: dict[str, Any] | None = None
     run_id: str = ""
     created_at: str = ""
     flowrate_version: str = ""

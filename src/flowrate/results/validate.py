@@ -139,7 +139,7 @@ TOP_REQUIRED = {
     "losses": LIST,
     "summary": OBJECT,
 }
-SECTIONS = ["repeat", "fidelity", "streaming", "input", "estimate", "distributed", "compile"]
+SECTIONS = ["repeat", "fidelity", "streaming", "input", "estimate", "distributed", "compile", "operators"]
 TOP_OPTIONAL = {
     **dict.fromkeys(["intervals", "warnings", "batch_size_search"], LIST),
     **dict.fromkeys(["flops", "energy", "memory"], OBJECT),

@@ -5,8 +5,8 @@
 - ``conv2d``: NCHW, padding kernel_size // 2, no bias: 2·batch·C_out·H_out·W_out·C_in·k² FLOPs,
   C_in·C_out·k² parameters.
 - ``attention``: F.scaled_dot_product_attention on (batch, heads, seq_len, head_dim): 4·B·H·S²·D
-  FLOPs (QKᵀ and PV). Causal counts half, 2·B·H·S²·D: only the unmasked half is useful work, the
-  convention of FlashAttention's benchmarks. FlopCounterMode counts the full square for causal too.
+  FLOPs (QKᵀ and PV). Causal counts the (query, key) pairs the mask keeps, S·(S + 1)/2 of S²:
+  4·B·H·S·(S + 1)/2·D, as flowrate's FLOP counter does (FlashAttention's benchmarks round it to S²/2).
 """
 
 from __future__ import annotations
@@ -209,9 +209,8 @@ class Attention(KernelProblem):
 
     def forward_flops_per_sample(self) -> int:
         c = self.config
-        full = 4 * c.batch * c.heads * c.seq_len**2 * c.head_dim  # QKᵀ and PV, 2·S²·D each
-        # causal: only the unmasked half is useful work (FlashAttention's benchmark convention)
-        return full // 2 if c.causal else full
+        pairs = c.seq_len * (c.seq_len + 1) // 2 if c.causal else c.seq_len**2  # the mask keeps
+        return 4 * c.batch * c.heads * pairs * c.head_dim  # QKᵀ and PV, 2·D per pair each
 
 
 FAMILIES: tuple[Family, ...] = (
