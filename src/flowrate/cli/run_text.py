@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flowrate.units import count, counted, rate, si
+from flowrate.measure.census import census_line, launch_ceiling
+from flowrate.units import count, counted, rate, short_duration, si
 
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
@@ -131,6 +132,8 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("input", _input_line(result.input)))
     if result.repeat:
         rows.append(("repeats", _repeat_line(result.repeat)))
+    if result.problem.get("name") == "launch" and s.median_samples_per_sec > 0:
+        rows += _launch_rows(result)
     if result.batch_size_search:
         tried = ", ".join(
             f"{a['batch_size']} {'fits' if a['fits'] else 'OOM'}" for a in result.batch_size_search
@@ -225,8 +228,15 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
             )
         )
         rows.append(("MFU", _mfu_line(f)))
+        if "mixed_mfu_reason" in f:
+            rows.append(("mixed MFU", _mixed_mfu_line(f)))
     if result.operators:
         rows.append(("FLOP count", coverage_line(result.operators)))
+        if result.operators.get("census"):
+            rows.append(("precision", census_line(result.operators["census"])))
+            calls = result.operators["census"]["op_calls"]
+            ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
+            rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
     if f.get("bytes_per_sec"):
         fraction = f.get("bandwidth_fraction")
         peak = f.get("peak_bandwidth")
@@ -261,6 +271,35 @@ def _mfu_line(f: dict[str, Any]) -> str:
     elif f.get("mfu") is None:
         parts.append("--measure-peak gives MFU against a measured GEMM")
     return "; ".join(parts)
+
+
+def _launch_rows(result: Result) -> list[tuple[str, str]]:
+    """The launch kernel: time per call (a sample is a call) and, with -O ops=N, the ceiling."""
+    s = result.summary
+    per_call = 1 / s.median_samples_per_sec
+    low, high, ends = s.min_samples_per_sec, s.max_samples_per_sec, "min–max"
+    if s.p5_samples_per_sec is not None and s.p95_samples_per_sec is not None:
+        low, high, ends = s.p5_samples_per_sec, s.p95_samples_per_sec, "p5–p95"
+    rows = [
+        (
+            "per call",
+            f"{short_duration(per_call)} (median interval; {short_duration(1 / high)}–"
+            f"{short_duration(1 / low)} over the intervals' {ends}, CV {s.cv:.1%})",
+        )
+    ]
+    ops = result.problem.get("settings", {}).get("ops")
+    ceiling = launch_ceiling(ops or 0, per_call)
+    if ceiling is not None:
+        rows.append(("ceiling", f"{ops} ops per step: launches alone cap a step at {rate(ceiling)} steps/s"))
+    return rows
+
+
+def _mixed_mfu_line(f: dict[str, Any]) -> str:
+    """MFU against the time-weighted peak of the formats that carried the FLOPs."""
+    if f.get("mixed_mfu") is None:
+        return f"— ({f.get('mixed_mfu_reason')})"
+    peak = si(f["mixed_peak_flops"], "FLOP/s")
+    return f"{f['mixed_mfu']:.1%} of {peak} mixed peak (each format's FLOPs at its own peak)"
 
 
 def _energy_line(e: dict[str, Any]) -> str:

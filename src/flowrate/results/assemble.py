@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowrate._version import __version__
-from flowrate.config import Mode, RunConfig
+from flowrate.config import Mode, Precision, RunConfig
 from flowrate.errors import FlowrateError
+from flowrate.measure.census import annotated_ops, census, mixed_mfu_fields
 from flowrate.measure.energy import EnergyReading
 from flowrate.measure.flops import FlopsReport, flops_report, flops_warnings
 from flowrate.measure.loop import CHECKPOINT, COMPUTE, LoopRecord
@@ -83,18 +84,49 @@ def assemble(
         summary=summary,
         warnings=_warnings(config, problem, built, measured, summary, stats, flops),
         batch_size_search=built.batch_size_search,
-        flops=dataclasses.asdict(flops),
+        flops={**dataclasses.asdict(flops), **_mixed_mfu(config, measured, environment, flops)},
         energy=energy_section(
             measured.energy, summary.timed_samples, summary.timed_samples * flops_per_sample
         ),
         memory=dataclasses.asdict(measured.memory),
         streaming=measured.streaming,
         input=measured.inputs[0] if measured.inputs is not None else None,
-        operators=None if measured.operators is None else measured.operators.to_dict(built.batch_size),
+        operators=_operators(config, measured, environment, built.batch_size),
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,
     )
+
+
+def _tf32(config: RunConfig, environment: dict[str, Any]) -> bool:
+    """fp32 matmuls ran as TF32: flowrate turns TF32 on for precision tf32 on CUDA, off otherwise."""
+    device = environment.get("device") or {}
+    return config.precision is Precision.TF32 and device.get("type") == "cuda"
+
+
+def _operators(
+    config: RunConfig, measured: Measurements, environment: dict[str, Any], batch_size: int
+) -> dict[str, Any] | None:
+    """The counted step op by op, each row with its format and accumulate dtype, and the census."""
+    tally = measured.operators
+    if tally is None:
+        return None
+    tf32 = _tf32(config, environment)
+    return {
+        **tally.to_dict(batch_size),
+        "ops": annotated_ops(tally, tf32),
+        "census": census(tally, config.precision.value, tf32).to_dict(),
+    }
+
+
+def _mixed_mfu(
+    config: RunConfig, measured: Measurements, environment: dict[str, Any], flops: FlopsReport
+) -> dict[str, Any]:
+    """MFU against the peak of the format that carried each FLOP (empty, with why, uncounted)."""
+    if measured.operators is None:
+        return {"mixed_peak_flops": None, "mixed_mfu": None, "mixed_mfu_reason": "the step was not counted"}
+    run_census = census(measured.operators, config.precision.value, _tf32(config, environment))
+    return mixed_mfu_fields(measured.peak, run_census, flops.model_flops_per_sec)
 
 
 def energy_section(reading: EnergyReading, samples: int, model_flops: float) -> dict[str, Any]:

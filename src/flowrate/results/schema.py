@@ -29,7 +29,10 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      Also the compile section (--compile: the first step's seconds, inductor cache hits and
 #      misses) and config field compile; the operators section (the counted step op by op:
 #      FLOPs, bytes and calls per op and input dtypes; which ops carried FLOPs, which were not
-#      counted). Records without them read with them empty.
+#      counted). Records without them read with them empty. The operators section's census
+#      (each row's format and accumulate dtype; FLOPs, bytes and calls per format; the effective
+#      precision) and the flops section's mixed_peak_flops, mixed_mfu and mixed_mfu_reason
+#      (flowrate.measure.census): records without them read with them absent.
 SCHEMA_VERSION = 4
 
 

@@ -155,6 +155,7 @@ NESTED = {
     **dict.fromkeys([("environment", "device"), ("environment", "torch")], _optional(OBJECT)),
     ("environment", "command_line"): _optional(LIST),
     ("flops", "mfu"): MAYBE_RATE,
+    ("flops", "mixed_mfu"): MAYBE_RATE,
     **dict.fromkeys([("energy", "samples_per_joule"), ("energy", "average_watts")], MAYBE_RATE),
     ("memory", "device_peak_reserved_bytes"): MAYBE_RATE,
     ("memory", "process_peak_rss_bytes"): MAYBE_RATE,

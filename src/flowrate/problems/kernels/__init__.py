@@ -27,13 +27,13 @@ Semantics shared by every kernel:
 
 The kernels, each module with its FLOP or byte formulas: ``compute`` (gemm, bmm, conv2d,
 attention), ``memory`` (layernorm, copy on the device), ``link`` (h2d, d2h, duplex over the host
-link); ``base`` holds what they share.
+link), ``launch`` (dispatch and launch latency, µs per call); ``base`` holds what they share.
 """
 
 from __future__ import annotations
 
 from flowrate.problems.base import Family
-from flowrate.problems.kernels import compute, link, memory
+from flowrate.problems.kernels import compute, launch, link, memory
 
 # The order `flowrate list` shows them in.
-FAMILIES: tuple[Family, ...] = (*compute.FAMILIES, *memory.FAMILIES, *link.FAMILIES)
+FAMILIES: tuple[Family, ...] = (*compute.FAMILIES, *memory.FAMILIES, *link.FAMILIES, *launch.FAMILIES)
