@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate._version import __version__
-from flowrate.analysis import report_plots
+from flowrate.analysis import plots_history, report_plots
 from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
@@ -221,6 +221,7 @@ _SECTIONS = [
     ("throughput", "Throughput against batch size"),
     ("energy", "Energy"),
     ("rates", "Rate and GlobalRate over time"),
+    ("history", "History and steps"),
     ("environment", "Environment"),
     ("warnings", "Measurement warnings"),
 ]
@@ -237,6 +238,7 @@ def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate 
         "throughput": report_plots.throughput(stored),
         "energy": report_plots.energy(stored),
         "rates": report_plots.rates(stored),
+        "history": plots_history.section([r.result for r in stored]),
         "environment": _environments(stored),
         "warnings": _warnings(stored),
     }

@@ -1,8 +1,9 @@
 """`flowrate compare A B`: is B faster than A, or within noise? For people and for CI.
 
 The comparison lives in flowrate.results.compare and its text in flowrate.cli.compare_text; this
-module chooses the runs, refuses runs of different problems unless forced, prints (a table,
-Markdown or JSON) and turns a significant slowdown into an exit code with --fail-if-slower.
+module chooses the runs, looks up the store's noise for their configuration when a side has too
+few runs (flowrate.results.noise), refuses runs of different problems unless forced, prints (a
+table, Markdown or JSON) and turns a significant slowdown into an exit code with --fail-if-slower.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from flowrate.cli.compare_live import live_options
 from flowrate.cli.options import FiniteRange, store_option
 
 if TYPE_CHECKING:
-    from flowrate.results.compare import Comparison
+    from flowrate.results.compare import Comparison, History
+    from flowrate.results.schema import Result
 
 # as in flowrate.results.compare, which is not imported here: it loads numpy and scipy, and
 # `flowrate --help` imports every command's module
@@ -23,19 +26,20 @@ TESTS = ("welch", "mannwhitney")
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_EFFECT_PCT = 1.0
 FORMATS = ("table", "md", "json")
+MIN_OWN_RUNS = 3  # as flowrate.results.verdict.MIN_OWN_RUNS: below it, the store's noise is looked up
 
 
 @click.command("compare")
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("a", metavar="A", required=False)
+@click.argument("b", metavar="B", required=False)
 @click.option(
     "--test",
     type=click.Choice(TESTS),
     default="welch",
     show_default=True,
-    help="The significance test over the raw samples: Welch's t-test (means, unequal variances) or "
-    "the Mann–Whitney U test (ranks; robust to outliers). Either way the interval shown is Welch's "
-    "interval of the difference of the means.",
+    help="The test over one value per run (process): a t-test of the log ratio of the means "
+    "(Welch's degrees of freedom) or the Mann–Whitney U test (ranks; needs 4 runs a side or more "
+    "to reach p < 0.05). Either way the interval shown is the t interval of the ratio B/A.",
 )
 @click.option(
     "--alpha",
@@ -71,47 +75,101 @@ FORMATS = ("table", "md", "json")
     help="table: a table on the terminal; md: Markdown (a pipe table and the warnings); json: the "
     "whole comparison as JSON.",
 )
-@click.option("--force", is_flag=True, help="Compare runs of different problems anyway.")
+@click.option(
+    "--force", is_flag=True, help="Compare runs of different problems, or on different machines, anyway."
+)
+@click.option(
+    "--history/--no-history",
+    default=True,
+    show_default=True,
+    help=f"With fewer than {MIN_OWN_RUNS} runs on a side, judge by the between-run noise the store "
+    "has recorded for this configuration on this machine (`flowrate noise` shows it).",
+)
 @store_option
+@live_options
+# over 60 lines: half of it is the docstring, which is the command's --help
 def command(
-    a: str,
-    b: str,
+    a: str | None,
+    b: str | None,
     test: str,
     alpha: float,
     min_effect_pct: float,
     fail_pct: float | None,
     output_format: str,
     force: bool,
+    history: bool,
     store: str | None,
+    run_specs: tuple[str, str] | None,
+    runs: int | None,
+    until_ci_pct: float | None,
+    max_runs: int | None,
+    revs: tuple[str, ...],
 ) -> None:
     """Compare B against the baseline A, metric by metric, and say whether the difference is real.
 
-    A and B are each a run id (or a unique prefix), a tag (every run with it, their intervals
-    pooled) or a result file (--out, --json, an export). For every metric either side recorded:
-    the means (and medians) of A and B, the ratio B/A, the difference B − A with its confidence
-    interval, the p-value of the test over the raw samples (each compute interval; for figures
-    measured once per run, each run) and a verdict: faster/slower (better/worse) only when
-    p < alpha and the difference is at least --min-effect; otherwise not significant, saying
-    whether it is within noise or below the minimum effect. With one run per side a per-run
-    figure gets a ratio but no test.
+    A and B are each a run id (or a unique prefix), a tag (every run with it) or a result file
+    (--out, --json, an export). The process is the unit: each run is one value per metric (its
+    median interval value, or its own figure; each repeat of a --repeat run is one), and the
+    spread between runs is the noise — intervals of one process share its offset and are not
+    independent. For every metric either side recorded: the means (and medians) over the runs,
+    the runs per side, the ratio B/A with its confidence interval, the p-value and a verdict:
+    faster/slower (better/worse) only when p < alpha and the difference is at least
+    --min-effect. With one run a side there is no verdict, unless the store knows this
+    configuration's noise on this machine (then it is used, and said). Each verdict names its
+    evidence ("3 runs a side, between-run CV 1.9%").
 
     Differences in the environment (device, CPU, PyTorch, CUDA, flowrate, threads) are warned
-    about. Runs of different problems (problem, size, mode or shape) are refused unless --force.
+    about. Runs of different problems (problem, size, mode or shape) or on different machines
+    (device, CPU model) are refused unless --force.
+
+    With --run A_SPEC B_SPEC the sides are measured now, interleaved, each run a fresh process
+    recorded in the store (flowrate.cli.compare_live); with --rev REV_A --rev REV_B too, each
+    side runs at its own git revision.
 
     Exit codes: 0 compared; 1 B is significantly slower than --fail-if-slower allows, or a run
-    could not be read; 2 bad input, including runs of different problems without --force.
+    could not be read (or, with --run, failed); 2 bad input, including runs of different problems
+    or machines without --force; 130 interrupted (with --run: the verdict so far is shown first).
     """
-    from flowrate.cli import compare_text, console
     from flowrate.cli.select import select_runs
     from flowrate.results.compare import compare
     from flowrate.results.store import RunFilter
 
+    if run_specs is not None or revs or runs or until_ci_pct or max_runs:  # measure the sides now
+        from flowrate.cli.compare_live import compare_live
+
+        if a is not None and run_specs is not None:
+            raise click.UsageError("with --run the sides are its two specs: give no A or B")
+        compare_live(
+            run_specs,
+            revs,
+            runs=runs,
+            until_ci_pct=until_ci_pct,
+            max_runs=max_runs,
+            test=test,
+            alpha=alpha,
+            min_effect=min_effect_pct / 100,
+            force=force,
+            store=store,
+            show=lambda comparison, gate: _show(comparison, output_format, force, fail_pct if gate else None),
+        )
+        return
+    if a is None or b is None:
+        raise click.UsageError("give A and B (recorded runs), or --run A_SPEC B_SPEC to measure both now")
     side_a = [run.result for run in select_runs(store, [a], RunFilter())]
     side_b = [run.result for run in select_runs(store, [b], RunFilter())]
+    known = _history(store, side_a, side_b) if history else None
     comparison = compare(
-        side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b)
+        side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b), history=known
     )
-    if comparison.problem_mismatch and not force:
+    _show(comparison, output_format, force, fail_pct)
+
+
+def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: float | None) -> None:
+    """Print the comparison as asked; refuse a problem or machine mismatch unless forced; apply
+    the gate."""
+    from flowrate.cli import compare_text, console
+
+    if (comparison.problem_mismatch or comparison.machine_mismatch) and not force:
         raise click.UsageError(compare_text.mismatch_message(comparison), ctx=click.get_current_context())
     for line in comparison.warnings:
         console.warn(line)
@@ -125,8 +183,27 @@ def command(
         if configuration := compare_text.configuration_line(comparison):
             console.status(configuration)
         console.status(compare_text.legend(comparison))
+        for line in compare_text.evidence(comparison):
+            console.status(line)
     if fail_pct is not None:
         _fail_if_slower(comparison, fail_pct)
+
+
+def _history(store: str | None, side_a: list[Result], side_b: list[Result]) -> History | None:
+    """The store's between-run noise for the sides' configurations, where a side has fewer than
+    MIN_OWN_RUNS processes and the store exists; the compared runs are left out."""
+    from flowrate.results.metrics import METRICS
+    from flowrate.results.noise import history_for
+    from flowrate.results.per_process import side_values
+    from flowrate.results.store import Store, store_path
+
+    throughput = METRICS["samples_per_sec"]
+    few = min(len(side_values(throughput, side_a)), len(side_values(throughput, side_b))) < MIN_OWN_RUNS
+    if not few or not store_path(store).exists():
+        return None
+    with Store(store, create=False) as opened:
+        recorded = [run.result for run in opened.runs()]
+    return history_for(recorded, [side_a[0], side_b[0]], [r.run_id for r in side_a + side_b])
 
 
 def _fail_if_slower(comparison: Comparison, fail_pct: float) -> None:

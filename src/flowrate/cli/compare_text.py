@@ -13,20 +13,18 @@ if TYPE_CHECKING:
     from flowrate.results.compare import Comparison
 
 # the columns of header() that hold figures
-RIGHT_ALIGNED = (1, 2, 3, 4, 5, 6)
+RIGHT_ALIGNED = (1, 2, 3, 4, 5)
 
 
 def header(comparison: Comparison) -> list[str]:
     level = f"{1 - comparison.alpha:.0%}"
-    test = "Welch" if comparison.test == "welch" else "Mann–Whitney"
     return [
         "metric",
         f"{comparison.a_label} mean (median)",
         f"{comparison.b_label} mean (median)",
-        "n A / B",
-        "B/A",
-        f"B − A [{level} CI]",
-        f"p ({test})",
+        "runs A / B",
+        f"B/A [{level} CI]",
+        "p",
         "verdict",
     ]
 
@@ -36,16 +34,11 @@ def rows(comparison: Comparison) -> list[list[str]]:
     table = []
     for m in comparison.metrics:
         label = f"{m.label} [{m.unit}]" if m.unit and m.unit not in m.label else m.label
-        if m.source == "runs":
-            label += " (per run)"
         ratio = DASH
         if m.ratio is not None:
             ratio = f"{m.ratio:.3f}×" + (f" ({m.relative:+.1%})" if m.relative is not None else "")
-        difference = DASH
-        if m.difference is not None:
-            difference = compact(m.difference)
             if m.ci_low is not None and m.ci_high is not None:
-                difference += f" [{compact(m.ci_low)}, {compact(m.ci_high)}]"
+                ratio += f" [{m.ci_low:.3f}, {m.ci_high:.3f}]"
         table.append(
             [
                 label,
@@ -53,12 +46,21 @@ def rows(comparison: Comparison) -> list[list[str]]:
                 _centre(m.mean_b, m.median_b),
                 f"{m.n_a} / {m.n_b}",
                 ratio,
-                difference,
                 DASH if m.p_value is None else p_value(m.p_value),
                 m.verdict_text,
             ]
         )
     return table
+
+
+def evidence(comparison: Comparison) -> list[str]:
+    """What each tested verdict rests on, once per distinct method and evidence: 'samples/s,
+    model FLOP/s: 3 runs a side, between-run CV 1.9%; t-test of the log ratio, …'."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for m in comparison.metrics:
+        if m.method and m.evidence:
+            grouped.setdefault((m.evidence, m.method), []).append(m.label)
+    return [f"{', '.join(labels)}: {ev}; {method}" for (ev, method), labels in grouped.items()]
 
 
 def _centre(mean: float | None, median: float | None) -> str:
@@ -99,6 +101,8 @@ def to_markdown(comparison: Comparison) -> str:
     lines.append("|" + "|".join("---:" if i in RIGHT_ALIGNED else "---" for i in range(len(head))) + "|")
     lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows(c)]
     lines += ["", legend(c)]
+    if found := evidence(c):
+        lines += ["", "**Evidence**", ""] + [f"- {cell(e)}" for e in found]
     if c.configuration_differences:
         lines += ["", "Configuration: " + "; ".join(str(d) for d in c.configuration_differences) + "."]
     if c.warnings:
@@ -108,18 +112,23 @@ def to_markdown(comparison: Comparison) -> str:
 
 def legend(comparison: Comparison) -> str:
     c = comparison
-    test = "Welch's t-test" if c.test == "welch" else "the Mann–Whitney U test"
+    test = "the log-ratio t-test" if c.test == "welch" else "the Mann–Whitney U test"
     return (
-        f'Samples: compute intervals pooled over each side\'s runs ("per run": one value per run). '
-        f"A difference is called when {test} gives p < {c.alpha:g} and |B − A| / A ≥ "
-        f"{c.min_effect:.2%}; the interval is Welch's {1 - c.alpha:.0%} interval of the difference "
-        "of the means."
+        "Each run (process) is one value — its median interval value, or its own figure — and the "
+        f"spread between runs is the noise. A difference is called when {test} gives p < "
+        f"{c.alpha:g} and |B/A − 1| ≥ {c.min_effect:.2%}; the interval is the {1 - c.alpha:.0%} "
+        "interval of the ratio of the means."
     )
 
 
 def mismatch_message(comparison: Comparison) -> str:
-    what = "; ".join(str(d) for d in comparison.problem_mismatch)
-    return f"A and B are runs of different problems ({what}); use --force to compare anyway"
+    """Why the sides are refused: different problems, different machines, or both."""
+    parts = []
+    if comparison.problem_mismatch:
+        parts.append(f"runs of different problems ({'; '.join(str(d) for d in comparison.problem_mismatch)})")
+    if comparison.machine_mismatch:
+        parts.append(f"runs on different machines ({'; '.join(str(d) for d in comparison.machine_mismatch)})")
+    return f"A and B are {' and '.join(parts)}; use --force to compare anyway"
 
 
 def untested_gate(comparison: Comparison) -> str:
@@ -135,6 +144,6 @@ def slower_message(comparison: Comparison, fail_pct: float) -> str:
     assert throughput is not None and throughput.p_value is not None  # significantly_slower said so
     return (
         f"{comparison.b_label} is significantly slower than {comparison.a_label}: samples/s "
-        f"{throughput.relative or 0.0:+.1%} (p = {p_value(throughput.p_value)}), more than the "
-        f"{fail_pct:g}% --fail-if-slower allows"
+        f"{throughput.relative or 0.0:+.1%} (p = {p_value(throughput.p_value)}; {throughput.evidence}), "
+        f"more than the {fail_pct:g}% --fail-if-slower allows"
     )

@@ -22,6 +22,8 @@ COMMANDS = {
     "export": "flowrate.cli.export",
     "import": "flowrate.cli.import_",
     "compare": "flowrate.cli.compare",
+    "noise": "flowrate.cli.noise",
+    "history": "flowrate.cli.history",
     "sweep": "flowrate.cli.sweep",
     "pareto": "flowrate.cli.pareto",
     "plot": "flowrate.cli.plot",

@@ -31,7 +31,9 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
 
     One file with everything inline (no network needed to read it): a runs table, the Pareto
     frontier, throughput and samples/J against batch size, Rate and GlobalRate over time for each
-    run (the first 12), the environments the runs were measured in, and every measurement warning.
+    run (the first 12), each configuration's samples/s across commits with its steps marked (as
+    `flowrate history --detect` finds them), the environments the runs were measured in, and
+    every measurement warning.
     """
     from pathlib import Path
 

@@ -1,27 +1,22 @@
-"""Is B faster than A, or is the difference noise? The statistics of `flowrate compare`, pure.
+"""Is B faster than A, or is the difference noise? The comparison of `flowrate compare`, pure.
 
-One number per side says nothing about noise, so each figure is compared over its raw samples:
-the compute intervals of every run on a side, pooled (a tag may name several runs), for the
-figures every interval measures; the runs' own figures otherwise, which needs two runs or more
-per side before a test means anything. For each metric of flowrate.results.metrics.METRICS the
-comparison gives the centre of each side, the ratio B/A of the means, the difference B − A with
-Welch's confidence interval, the p-value of Welch's t-test or of the Mann–Whitney U test (both in
-flowrate.measure.stats), and a verdict. flowrate.cli.compare_text renders it.
+The process is the unit (flowrate.results.verdict says why): every run contributes one value per
+metric — its median interval value, or the figure it measured once; a --repeat result one per
+repeat — and the spread between runs is the noise. Intervals only describe how steady each run
+was (the within-run CV). For each metric of flowrate.results.metrics.METRICS the comparison
+gives each side's centre over its runs, the ratio B/A of the means with its confidence interval,
+the p-value, the method and the evidence the verdict rests on ("3 runs a side, between-run CV
+1.9%"). With one run a side nothing can be called unless the store knows this configuration's
+noise on this machine (flowrate.results.noise, passed in as ``history``).
+flowrate.cli.compare_text renders it.
 
 A difference is called only when it is both significant (p < alpha) and large enough to matter
-(|B − A| / A ≥ the minimum effect). The second condition is not decoration: intervals of one run
-are not independent draws (clocks, thermals and the allocator drift together) and pooled
-intervals hide the variation between runs, so p-values over intervals are optimistic; a minimum
-effect keeps a 0.2% "significant" drift from failing a CI job.
-
-The confidence interval is always Welch's interval for the difference of the means, also with
-the Mann–Whitney test (whose p-value is about the distributions, not the means): it is the
-interval a reader expects beside a ratio of means, and it needs no O(n_A·n_B) pairwise
-differences. It is the 1 − alpha interval, so it excludes 0 exactly when Welch's p < alpha.
+(|B/A − 1| ≥ the minimum effect), so a 0.2% "significant" drift does not fail a CI job.
 
 Two sides are also checked for comparability: runs of different problems (name, size, mode,
-shape) are a mismatch the command refuses unless forced, and every differing field of the
-environment fingerprint (device, CPU, software versions, threads) is listed as a warning.
+shape) or on different hardware (device, CPU model) are a mismatch the command refuses unless
+forced, and every differing field of the environment fingerprint (device, CPU, software
+versions, threads) is listed as a warning.
 """
 
 from __future__ import annotations
@@ -32,13 +27,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from flowrate.measure.stats import DEFAULT_ALPHA, mann_whitney, welch
+from flowrate.measure.stats import DEFAULT_ALPHA
 from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result, environment_fingerprint
+from flowrate.results.verdict import DEFAULT_MIN_EFFECT, FASTER, TESTS, Verdict, run_level_verdict
 from flowrate.units import p_value
-
-TESTS = ("welch", "mannwhitney")
-DEFAULT_MIN_EFFECT = 0.01  # a relative difference under 1% is not called
 
 # rate figures say faster/slower; every other figure better/worse
 THROUGHPUT_METRICS = frozenset({"samples_per_sec", "tokens_per_sec", "model_flops_per_sec"})
@@ -48,6 +42,15 @@ NOT_AVAILABLE = "n/a"
 
 # configuration fields that usually differ on purpose: shown, never a warning
 _CONFIGURATION_FIELDS = ("precision", "execution", "optimizer", "device", "threads")
+
+
+@dataclass(frozen=True)
+class History:
+    """What the store knows of this configuration's noise: the between-run CV of samples/s and
+    the runs it comes from (flowrate.results.noise)."""
+
+    cv: float
+    runs: int
 
 
 @dataclass(frozen=True)
@@ -64,34 +67,37 @@ class Difference:
 
 @dataclass(frozen=True)
 class MetricComparison:
-    """One metric of A against B. Figures are None where they cannot be had; ``reason`` says why.
+    """One metric of A against B over one value per process. Figures are None where they cannot
+    be had; ``reason`` says why.
 
     verdict: "faster"/"slower" (throughput) or "better"/"worse" when the difference is significant
     and at least the minimum effect; "not significant" (within noise, or below the minimum
-    effect); "n/a" when no test is possible (one value per side, or a side without the figure).
+    effect); "n/a" when no test is possible (one run a side and no history, or a side without
+    the figure).
     """
 
     metric: str
     label: str
     unit: str
     higher_is_better: bool
-    source: str  # "intervals" (pooled compute intervals), "runs" (one value per run) or "" (none)
-    n_a: int
+    n_a: int  # runs (processes) of A with the figure
     n_b: int
-    mean_a: float | None
+    mean_a: float | None  # over the runs' values
     mean_b: float | None
     median_a: float | None
     median_b: float | None
-    stdev_a: float | None
+    stdev_a: float | None  # between runs
     stdev_b: float | None
+    within_cv_a: float | None  # mean CV over each run's intervals: the runs' steadiness
+    within_cv_b: float | None
     ratio: float | None  # mean B / mean A
-    difference: float | None  # mean B − mean A
-    relative: float | None  # (mean B − mean A) / mean A
-    ci_low: float | None  # Welch's (1 − alpha) interval of the difference, whichever the test
+    relative: float | None  # ratio − 1
+    ci_low: float | None  # the (1 − alpha) interval of the ratio
     ci_high: float | None
-    df: float | None  # Welch–Satterthwaite degrees of freedom (Welch's test)
-    statistic: float | None  # Welch's t, or Mann–Whitney's U of B
     p_value: float | None
+    method: str | None  # the test, e.g. "t-test of the log ratio, Welch (one value per process)"
+    evidence: str | None  # "3 runs a side, between-run CV 1.9%"
+    noise_source: str | None  # "runs", "history" or None (no test)
     verdict: str
     reason: str  # why the verdict: the p-value and effect, or what was missing
 
@@ -117,12 +123,16 @@ class Comparison:
     test: str
     alpha: float
     min_effect: float
+    history: History | None  # the store's noise, where it was looked up
     metrics: list[MetricComparison]
     # environment fingerprint fields that differ between A's and B's first runs
     environment_differences: list[Difference]
     # problem identity (name, size, mode, shape) that differs between A's and B's first runs, then
     # between runs of one side ("size (within A)")
     problem_mismatch: list[Difference]
+    # the hardware (device, CPU model) that differs between A's and B's first runs: the verdict's
+    # noise is one machine's, so this is refused unless forced too
+    machine_mismatch: list[Difference]
     # configuration that differs (precision, batch size, …): usually the point of the comparison
     configuration_differences: list[Difference]
     # runs within one side that differ among themselves, and other cautions, as sentences
@@ -143,7 +153,12 @@ class Comparison:
         data["metrics"] = [
             {**m, "significant": c.significant} for m, c in zip(data["metrics"], self.metrics, strict=True)
         ]
-        for key in ("environment_differences", "problem_mismatch", "configuration_differences"):
+        for key in (
+            "environment_differences",
+            "problem_mismatch",
+            "machine_mismatch",
+            "configuration_differences",
+        ):
             data[key] = [{"field": d["field"], "a": d["a"], "b": d["b"]} for d in data[key]]
         data["warnings"] = self.warnings
         return data
@@ -157,11 +172,14 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     min_effect: float = DEFAULT_MIN_EFFECT,
     labels: tuple[str, str] = ("A", "B"),
+    history: History | None = None,
 ) -> Comparison:
     """Compare the runs of B against the runs of A (the baseline), metric by metric.
 
-    ``test`` is "welch" or "mannwhitney"; ``alpha`` the significance level (the interval is the
-    1 − alpha one); ``min_effect`` the smallest relative difference that is called (0.01 = 1%).
+    ``test`` is "welch" or "mannwhitney" (over the runs' values); ``alpha`` the significance level
+    (the interval is the 1 − alpha one); ``min_effect`` the smallest relative difference that is
+    called (0.01 = 1%); ``history`` the store's between-run noise for this configuration, used
+    when a side has too few runs to show its own.
     """
     if not a or not b:
         raise ValueError("each side needs at least one run")
@@ -172,7 +190,9 @@ def compare(
     if min_effect < 0:
         raise ValueError(f"min_effect must not be negative, got {min_effect}")
     metrics = [
-        m for metric in METRICS.values() if (m := compare_metric(metric, a, b, test, alpha, min_effect))
+        m
+        for metric in METRICS.values()
+        if (m := compare_metric(metric, a, b, test, alpha, min_effect, history))
     ]
     mismatch = _differences(problem_identity(a[0]), problem_identity(b[0]))
     notes = _within_sides(labels, (a, b), mismatch)
@@ -187,11 +207,13 @@ def compare(
         test=test,
         alpha=alpha,
         min_effect=min_effect,
+        history=history,
         metrics=metrics,
         environment_differences=_differences(
             environment_fingerprint(a[0].environment), environment_fingerprint(b[0].environment)
         ),
         problem_mismatch=mismatch,
+        machine_mismatch=_differences(hardware(a[0]), hardware(b[0])),
         configuration_differences=_differences(configuration(a[0]), configuration(b[0])),
         notes=notes,
     )
@@ -218,13 +240,6 @@ def _within_sides(
     return notes
 
 
-def samples(metric: Metric, runs: Sequence[Result], source: str) -> list[float]:
-    """A side's raw samples of a metric: pooled compute intervals, or one value per run."""
-    if source == "intervals":
-        return [v for run in runs for v in metric.interval_values(run)]
-    return [v for run in runs if (v := metric.value(run)) is not None]
-
-
 def compare_metric(
     metric: Metric,
     a: Sequence[Result],
@@ -232,43 +247,53 @@ def compare_metric(
     test: str = "welch",
     alpha: float = DEFAULT_ALPHA,
     min_effect: float = DEFAULT_MIN_EFFECT,
+    history: History | None = None,
 ) -> MetricComparison | None:
-    """One metric of B against A; None when neither side records it.
-
-    The samples are the pooled interval values where both sides have them (a run of an older
-    schema may not), else the per-run values.
-    """
-    source = "intervals"
-    xs, ys = samples(metric, a, source), samples(metric, b, source)
-    if not xs or not ys:
-        source = "runs"
-        xs, ys = samples(metric, a, source), samples(metric, b, source)
+    """One metric of B against A over one value per process; None when neither side records it.
+    ``history`` (samples/s and the figures proportional to it): the store's between-run noise."""
+    xs, ys = side_values(metric, a), side_values(metric, b)
     if not xs and not ys:
         return None
-    figures = _figures(metric, xs, ys)
+    figures = _figures(metric, xs, ys, a, b)
     if not xs or not ys:
         missing = "A" if not xs else "B"
-        return MetricComparison(
-            **figures, source="", verdict=NOT_AVAILABLE, reason=f"not recorded in {missing}"
-        )
-    if len(xs) < 2 or len(ys) < 2:
-        if len(xs) == len(ys) == 1:
-            reason = "one value per side; a test needs 2 runs or more a side"
-        else:
-            reason = f"a test needs 2 values or more a side ({len(xs)} in A, {len(ys)} in B)"
-        return MetricComparison(**figures, source=source, verdict=NOT_AVAILABLE, reason=reason)
-    figures.update(_test(xs, ys, test, alpha))
-    verdict, reason = _verdict(
-        metric, figures["difference"], figures["relative"], figures["p_value"], alpha, min_effect
+        return MetricComparison(**figures, verdict=NOT_AVAILABLE, reason=f"not recorded in {missing}")
+    if min(xs + ys) <= 0:  # a ratio test on the log scale needs positive values
+        return MetricComparison(**figures, verdict=NOT_AVAILABLE, reason="a value is zero or negative")
+    # the throughput figures are proportional to samples/s: they share its between-run CV
+    known = history if metric.name in THROUGHPUT_METRICS and history is not None else None
+    v = run_level_verdict(
+        xs,
+        ys,
+        alpha=alpha,
+        min_effect=min_effect,
+        test=test,
+        history_cv=known.cv if known else None,
+        history_runs=known.runs if known else 0,
     )
-    return MetricComparison(**figures, source=source, verdict=verdict, reason=reason)
+    figures.update(
+        ci_low=_nan_none(v.ci_low),
+        ci_high=_nan_none(v.ci_high),
+        p_value=v.p_value,
+        method=v.method if v.p_value is not None else None,  # no test, no method
+        evidence=v.evidence,
+        noise_source=v.noise_source,
+    )
+    verdict, reason = _verdict(metric, v, alpha, min_effect)
+    return MetricComparison(**figures, verdict=verdict, reason=reason)
 
 
-def _figures(metric: Metric, xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]:
-    """The metric, each side's centre and spread, and (when both sides have values) the ratio and
-    difference of the means; the test's figures are None until _test fills them in."""
+def _figures(
+    metric: Metric, xs: list[float], ys: list[float], a: Sequence[Result], b: Sequence[Result]
+) -> dict[str, Any]:
+    """The metric, each side's centre and spread over its processes and the ratio of the means;
+    the test's figures are None until compare_metric fills them in."""
     ca, cb = _Centre.of(xs), _Centre.of(ys)
-    figures: dict[str, Any] = {
+    ratio = relative = None
+    if ca.mean and cb.mean is not None:
+        ratio = cb.mean / ca.mean
+        relative = (cb.mean - ca.mean) / abs(ca.mean)
+    return {
         "metric": metric.name,
         "label": metric.label,
         "unit": metric.unit,
@@ -281,28 +306,22 @@ def _figures(metric: Metric, xs: Sequence[float], ys: Sequence[float]) -> dict[s
         "median_b": cb.median,
         "stdev_a": ca.stdev,
         "stdev_b": cb.stdev,
-        **dict.fromkeys(
-            ("ratio", "difference", "relative", "ci_low", "ci_high", "df", "statistic", "p_value")
-        ),
+        "within_cv_a": _within_cv(metric, a),
+        "within_cv_b": _within_cv(metric, b),
+        "ratio": ratio,
+        "relative": relative,
+        **dict.fromkeys(("ci_low", "ci_high", "p_value", "method", "evidence", "noise_source")),
     }
-    if xs and ys:
-        mean_a, mean_b = ca.mean or 0.0, cb.mean or 0.0
-        difference = mean_b - mean_a
-        figures.update(
-            difference=difference,
-            ratio=mean_b / mean_a if mean_a else None,
-            relative=difference / abs(mean_a) if mean_a else None,
-        )
-    return figures
 
 
-def _test(xs: Sequence[float], ys: Sequence[float], test: str, alpha: float) -> dict[str, Any]:
-    """The test's figures: Welch's interval whichever the test, and its statistic and p-value."""
-    w = welch(xs, ys, alpha)
-    if test == "welch":
-        return {"ci_low": w.ci_low, "ci_high": w.ci_high, "df": w.df, "statistic": w.t, "p_value": w.p_value}
-    u, p = mann_whitney(xs, ys)
-    return {"ci_low": w.ci_low, "ci_high": w.ci_high, "statistic": u, "p_value": p}
+def _within_cv(metric: Metric, runs: Sequence[Result]) -> float | None:
+    """The mean CV of the metric over each run's intervals: how steady a run is, not the noise."""
+    cvs = []
+    for run in runs:
+        values = metric.interval_values(run)
+        if len(values) > 1 and (mean := statistics.fmean(values)):
+            cvs.append(statistics.stdev(values) / abs(mean))
+    return statistics.fmean(cvs) if cvs else None
 
 
 def significantly_slower(comparison: Comparison, max_drop: float) -> bool | None:
@@ -314,22 +333,24 @@ def significantly_slower(comparison: Comparison, max_drop: float) -> bool | None
     return throughput.verdict == "slower" and -(throughput.relative or 0.0) > max_drop
 
 
-def _verdict(
-    metric: Metric, difference: float, relative: float | None, p: float, alpha: float, min_effect: float
-) -> tuple[str, str]:
-    if p >= alpha:
-        return NOT_SIGNIFICANT, f"within noise (p = {p_value(p)} ≥ {alpha:g})"
-    if difference == 0:  # p < alpha with equal means: the distributions differ, the means do not
-        return NOT_SIGNIFICANT, "equal means"
-    if relative is not None and abs(relative) < min_effect:
+def _verdict(metric: Metric, v: Verdict, alpha: float, min_effect: float) -> tuple[str, str]:
+    if v.p_value is None:
+        return NOT_AVAILABLE, v.evidence
+    relative = v.ratio - 1
+    if v.p_value >= alpha:
+        return NOT_SIGNIFICANT, f"within noise (p = {p_value(v.p_value)} ≥ {alpha:g})"
+    if not v.significant:
         return NOT_SIGNIFICANT, f"below the minimum effect ({relative:+.2%} is under {min_effect:.2%})"
-    higher = difference > 0
+    higher = v.direction == FASTER
     if metric.name in THROUGHPUT_METRICS:
         word = "faster" if higher else "slower"
     else:
         word = "better" if higher == metric.higher_is_better else "worse"
-    effect = f", {relative:+.1%}" if relative is not None else ""
-    return word, f"p = {p_value(p)}{effect}"
+    return word, f"p = {p_value(v.p_value)}, {relative:+.1%}"
+
+
+def _nan_none(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 @dataclass(frozen=True)
@@ -358,6 +379,12 @@ def problem_identity(result: Result) -> dict[str, Any]:
     if isinstance(settings, dict):
         identity.update({f"shape.{key}": value for key, value in settings.items()})
     return identity
+
+
+def hardware(result: Result) -> dict[str, Any]:
+    """The machine's hardware as far as a comparison is concerned: device and CPU model."""
+    fingerprint = environment_fingerprint(result.environment)
+    return {"device_name": fingerprint["device_name"], "cpu_model": fingerprint["cpu_model"]}
 
 
 def configuration(result: Result) -> dict[str, Any]:

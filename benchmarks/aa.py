@@ -1,0 +1,126 @@
+"""Does `flowrate compare --run` call differences that are not there, and find those that are?
+
+Two halves, both real runs through the command a user types, interleaved A B B A in fresh
+processes, RUNS a side:
+
+- A/A: both sides run the same zoo problem (fc_mnist and transformer/mini, in turn). Any
+  "faster" or "slower" verdict on samples/s is a false positive. Target (N = 40): at most 2.
+- A/B: side B runs the same problem slowed by a wait in every step (benchmarks/aa_slow_problem.py),
+  sized from a step time measured at the start so that B runs at 95% of A's samples/s. A
+  "slower" verdict is a detection. Target (N = 40): at least 36.
+
+Side B's problem file differs from A's, so those comparisons pass --force (the problem and its
+shape are the same; only the file that builds it differs).
+
+    python benchmarks/aa.py                           # N = 40 each: about 40 min on 2 cores
+    python benchmarks/aa.py -n 4 --duration 1         # a quick check that it works
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROBLEM_FILE = HERE / "aa_slow_problem.py"
+BASES = ("fc_mnist", "transformer:mini")  # (problem:size) taken in turn
+FALSE_POSITIVES_TARGET = 2 / 40
+DETECTIONS_TARGET = 36 / 40
+
+
+def flowrate(*args: str, env: dict[str, str]) -> str:
+    """Run the flowrate command line; its stdout (a failure stops the benchmark, saying why)."""
+    command = [sys.executable, "-m", "flowrate", *args]
+    done = subprocess.run(command, check=False, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"flowrate {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+def spec(factory: str, flags: str) -> str:
+    """A side's `flowrate run` options: the problem file's factory and the run flags."""
+    return f"-p {PROBLEM_FILE}:{factory} --device cpu {flags}"
+
+
+def calibrated_wait(flags: str, slowdown: float, env: dict[str, str]) -> tuple[float, float]:
+    """The wait per step that makes B run at (1 − slowdown) of A's samples/s, from one measured
+    run of A (its median interval rate and batch size), and that step time."""
+    run = json.loads(flowrate("run", *spec("make_problem", flags).split(), "--no-store", "--json", env=env))
+    step_s = run["batch_size"] / run["summary"]["median_samples_per_sec"]
+    return step_s * (1 / (1 - slowdown) - 1), step_s
+
+
+def comparison(
+    base: str, runs: int, flags: str, wait_s: float | None, store: str, env: dict[str, str]
+) -> dict[str, object]:
+    """One interleaved comparison through `flowrate compare --run`; its samples/s row."""
+    slow = wait_s is not None
+    side_env = {**env, "FLOWRATE_AA_BASE": base, "FLOWRATE_AA_WAIT_S": str(wait_s or 0.0)}
+    b_factory = "make_slow_problem" if slow else "make_problem"
+    args = ["compare", "--run", spec("make_problem", flags), spec(b_factory, flags)]
+    args += ["--runs", str(runs), "--format", "json", "--store", store, *(["--force"] if slow else [])]
+    metrics = json.loads(flowrate(*args, env=side_env))["metrics"]
+    row: dict[str, object] = next(m for m in metrics if m["metric"] == "samples_per_sec")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=40, help="comparisons of each kind (A/A and A/B)")
+    parser.add_argument("--runs", type=int, default=3, help="runs a side")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds each run measures")
+    parser.add_argument("--slowdown", type=float, default=0.05, help="B's planted slowdown")
+    parser.add_argument(
+        "--problems",
+        default=",".join(BASES),
+        help="zoo problems (problem:size) taken in turn, comma-separated",
+    )
+    parser.add_argument("--threads", type=int, help="--threads of every run [default: PyTorch's]")
+    args = parser.parse_args()
+    flags = f"--duration {args.duration}" + (f" --threads {args.threads}" if args.threads else "")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        store = str(Path(folder) / "aa.db")
+        bases = args.problems.split(",")
+        waits = {}
+        for base in bases:
+            env["FLOWRATE_AA_BASE"] = base
+            waits[base], step = calibrated_wait(flags, args.slowdown, env)
+            wait_ms = waits[base] * 1e3
+            print(
+                f"{base}: step {step * 1e3:.3f} ms, wait {wait_ms:.3f} ms for a {args.slowdown:.0%} slowdown"
+            )
+        false_positives = detections = 0
+        for kind in ("A/A", "A/B"):
+            for index in range(args.n):
+                base = bases[index % len(bases)]
+                row = comparison(base, args.runs, flags, waits[base] if kind == "A/B" else None, store, env)
+                called = bool(row["significant"])
+                false_positives += kind == "A/A" and called
+                detections += kind == "A/B" and called and float(row["ratio"]) < 1  # type: ignore[arg-type]
+                print(
+                    f"{kind} {index + 1:>3} {base:<17} B/A {row['ratio']:.4f} "
+                    f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] p {row['p_value']:.3g}  {row['verdict']}"
+                    f"  ({row['evidence']})",
+                    flush=True,
+                )
+    minutes = (time.perf_counter() - started) / 60
+    print(
+        f"\n{args.n} A/A comparisons, {args.runs} runs a side ({flags}): "
+        f"{false_positives} false positives (target ≤ {FALSE_POSITIVES_TARGET * args.n:.1f})"
+    )
+    print(
+        f"{args.n} A/B comparisons with a {args.slowdown:.0%} slowdown: {detections} detected "
+        f"(target ≥ {DETECTIONS_TARGET * args.n:.1f}); {minutes:.1f} min in all"
+    )
+
+
+if __name__ == "__main__":
+    main()

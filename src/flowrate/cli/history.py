@@ -1,0 +1,85 @@
+"""`flowrate history -p PROBLEM --detect`: samples/s over commits, its steps, and a CI gate.
+
+The series are flowrate.analysis.history's (one per configuration on a machine), the steps
+flowrate.analysis.steps'; this module chooses the runs, prints, and turns a regression into an
+exit code with --fail-if-slower.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from flowrate.cli.options import FiniteRange, filter_options, store_option
+
+
+@click.command("history")
+@filter_options
+@store_option
+@click.option("--detect", is_flag=True, help="Fit steps (asv-style) and report each: size, interval, commit.")
+@click.option(
+    "--fail-if-slower",
+    "fail_pct",
+    type=FiniteRange(min=0),
+    metavar="PCT",
+    help="For CI (implies --detect): exit 1 when a series dropped by more than PCT percent at a step "
+    "and its last level is still that far below the level before it.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the series (and steps) as JSON on stdout.")
+def command(store: str | None, detect: bool, fail_pct: float | None, as_json: bool, **flags: Any) -> None:
+    """Show a problem's samples/s across the history of the code, and find where it changed.
+
+    Runs (chosen with -p PROBLEM and any other filters) are grouped by configuration on a
+    machine; each group is one series. Points are commits — the commit of the flowrate checkout
+    each run recorded, in the order commits were first recorded, each point the mean of its runs —
+    or, when runs record no commit, runs in time order (said so). With --detect a fit of
+    constant levels with a penalty per step, each point weighted by its runs, finds the steps:
+    each with its size, its interval and the first commit after it. `flowrate report` plots each
+    series with its steps marked.
+
+    Exit codes: 0 shown; 1 a regression over --fail-if-slower; 2 bad input (no -p, no runs, or
+    a history of one point).
+    """
+    from flowrate.analysis.history import build_series, regressions, with_steps
+    from flowrate.cli import console, history_text
+    from flowrate.cli.select import pop_filter, select_runs
+    from flowrate.errors import FlowrateError, RunFailed
+
+    if not flags.get("problem"):
+        raise click.UsageError("name the problem: flowrate history -p PROBLEM [filters]")
+    runs = select_runs(store, [], pop_filter(flags))
+    built = build_series(run.result for run in runs)
+    series = [s for s in built if len(s.points) > 1]
+    if not series:
+        only = built[0].points[0] if built and built[0].points else None
+        what = f" ({only.label})" if only else ""
+        raise FlowrateError(
+            f"a history needs 2 points or more; the runs that match make one{what}: record runs at "
+            "other commits, or widen the filters"
+        )
+    if detect or fail_pct is not None:
+        series = [with_steps(s) for s in series]
+    for s in series:
+        for line in s.notes:
+            console.warn(line)
+    if as_json:
+        console.data(json.dumps(history_text.to_json(series), indent=2))
+    else:
+        for s in series:
+            table = history_text.header(s), history_text.rows(s)
+            console.grid(s.title, *table, right_aligned=history_text.RIGHT_ALIGNED)
+            for line in history_text.step_lines(s):
+                console.status(line)
+        for s in built:
+            if len(s.points) == 1:
+                console.status(history_text.skipped_line(s))
+    if fail_pct is not None:
+        failing = [
+            history_text.regression_message(s, k, fail_pct)
+            for s in series
+            for k in regressions(s, fail_pct / 100)
+        ]
+        if failing:
+            raise RunFailed("; ".join(failing))

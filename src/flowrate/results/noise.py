@@ -1,0 +1,190 @@
+"""The noise model: how much samples/s varies between runs of one configuration on one machine.
+
+pyperf and asv learn a benchmark's noise from its past runs; so does flowrate. Runs are grouped by
+what must match for their numbers to be draws of one quantity: the problem (name, size, mode,
+shape), the configuration (batch size, precision, execution, optimizer, device, threads) and
+the machine (host name, device, CPU model, thread count). Each process — a run, or each repeat of
+a --repeat result — is one value: its median interval samples/s. Per group:
+
+- between-run CV: the spread of those values relative to their mean, pooled over the commits
+  the runs were made at (runs of different code differ for a reason: a step is not noise; runs
+  without a commit are one group, so a store of changing code without commit metadata overstates
+  the noise — fewer differences called, never more);
+- within-run CV: the mean of each run's own interval CV (how steady a run is inside);
+- intraclass correlation: the share of one interval's variance that is the run's offset,
+  σ_b² / (σ_b² + σ_w²), with σ_w² the mean within-run variance and σ_b² the between-run variance
+  of the run values less what their own sampling explains (Σ σ_w,i²/m_i / k), floored at 0 —
+  the one-way random-effects estimate, on values relative to the group mean.
+
+compare uses a group's between-run CV when a side has too few runs to show its own
+(flowrate.results.verdict), pooling A's and B's groups and leaving out the compared runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flowrate.results.compare import History, configuration, problem_identity
+from flowrate.results.schema import Result, environment_fingerprint
+
+MIN_HISTORY_RUNS = 3  # fewer earlier runs say too little about the spread to stand in for it
+
+
+@dataclass(frozen=True)
+class ProcessPoint:
+    """One process's samples/s: its median interval rate and how steady its intervals were."""
+
+    run_id: str
+    value: float
+    within_cv: float | None
+    intervals: int
+    created_at: str
+    commit: str | None  # the flowrate checkout's commit, where the run recorded one
+    dirty: bool | None
+
+
+def process_points(result: Result) -> list[ProcessPoint]:
+    """The processes a result stands for: itself, or each repeat of a --repeat result."""
+    flowrate = result.environment.get("flowrate")
+    commit = flowrate.get("commit") if isinstance(flowrate, dict) else None
+    dirty = flowrate.get("dirty") if isinstance(flowrate, dict) else None
+
+    def point(run_id: str, value: Any, cv: Any, intervals: Any) -> ProcessPoint | None:
+        if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            return None
+        within = float(cv) if isinstance(cv, int | float) and math.isfinite(cv) else None
+        count = intervals if isinstance(intervals, int) else 0
+        return ProcessPoint(run_id, float(value), within, count, result.created_at, commit, dirty)
+
+    entries = (result.repeat or {}).get("runs") or []
+    made = [
+        point(
+            e.get("run_id") or result.run_id, e.get("median_samples_per_sec"), e.get("cv"), e.get("intervals")
+        )
+        for e in entries
+    ]
+    if not entries:
+        s = result.summary
+        made = [point(result.run_id, s.median_samples_per_sec, s.cv, s.intervals)]
+    return [p for p in made if p is not None]
+
+
+def machine(result: Result) -> dict[str, Any]:
+    """What identifies the machine a run ran on (software versions are not the machine)."""
+    fingerprint = environment_fingerprint(result.environment)
+    return {
+        "hostname": result.environment.get("hostname"),
+        "device_name": fingerprint["device_name"],
+        "cpu_model": fingerprint["cpu_model"],
+        "num_threads": fingerprint["num_threads"],
+    }
+
+
+def configuration_key(result: Result) -> str:
+    """Runs with equal keys measure one quantity on one machine: their spread is noise."""
+    fields = {**problem_identity(result), **configuration(result), **machine(result)}
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """The noise of one configuration on one machine."""
+
+    key: str  # configuration_key
+    problem: dict[str, Any]  # problem_identity
+    configuration: dict[str, Any]
+    machine: dict[str, Any]
+    runs: int  # processes
+    mean_samples_per_sec: float
+    between_cv: float | None  # None with one process
+    within_cv: float | None
+    icc: float | None  # None without both a between and a within figure
+
+
+def pooled_cv(points: Sequence[ProcessPoint]) -> tuple[float | None, int]:
+    """(the between-run CV pooled over commits, its degrees of freedom): √(Σ (v/mean_c − 1)² /
+    Σ (n_c − 1)) over the commits c (and dirty or not) with two processes or more."""
+    by_commit: dict[tuple[str | None, bool | None], list[float]] = {}
+    for p in points:
+        by_commit.setdefault((p.commit, p.dirty), []).append(p.value)
+    squares, df = 0.0, 0
+    for values in by_commit.values():
+        if len(values) > 1:
+            mean = statistics.fmean(values)
+            squares += sum((v / mean - 1) ** 2 for v in values)
+            df += len(values) - 1
+    return (math.sqrt(squares / df) if df else None), df
+
+
+def noise_of(points: Sequence[ProcessPoint]) -> tuple[float | None, float | None, float | None]:
+    """(between-run CV, within-run CV, intraclass correlation) of one group's processes."""
+    between, _ = pooled_cv(points)
+    steady = [p for p in points if p.within_cv is not None]
+    within = statistics.fmean(p.within_cv for p in steady if p.within_cv is not None) if steady else None
+    if between is None or within is None:
+        return between, within, None
+    sampling = statistics.fmean(
+        (p.within_cv or 0.0) ** 2 / p.intervals if p.intervals > 0 else 0.0 for p in steady
+    )
+    sigma_b2 = max(0.0, between**2 - sampling)
+    sigma_w2 = statistics.fmean((p.within_cv or 0.0) ** 2 for p in steady)
+    total = sigma_b2 + sigma_w2
+    return between, within, sigma_b2 / total if total > 0 else None
+
+
+def noise_table(results: Iterable[Result]) -> list[NoiseRow]:
+    """One row per configuration on a machine, most runs first."""
+    groups: dict[str, tuple[Result, list[ProcessPoint]]] = {}
+    for result in results:
+        key = configuration_key(result)
+        groups.setdefault(key, (result, []))[1].extend(process_points(result))
+    rows = []
+    for key, (first, points) in groups.items():
+        if not points:
+            continue
+        between, within, icc = noise_of(points)
+        rows.append(
+            NoiseRow(
+                key=key,
+                problem=problem_identity(first),
+                configuration=configuration(first),
+                machine=machine(first),
+                runs=len(points),
+                mean_samples_per_sec=statistics.fmean(p.value for p in points),
+                between_cv=between,
+                within_cv=within,
+                icc=icc,
+            )
+        )
+    return sorted(rows, key=lambda r: -r.runs)
+
+
+def history_for(
+    results: Iterable[Result], sides: Sequence[Result], exclude: Iterable[str] = ()
+) -> History | None:
+    """The between-run noise the store knows for the configurations of ``sides`` (each side's
+    first run), from ``results`` less the runs ``exclude`` names; None under MIN_HISTORY_RUNS.
+
+    Configurations and commits are pooled on the relative scale (pooled_cv); ``runs`` is the
+    pooled degrees of freedom + 1, so the verdict's degrees of freedom (runs − 1) are the pooled
+    ones.
+    """
+    keys = {configuration_key(r) for r in sides}
+    skip = set(exclude)
+    groups: dict[str, list[ProcessPoint]] = {}
+    for result in results:
+        if result.run_id in skip or (key := configuration_key(result)) not in keys:
+            continue
+        groups.setdefault(key, []).extend(p for p in process_points(result) if p.run_id not in skip)
+    squares, df = 0.0, 0
+    for points in groups.values():
+        cv, n = pooled_cv(points)
+        squares, df = squares + (cv or 0.0) ** 2 * n, df + n
+    if df + 1 < MIN_HISTORY_RUNS:
+        return None
+    return History(cv=math.sqrt(squares / df), runs=df + 1)

@@ -1,0 +1,183 @@
+"""Is B faster than A? A verdict over runs, with the process as the unit: pure statistics.
+
+Intervals of one process share that process's offset (memory layout, autotuned kernels, clocks,
+neighbours), so they are not independent draws: with m intervals and intraclass correlation ρ
+the variance of their mean is 1 + (m − 1)ρ times what pooling assumes. Here each run (each
+process) contributes one value — its median interval rate, or a figure it measured once — and
+the spread between runs is the noise.
+
+The ratio B/A of the sides' means is tested on the log scale (delta method): the standard error
+of log(B/A) is √(s_A²/(n_A·x̄_A²) + s_B²/(n_B·x̄_B²)), with Welch–Satterthwaite degrees of
+freedom; the interval is exp(± t·se) around the ratio, and p is the two-sided t probability of
+log(B/A)/se, so the interval excludes 1 exactly when p < alpha. With too few runs to know the
+spread (a side under MIN_OWN_RUNS), a between-run CV the store measured for this configuration on
+this machine (flowrate.results.noise) stands in for it — never below what the runs themselves
+show — and the verdict says so. One run a side and no history: no verdict, and how to get one.
+
+A difference is called only when significant (p < alpha) and at least ``min_effect``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.special import ndtr, ndtri, stdtr, stdtrit
+
+from flowrate.measure.stats import DEFAULT_ALPHA, mann_whitney
+
+DEFAULT_MIN_EFFECT = 0.01
+TESTS = ("welch", "mannwhitney")
+# with fewer runs than this on a side, a known between-run CV from history is preferred
+MIN_OWN_RUNS = 3
+FASTER, SLOWER, SAME, UNKNOWN = "faster", "slower", "same", "unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """B against A over per-run values. ratio, ci_low and ci_high are NaN where unknown."""
+
+    ratio: float  # mean B / mean A of the per-run values
+    ci_low: float  # (1 − alpha) interval of the ratio
+    ci_high: float
+    p_value: float | None
+    significant: bool  # p < alpha and |ratio − 1| ≥ min_effect
+    direction: str  # "faster" (B higher), "slower", "same" (not called) or "unknown" (no test)
+    method: str  # how: "Welch over per-run values", …
+    evidence: str  # what it rests on: "3 runs a side, between-run CV 1.9%"
+    runs_a: int
+    runs_b: int
+    noise_source: str | None  # "runs" (their own spread), "history" (the store's) or None
+
+
+@dataclass(frozen=True)
+class _LogRatio:
+    ratio: float
+    se: float  # standard error of log(ratio)
+    df: float  # inf: known noise (normal)
+    cv: float  # the between-run CV the standard error was built from
+
+
+def _own(a: Sequence[float], b: Sequence[float]) -> _LogRatio:
+    """log(B/A) with its standard error from the runs' own spread (each side ≥ 2 runs)."""
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    qa = statistics.variance(a) / (len(a) * ma * ma)
+    qb = statistics.variance(b) / (len(b) * mb * mb)
+    se2 = qa + qb
+    denominator = qa * qa / (len(a) - 1) + qb * qb / (len(b) - 1)
+    df = se2 * se2 / denominator if denominator > 0 else math.inf
+    pooled = (qa * len(a) * (len(a) - 1) + qb * len(b) * (len(b) - 1)) / (len(a) + len(b) - 2)
+    return _LogRatio(mb / ma, math.sqrt(se2), df, math.sqrt(pooled))
+
+
+def _known(a: Sequence[float], b: Sequence[float], cv: float, df: float) -> _LogRatio:
+    """log(B/A) with its standard error from a known between-run CV."""
+    ratio = statistics.fmean(b) / statistics.fmean(a)
+    return _LogRatio(ratio, cv * math.sqrt(1 / len(a) + 1 / len(b)), df, cv)
+
+
+def _check(a: Sequence[float], b: Sequence[float]) -> None:
+    if not a or not b:
+        raise ValueError("each side needs at least one run's value")
+    if any(not math.isfinite(v) or v <= 0 for v in (*a, *b)):
+        raise ValueError("per-run values must be finite and positive")
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], *, level: float) -> tuple[float, float]:
+    """The ``level`` confidence interval of mean(B)/mean(A) from the runs' own spread (≥ 2 a
+    side): for sequential stopping (keep adding pairs until it is narrow enough)."""
+    _check(a, b)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"a ratio interval needs 2 runs or more a side, got {len(a)} and {len(b)}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie between 0 and 1, got {level}")
+    return _interval(_own(a, b), 1 - level)
+
+
+def _interval(lr: _LogRatio, alpha: float) -> tuple[float, float]:
+    if lr.se == 0:
+        return lr.ratio, lr.ratio
+    half = float(stdtrit(lr.df, 1 - alpha / 2)) * lr.se if math.isfinite(lr.df) else _z(alpha) * lr.se
+    return lr.ratio * math.exp(-half), lr.ratio * math.exp(half)
+
+
+def _z(alpha: float) -> float:
+    return float(ndtri(1 - alpha / 2))
+
+
+def _p(lr: _LogRatio) -> float:
+    if lr.se == 0:
+        return 1.0 if lr.ratio == 1 else 0.0
+    t = abs(math.log(lr.ratio)) / lr.se
+    if not math.isfinite(lr.df):
+        return float(2 * ndtr(-t))
+    return float(2 * stdtr(lr.df, -t))
+
+
+def run_level_verdict(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    history_cv: float | None = None,
+    history_runs: int = 0,
+    test: str = "welch",
+) -> Verdict:
+    """B against A, one value per run on each side (each run's median samples/s, or its figure).
+
+    ``history_cv``: the between-run CV the store knows for this configuration on this machine,
+    from ``history_runs`` runs; used when a side has fewer than MIN_OWN_RUNS runs. ``test``:
+    "welch" (the log-ratio t-test above) or "mannwhitney" (its p from the Mann–Whitney U test
+    over the runs' values; the interval stays the t one; with the history's spread it is the
+    t-test, as ranks cannot use a known spread).
+    """
+    _check(a, b)
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
+    if history_cv is not None and not (math.isfinite(history_cv) and history_cv >= 0):
+        raise ValueError(f"history_cv must be a finite CV ≥ 0, got {history_cv}")
+    na, nb = len(a), len(b)
+    few = min(na, nb) < MIN_OWN_RUNS
+    own = _own(a, b) if min(na, nb) >= 2 else None
+    if history_cv is not None and (few or own is None):
+        cv = max(history_cv, own.cv) if own is not None else history_cv
+        df = float(history_runs - 1) if history_runs > 1 else math.inf
+        lr, source = _known(a, b, cv, df), "history"
+        earlier = f"{history_runs} earlier runs of this configuration on this machine"
+        evidence = f"{_runs(na, nb)}, between-run CV {cv:.1%} from {earlier}"
+        if own is not None and own.cv > history_cv:
+            evidence = (
+                f"{_runs(na, nb)}, between-run CV {cv:.1%} (their own: above the {history_cv:.1%} of "
+                f"{earlier})"
+            )
+    elif own is not None:
+        lr, source = own, "runs"
+        evidence = f"{_runs(na, nb)}, between-run CV {own.cv:.1%}"
+    else:
+        ratio = statistics.fmean(b) / statistics.fmean(a)
+        evidence = (
+            f"{_runs(na, nb)}: no spread between runs to judge by; repeat each side "
+            f"(--repeat {MIN_OWN_RUNS} or more) or record more runs of this configuration"
+        )
+        return Verdict(ratio, math.nan, math.nan, None, False, UNKNOWN, "none", evidence, na, nb, None)
+    low, high = _interval(lr, alpha)
+    if test == "mannwhitney" and source == "runs":
+        p, method = mann_whitney(a, b)[1], "Mann–Whitney over per-run values"
+    else:
+        p = _p(lr)
+        method = "t-test of the log ratio, " + ("known between-run CV" if source == "history" else "Welch")
+    method += " (one value per process)"
+    significant = p < alpha and abs(lr.ratio - 1) >= min_effect and lr.ratio != 1
+    direction = (FASTER if lr.ratio > 1 else SLOWER) if significant else SAME
+    return Verdict(lr.ratio, low, high, p, significant, direction, method, evidence, na, nb, source)
+
+
+def _runs(na: int, nb: int) -> str:
+    if na == nb:
+        return f"{na} run{'s' if na != 1 else ''} a side"
+    return f"{na} run{'s' if na != 1 else ''} of A, {nb} of B"
