@@ -38,6 +38,9 @@ class Precision(enum.StrEnum):
     fp32: everything in fp32, TF32 off. tf32: fp32 with TF32 matmuls (CUDA, Ampere and newer).
     bf16 / fp16: autocast mixed precision over fp32 master weights; fp16 adds dynamic loss
     scaling (GradScaler). pure-bf16: weights, gradients and optimizer state in bf16.
+    int8-weights / int8-dynamic: inference on torchao-quantized linear layers (int8 weights; the
+    second also quantizes activations per token at run time). fp8: torchao float8 training
+    (float8 linear matmuls, bf16 autocast elsewhere; CUDA compute capability 8.9 or newer).
     """
 
     FP32 = "fp32"
@@ -45,6 +48,14 @@ class Precision(enum.StrEnum):
     BF16 = "bf16"
     FP16 = "fp16"
     PURE_BF16 = "pure-bf16"
+    INT8_WEIGHTS = "int8-weights"
+    INT8_DYNAMIC = "int8-dynamic"
+    FP8 = "fp8"
+
+    @property
+    def inference_only(self) -> bool:
+        """Formats that quantize a trained model for inference: a training step cannot use them."""
+        return self in (Precision.INT8_WEIGHTS, Precision.INT8_DYNAMIC)
 
     @classmethod
     def parse(cls, value: str | Precision) -> Precision:
@@ -102,8 +113,9 @@ class RunConfig:
     """Zoo name ("transformer", "gpt2", "resnet50", …) or a user problem "path/to/file.py:factory"."""
     size: str | None = None
     """Named size of the problem family ("debug", "gpt2-medium", …); None takes the family default."""
-    problem_options: dict[str, int] = field(default_factory=dict)
-    """Overrides of the problem's shape (seq_len, image_size, layers, …; kernels: m, n, k, …)."""
+    problem_options: dict[str, int | str] = field(default_factory=dict)
+    """Overrides of the problem's shape (seq_len, image_size, layers, …; kernels: m, n, k, …);
+    a library model's config values from --hf-config stay strings, typed by the model's config."""
     mode: Mode | None = None
     """None takes the problem's default mode (train for models, infer for kernels)."""
 
@@ -128,6 +140,9 @@ class RunConfig:
     """Where the weights live: on the device, or streamed from host memory (see Execution)."""
     recompute: bool = False
     """Streaming: recompute each block's activations in backward instead of keeping them."""
+    resident_blocks: int | None = None
+    """Streaming: how many outermost blocks (first, last, second, …) stay on the device with a
+    device optimizer; None: the end blocks that fit in 1/8 of a CUDA device's memory, none on a CPU."""
     clip_grad_norm: float | None = None
     """Clip the global gradient norm to this value before the optimizer step (None: no clipping)."""
     compile: bool = False
@@ -210,7 +225,10 @@ class RunConfig:
         return self.mode
 
     def for_problem(self, modes: tuple[Mode, ...], default_mode: Mode, name: str) -> RunConfig:
-        """This config with the mode settled for a problem that runs ``modes``."""
+        """This config with the mode settled for a problem that runs ``modes`` (inference for a
+        format that only infers)."""
+        if self.precision.inference_only and Mode.INFER in modes:
+            default_mode = Mode.INFER
         mode = self.mode or default_mode
         if mode not in modes:
             only = " or ".join(m.value for m in modes)
@@ -286,6 +304,7 @@ BOUNDS: dict[str, Bounds] = {
     "global_batch_size": _COUNT,
     "learning_rate": _POSITIVE,
     "clip_grad_norm": _POSITIVE,
+    "resident_blocks": Bounds("an integer 0 or more", 0, 1024),
     "device_memory_limit_gib": _POSITIVE,
     "seed": Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)"),
     "threads": Bounds("a positive integer", 1, 1024),
@@ -311,7 +330,8 @@ def _check_problem(config: RunConfig) -> None:
     if not config.problem or not isinstance(config.problem, str):
         raise ConfigError("problem", "name a zoo problem (see `flowrate list`) or PATH.py:FACTORY")
     for key, value in config.problem_options.items():
-        OPTION_BOUNDS.check(key, value)
+        if not isinstance(value, str):
+            OPTION_BOUNDS.check(key, value)
 
 
 def parse_batch_size(value: int | str | None) -> int | str | None:
@@ -342,8 +362,19 @@ def _check_execution(config: RunConfig) -> None:
     """Options that belong to one way of holding the weights."""
     if config.recompute and config.execution is not Execution.STREAMING:
         raise ConfigError("recompute", "applies to --execution streaming only")
+    if config.resident_blocks is not None and config.execution is not Execution.STREAMING:
+        raise ConfigError("resident_blocks", "applies to --execution streaming only")
     if config.compile and config.execution is not Execution.RESIDENT:
         raise ConfigError("compile", "applies to --execution resident only")
+    quantized = config.precision.inference_only or config.precision is Precision.FP8
+    if quantized and config.execution is not Execution.RESIDENT:
+        raise ConfigError("precision", f"{config.precision} runs with --execution resident only")
+    if config.precision.inference_only and config.mode is Mode.TRAIN:
+        raise ConfigError(
+            "precision",
+            f"{config.precision} quantizes a model for inference and cannot train; use --mode infer "
+            "(or fp8 to train in a low-precision format)",
+        )
 
 
 def _check_device(config: RunConfig) -> None:

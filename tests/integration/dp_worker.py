@@ -1,14 +1,17 @@
 """One rank of the executor-level data-parallel tests, run as a script with torchrun's variables.
 
 Trains each problem for STEPS steps, resident in DistributedDataParallel and then streamed with
-host gradients averaged over the ranks, on this rank's own batches; saves every step's loss and
-the final weights of each to OUT-RANK.pt. test_data_parallel.py compares them with one process
-training on the ranks' batches concatenated.
+gradients averaged over the ranks on the device (as flowrate run does it), on this rank's own
+batches; saves every step's loss and the final weights of each to OUT-RANK.pt.
+test_data_parallel.py compares them with one process training on the ranks' batches concatenated.
+``dp_worker.py reduce OUT`` checks average_device_gradients and the groups' timeout instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import torch
 
@@ -44,7 +47,7 @@ def train(
     model = problem.build_model()
     policy = PrecisionPolicy(Precision.FP32, torch.device("cpu"))
     if execution == "streaming":
-        reduce = dp.average_host_gradients if dp is not None else None
+        reduce = dp.average_device_gradients if dp is not None else None
         streamed = StreamingExecutor(
             problem, model, policy, Mode.TRAIN, OptimizerName.ADAMW, LR, reduce_gradients=reduce
         )
@@ -71,5 +74,31 @@ def main(out: str) -> None:
         torch.save(saved, f"{out}-{dp.rank}.pt")
 
 
+def reduce_main(out: str) -> None:
+    """average_device_gradients on two ranks, each dtype; then a group made with a 3 s timeout
+    while rank 1 stays away: rank 0 must hear of it after 3 s, not after new_group's 30 minutes."""
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        base = torch.tensor([0.5, -1.25, 3.0, 7.5])
+        saved: dict[str, object] = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            flat = (base * (2 * dp.rank + 1)).to(dtype)  # ranks hold 1x and 3x: the mean is 2x
+            dp.average_device_gradients(flat)
+            saved[str(dtype)] = flat
+        impatient = DataParallel(dp.rank, dp.world_size, dp.local_rank, dp.device, 3.0, owns_group=False)
+        if dp.rank == 1:
+            time.sleep(120)  # alive, connected, and silent
+        try:
+            impatient.average_device_gradients(torch.ones(4))
+            saved["timeout"] = "no error"
+        except RuntimeError as error:  # DistError is a RuntimeError
+            saved["timeout"] = str(error).splitlines()[0]
+        torch.save(saved, f"{out}-{dp.rank}.pt")
+        os._exit(0)  # rank 1 is still in its sleep: leave without tearing the groups down
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "reduce":
+        reduce_main(sys.argv[2])
+    else:
+        main(sys.argv[1])

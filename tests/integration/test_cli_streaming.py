@@ -3,6 +3,7 @@ memory was held; checkpoints hold the fp32 masters; bad input is one line."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import torch
@@ -63,3 +64,58 @@ def test_streaming_bad_input_is_one_line(run_cli) -> None:  # type: ignore[no-un
     assert limit.code == 2 and "--device-memory-limit: applies to CUDA devices" in limit.stderr
     recompute = run_cli("run", *TINY, "--recompute")
     assert recompute.code == 2 and "--recompute: applies to --execution streaming only" in recompute.stderr
+
+
+REUSED_BLOCK = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+    import flowrate
+
+
+    class Reused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+
+        def forward(self, x):
+            return self.blocks[1](self.blocks[0](self.blocks[0](x)))  # block 0 runs twice
+
+
+    class ReusedProblem(flowrate.Problem):
+        name = "reused"
+
+        def build_model(self):
+            return Reused()
+
+        def make_batch(self, batch_size, device, generator):
+            return (torch.randn(batch_size, 8, generator=generator, device=device),)
+
+        def loss(self, model, batch):
+            return model(batch[0]).square().mean()
+
+        def parameter_count(self):
+            return 144
+
+        def forward_flops_per_sample(self):
+            return 384
+
+
+    def make():
+        return ReusedProblem()
+    """
+)
+
+
+def test_a_users_model_that_reuses_a_block_is_refused_in_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "reused.py"
+    path.write_text(REUSED_BLOCK)
+    outcome = run_cli("run", "-p", f"{path}:make", *FAST, "--quiet", "--no-store", "--execution", "streaming")
+    assert outcome.code == 2, outcome.stderr
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and "block 0 (Linear) ran twice in one forward" in lines[0]
+    resident = run_cli("run", "-p", f"{path}:make", *FAST, "--quiet", "--no-store", "--resident-blocks", "1")
+    assert (
+        resident.code == 2 and "--resident-blocks: applies to --execution streaming only" in resident.stderr
+    )

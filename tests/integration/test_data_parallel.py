@@ -107,6 +107,21 @@ def test_ddp_equals_one_process_on_the_concatenated_batch_and_streaming_equals_r
             torch.testing.assert_close(saved[(name, "streaming")][1], saved[(name, "resident")][1])
 
 
+def test_device_gradients_are_averaged_over_ranks_and_every_group_keeps_the_runs_timeout(
+    tmp_path: Path,
+) -> None:
+    worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "reduce", str(tmp_path / "out")]
+    # the hang guard: rank 0 must stop on its own, long before rank 1's 120 s silence ends
+    (first,) = launch([worker, worker], tmp_path, timeout=80, only_rank_0=True)
+    assert first.code == 0, first.stderr
+    saved = torch.load(tmp_path / "out-0.pt")
+    base = torch.tensor([0.5, -1.25, 3.0, 7.5])
+    for dtype in (torch.float32, torch.bfloat16):
+        flat = saved[str(dtype)]
+        assert flat.dtype == dtype and torch.equal(flat, (2 * base).to(dtype))  # (1x + 3x) / 2, exact
+    assert "Timed out waiting 3000ms" in saved["timeout"], saved["timeout"]  # gloo, at the group's 3 s
+
+
 def test_a_two_rank_run_sums_the_ranks_and_only_rank_0_reports(tmp_path: Path, results_store: Path) -> None:
     run = [*FLOWRATE, "run", *TINY, "--global-batch-size", "16", "--steps", "8", "--json", "-t", "dp"]
     first, second = launch([run, run], tmp_path)

@@ -60,6 +60,17 @@ class BatchSize(click.ParamType):
             raise ConfigError("--batch-size", mistake.message) from None
 
 
+class ResidentBlocks(click.ParamType):
+    """--resident-blocks: a count within its bounds, or 'auto' (None: the executor chooses)."""
+
+    name = "resident_blocks"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or str(value).lower() == "auto":
+            return None
+        return Setting("resident_blocks").convert(value, param, ctx)
+
+
 SHAPE = Setting(OPTION_BOUNDS)  # the shape flags: each family's config refuses what it cannot take
 
 
@@ -165,6 +176,13 @@ _RUN_OPTIONS = [
         is_flag=True,
         default=None,
         help="Streaming: recompute each block's activations in backward instead of keeping them.",
+    ),
+    click.option(
+        "--resident-blocks",
+        type=ResidentBlocks(),
+        metavar="N|auto",
+        help="Streaming: keep the N outermost blocks (first, last, second, …) on the device with a "
+        "device optimizer. [default: auto: the end blocks that fit in 1/8 of a CUDA device's memory]",
     ),
     click.option(
         "--clip-grad-norm",
@@ -289,6 +307,20 @@ _RUN_OPTIONS = [
         multiple=True,
         metavar="KEY=VALUE",
         help="Any shape option of the problem, e.g. -O m=4096 for gemm (see `flowrate list`).",
+    ),
+    click.option(
+        "--hf-config",
+        "hf_config",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="hf: models: a config value, typed as the config class has it, e.g. --hf-config "
+        "num_hidden_layers=4 (repeatable; task=causal-lm|masked-lm|seq2seq|sequence-classification "
+        "picks the task).",
+    ),
+    click.option(
+        "--preset",
+        help="hf: models: a published architecture's config values, e.g. llama-3.2-1b "
+        "(`flowrate list --source hf`). [default: a tiny debug size]",
     ),
 ]
 

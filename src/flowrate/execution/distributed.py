@@ -5,12 +5,12 @@ run …`` (or any launcher that sets torchrun's environment: RANK, WORLD_SIZE, L
 MASTER_ADDR, MASTER_PORT), `flowrate run`, ``flowrate.benchmark`` and ``flowrate.session`` run
 data-parallel:
 
-- one process group with a timeout (``--dist-timeout``): NCCL on CUDA devices (rank r of a node
-  uses cuda:LOCAL_RANK), gloo on CPUs; host tensors (streamed gradients, the loop's agreements,
-  the per-rank results) go through gloo, a second group when the default one is NCCL;
+- process groups, every one with the timeout ``--dist-timeout``: NCCL on CUDA devices (rank r of
+  a node uses cuda:LOCAL_RANK), gloo on CPUs; host tensors (the loop's agreements, the per-rank
+  results) go through gloo, a second group when the default one is NCCL;
 - every rank checks that it runs rank 0's configuration, and says which rank and field differ;
 - training wraps the resident model in DistributedDataParallel; streaming averages each block's
-  host gradients with one all-reduce before the host update; inference communicates nothing;
+  gradients with one all-reduce before the host update; inference communicates nothing;
 - each rank makes its own synthetic data (seed + rank) or reads its own shards of a dataset;
 - sample points fall at the same steps on every rank, and the ranks stop at the same step;
 - rank 0 gathers every rank's result and merges it (flowrate.results.merge): throughput is the
@@ -62,6 +62,7 @@ class Launch:
     rank: int
     world_size: int
     local_rank: int
+    local_world_size: int | None = None  # ranks on this node (torchrun's LOCAL_WORLD_SIZE)
 
 
 def launched(environ: dict[str, str] | None = None) -> Launch | None:
@@ -72,13 +73,12 @@ def launched(environ: dict[str, str] | None = None) -> Launch | None:
     try:
         rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
         local = int(env.get("LOCAL_RANK", "0"))
+        local_world = int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else None
     except ValueError:
-        raise FlowrateError(
-            "RANK, WORLD_SIZE and LOCAL_RANK must be integers: launch data-parallel runs with torchrun"
-        ) from None
+        raise FlowrateError("RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers") from None
     if not 0 <= rank < world:
         raise FlowrateError(f"RANK {rank} is outside WORLD_SIZE {world}: launch with torchrun")
-    return Launch(rank, world, local)
+    return Launch(rank, world, local, local_world)
 
 
 def is_primary() -> bool:
@@ -129,12 +129,16 @@ class DataParallel:
         self.timeout_s = timeout_s
         self.owns_group = owns_group
         self.backend = str(dist.get_backend())
+
+        def group(backend: str) -> Any:  # with the run's timeout: new_group's own default is 30 min
+            return dist.new_group(backend=backend, timeout=dt.timedelta(seconds=timeout_s))
+
         # host tensors and Python objects go through gloo, whatever the default backend
-        self.host_group: Any = None if self.backend == "gloo" else dist.new_group(backend="gloo")
-        # streamed gradients are reduced by the host-optimizer thread while the main thread may be
-        # in a collective of its own (the loop's agreements): each needs a group of its own, or
-        # the two threads' collectives interleave differently on different ranks
-        self._gradient_group: Any = dist.new_group(backend="gloo")
+        self.host_group: Any = None if self.backend == "gloo" else group("gloo")
+        # streamed gradients are averaged during backward (on autograd's thread, on a GPU) while
+        # another thread may be in a collective of its own: a group of their own, on the run's
+        # backend, or the threads' collectives could interleave differently on different ranks
+        self._gradient_group: Any = group(self.backend)
         self._store = store  # the rendezvous store, for failure notes (None: a group we did not make)
         self._notes: Any = None
         self._replicas: list[Replicated] = []
@@ -143,6 +147,8 @@ class DataParallel:
     def start(cls, launch: Launch | None, device_name: str, timeout_s: float) -> DataParallel:
         """Join the launch's process group, or use the one the caller has initialized already."""
         timeout = dt.timedelta(seconds=timeout_s)
+        if launch is not None:
+            check_device_for_launch(device_name, launch, torch.cuda.device_count())
         if dist.is_initialized():  # the user's program made the group: use it, leave it to them
             if launch is not None:
                 local = launch.local_rank
@@ -211,8 +217,14 @@ class DataParallel:
     def barrier(self) -> None:
         dist.barrier(group=self.host_group)
 
-    def average_host_gradients(self, flat: torch.Tensor) -> None:
-        """Streaming: average one block's flat fp32 host gradients over ranks, in place (gloo)."""
+    def average_device_gradients(self, flat: torch.Tensor) -> None:
+        """Streaming: average one block's flat gradients over ranks in place, on their device and in
+        their dtype (bf16 stays bf16), on the run's backend: NCCL's mean, or gloo's sum ÷ world size.
+        One thread at a time, every rank in the same order: the blocks share one group.
+        """
+        if flat.device.type == "cuda" and "nccl" in self.backend:
+            dist.all_reduce(flat, op=dist.ReduceOp.AVG, group=self._gradient_group)
+            return
         dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self._gradient_group)
         flat.div_(self.world_size)
 
@@ -377,6 +389,16 @@ def unwrap(model: nn.Module) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
     return model.module if isinstance(model, Replicated | DistributedDataParallel) else model
+
+
+def check_device_for_launch(name: str, launch: Launch, visible_gpus: int) -> None:
+    """An explicit ``cuda:K`` under torchrun would put every rank of a node on GPU K: refused
+    (not read as K + LOCAL_RANK, a meaning it has nowhere else), by every rank alike, before any
+    group is joined. Allowed where it cannot collide: one visible GPU per rank (CUDA_VISIBLE_DEVICES
+    set per rank: cuda:0 is each rank's own) or one rank per node."""
+    if name.startswith("cuda:") and visible_gpus > 1 and launch.local_world_size != 1:
+        why = f"{name} would put every rank of this node on one GPU"
+        raise ConfigError("device", f"{why}: pass --device cuda, and rank r of a node uses cuda:LOCAL_RANK")
 
 
 def _rank_device(name: str, local_rank: int) -> torch.device:

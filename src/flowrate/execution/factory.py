@@ -13,6 +13,7 @@ from flowrate.execution.base import Executor
 from flowrate.execution.distributed import DataParallel, unwrap
 from flowrate.execution.host_memory import check_host_memory, host_bytes_per_parameter
 from flowrate.execution.precision import PrecisionPolicy, check_supported
+from flowrate.execution.quantize import apply_format
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor, check_streamable
 from flowrate.measure.device import resolve_device
@@ -68,7 +69,8 @@ def make_executor(
             config.learning_rate,
             recompute=config.recompute,
             clip_grad_norm=config.clip_grad_norm,
-            reduce_gradients=dp.average_host_gradients if dp is not None else None,
+            reduce_gradients=dp.average_device_gradients if dp is not None else None,
+            resident_blocks=config.resident_blocks,
         )
     resident = ResidentExecutor(
         problem,
@@ -80,6 +82,8 @@ def make_executor(
         clip_grad_norm=config.clip_grad_norm,
         compile=config.compile,
     )
+    # after the executor moved the model to its device: the formats' tensors are made there
+    resident.model = apply_format(resident.model, policy.precision)
     if dp is not None and resident.optimizer is not None and unwrap(resident.model) is resident.model:
         resident.model = dp.wrap(resident.model)
     return resident

@@ -1,24 +1,26 @@
-"""Weight streaming's host side: what each streamed parameter keeps in host memory, and whether it fits.
+"""Weight streaming's host side: one arena of host memory per block, and whether the model fits.
 
-Every parameter keeps its fp32 master weight (the host optimizer updates it), the copy sent to
-the device (the master itself in fp32, a bf16 copy otherwise) and, when it trains, a landing
-place for its gradient. For a CUDA device they are page-locked ("pinned"), which makes the copies
-asynchronous and faster; pinned memory is limited, so a failed allocation falls back to pageable
-memory with a warning.
+A block keeps in host memory, per dtype group of its parameters (flowrate.execution.flat_params):
+the fp32 master weights, the optimizer state of flowrate's own optimizers, the copy sent to the
+device (a bf16 copy; fp32 groups send the master itself) and, when it trains, the landing place of
+its gradient in the dtype it leaves the device in. All of it is one allocation per block (an
+arena), carved into flat views, so the block's copies are one transfer per direction and group.
+
+For a CUDA device the arena is page-locked ("pinned"), which makes the copies asynchronous and
+faster. PyTorch's pinned allocator rounds every allocation up to a power of two, so the arena's
+real size is counted, not its requested one. Pinned memory is limited: an arena that cannot be
+pinned is pageable, with a warning, and only that block's copies are synchronous.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-
 import psutil
 import torch
-from torch import nn
 
 from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.errors import OutOfMemory
+
+ALIGN = 64  # bytes: every view starts on a cache line, so any dtype's view of the arena is aligned
 
 
 def host_bytes_per_parameter(mode: Mode, precision: Precision, optimizer: OptimizerName) -> int:
@@ -27,6 +29,8 @@ def host_bytes_per_parameter(mode: Mode, precision: Precision, optimizer: Optimi
     Training: fp32 master (4) + optimizer state (AdamW 8, SGD momentum 4) + fp32 gradient (4)
     + a compute-precision copy to send (2 in bf16; fp32 sends the master) + its gradient staging
     in the compute precision (2 in bf16, 4 in fp32). Inference: master and the copy to send.
+    An upper bound: bf16 groups land their gradients in bf16 only, and fp32 parameters (norms,
+    embedding tables) send their master.
     """
     compute = 2 if precision is Precision.BF16 else 4
     shadow = compute if compute != 4 else 0
@@ -50,55 +54,53 @@ def check_host_memory(parameters: int, per_parameter: int, available: int | None
     return needed
 
 
-@dataclass
-class HostParam:
-    """One parameter's host side."""
-
-    master: nn.Parameter  # fp32 master weight; the host optimizer updates it
-    send: torch.Tensor  # what is copied to the device: the master itself, or a bf16 copy of it
-    grad_staging: torch.Tensor | None  # pinned landing place of the device gradient
-    grad_copied: Any = None  # CUDA event: the gradient has landed
-    has_grad: bool = False
+def pinned_size(nbytes: int) -> int:
+    """What PyTorch's caching host allocator really takes for ``nbytes``: the next power of two."""
+    return 1 << max(nbytes - 1, 0).bit_length()
 
 
-class HostMemory:
-    """The host side of every streamed parameter, by ``id(parameter)``."""
+class HostArena:
+    """One block's host memory: one allocation, handed out as aligned flat views (``take``).
 
-    def __init__(self, pin: bool) -> None:
-        self.pinned = pin
-        self.warnings: list[str] = []
-        self._params: dict[int, HostParam] = {}
+    Sizes are planned first (``reserve`` returns each view's offset), then ``allocate`` makes the
+    one buffer; ``view`` gives a reserved range in its dtype.
+    """
 
-    def keep(self, param: nn.Parameter, send_dtype: torch.dtype, trains: bool) -> None:
-        """Take ``param``'s master weight, its copy to send, and (``trains``) its gradient's landing place."""
-        master = nn.Parameter(self._copy(param.detach().float()), requires_grad=False)
-        send = master.data if send_dtype == torch.float32 else self._copy(master.data.to(send_dtype))
-        staging = self._copy(torch.empty_like(param, dtype=send_dtype)) if trains else None
-        self._params[id(param)] = HostParam(master, send, staging)
+    def __init__(self) -> None:
+        self.requested = 0
+        self.buffer: torch.Tensor | None = None
+        self.pinned = False
 
-    def __getitem__(self, param: torch.Tensor) -> HostParam:
-        return self._params[id(param)]
+    def reserve(self, numel: int, dtype: torch.dtype) -> tuple[int, int, torch.dtype]:
+        """Plan a flat view of ``numel`` elements of ``dtype``; what ``view`` takes later."""
+        offset = -(-self.requested // ALIGN) * ALIGN
+        self.requested = offset + numel * dtype.itemsize
+        return offset, numel, dtype
 
-    def __iter__(self) -> Iterator[HostParam]:
-        return iter(self._params.values())
+    def allocate(self, pin: bool) -> str | None:
+        """Make the buffer (pinned if ``pin`` and possible); a warning when pinning failed."""
+        size = max(self.requested, 1)
+        if pin:
+            try:
+                self.buffer = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+                self.pinned = True
+                return None
+            except RuntimeError as error:  # page-locked memory is a limited resource
+                self.buffer = torch.empty(size, dtype=torch.uint8)
+                return (
+                    f"pinned host memory could not be allocated ({error}); streaming falls back to "
+                    "pageable memory for that block, whose copies are slower and not asynchronous"
+                )
+        self.buffer = torch.empty(size, dtype=torch.uint8)
+        return None
 
+    def view(self, planned: tuple[int, int, torch.dtype]) -> torch.Tensor:
+        offset, numel, dtype = planned
+        assert self.buffer is not None, "allocate() the arena before taking views of it"
+        return self.buffer[offset : offset + numel * dtype.itemsize].view(dtype)
+
+    @property
     def nbytes(self) -> int:
-        """Host bytes held: masters, copies to send that are not the master, gradient staging."""
-        hosts = list(self._params.values())
-        sends = sum(h.send.nbytes for h in hosts if h.send is not h.master.data)
-        staging = sum(h.grad_staging.nbytes for h in hosts if h.grad_staging is not None)
-        return sum(h.master.nbytes for h in hosts) + sends + staging
-
-    def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.cpu().clone() if tensor.device.type != "cpu" or not tensor.is_contiguous() else tensor
-        if not self.pinned:
-            return tensor
-        try:
-            return tensor.pin_memory()
-        except RuntimeError as error:  # page-locked memory is a limited resource
-            self.pinned = False
-            self.warnings.append(
-                f"pinned host memory could not be allocated ({error}); streaming falls back to pageable "
-                "memory, whose host-to-device copies are slower and not asynchronous"
-            )
-            return tensor
+        """Host bytes this arena really holds (a pinned one rounded as the allocator rounds it)."""
+        size = max(self.requested, 1)
+        return pinned_size(size) if self.pinned else size

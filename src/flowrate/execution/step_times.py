@@ -1,8 +1,9 @@
 """Where each streamed step's time went: weight copies in, gradient copies out, and the waits.
 
-On the CPU a copy is a clone, timed on the host as it runs. On a CUDA device copies run on a copy
-stream and are timed with CUDA events, read once the device is idle (when the report is made),
-so timing them never synchronizes a step.
+On the CPU a copy is a clone, timed on the host as it runs. On a CUDA device copies run on copy
+streams and are timed with CUDA events. A step's events are read when the step after the next one
+begins (by then they have long completed, so reading them does not stall the device) and at the
+report: the events held never grow with the number of steps.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class StepTimeline:
 
     def begin(self) -> None:
         self.current = StepTimes()
+        self._resolve(len(self.steps) - 1)  # every step but the last one ended: their copies are done
 
     def end(self) -> None:
         self.steps.append(self.current)
@@ -46,13 +48,9 @@ class StepTimeline:
     def medians(self, timed_steps: int | None = None) -> dict[str, float]:
         """Each StepTimes field's median over the last ``timed_steps`` steps (all: None).
 
-        A CUDA caller synchronizes the device first: the events are read here, once.
+        A CUDA caller synchronizes the device first: the remaining events are read here.
         """
-        for index, kind, begin, end in self._events:
-            if index < len(self.steps):
-                step = self.steps[index]
-                setattr(step, f"{kind}_s", getattr(step, f"{kind}_s") + begin.elapsed_time(end) / 1000.0)
-        self._events.clear()
+        self._resolve(len(self.steps))
         steps = self.steps[-timed_steps:] if timed_steps else self.steps
 
         def median(name: str) -> float:
@@ -60,6 +58,23 @@ class StepTimeline:
             return values[len(values) // 2] if values else 0.0
 
         return {f.name: median(f.name) for f in fields(StepTimes)}
+
+    def _resolve(self, before: int) -> None:
+        """Add the times of the events of steps before ``before`` to their steps, and drop them."""
+        kept = []
+        for index, kind, begin, end in self._events:
+            if index < before:
+                end.synchronize()  # complete already in practice: a step's copies end within it
+                step = self.steps[index]
+                setattr(step, f"{kind}_s", getattr(step, f"{kind}_s") + begin.elapsed_time(end) / 1000.0)
+            else:
+                kept.append((index, kind, begin, end))
+        self._events = kept
+
+    @property
+    def pending_events(self) -> int:
+        """Event pairs not read yet (bounded by two steps' worth)."""
+        return len(self._events)
 
 
 def cuda_event() -> Any:

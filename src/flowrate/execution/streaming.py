@@ -1,25 +1,27 @@
 """Weight streaming: weights live in host memory and visit the device one block at a time.
 
-The fp32 master weights and the optimizer state stay in (pinned) host memory. Before a block
-runs, its weights are copied to the device in the compute precision on a copy stream, while the
-device still computes the block before it (double buffering: the device holds the running block
-and the next one). Activations stay on the device, or are recomputed per block (``recompute``).
-In backward the weights stream in again, last block first; each parameter's gradient is copied
-to the host as soon as autograd has accumulated it, and once all of a block's gradients are
-there a host thread updates that block while the device computes the blocks before it.
+The fp32 master weights and the optimizer state stay in (pinned) host memory, one arena per block.
+Each block's parameters are views into flat device buffers (one per dtype group) whose storage
+exists only while the block runs (flowrate.execution.flat_params): before a block's forward its
+weights are copied in on a host-to-device stream while the device computes the block before it,
+and freed after it; in backward they are copied in again, last block first, and the tensors
+autograd saved in forward (views of the same storage) see them. Each block's gradients gather in
+a flat device buffer, are averaged across ranks there in a data-parallel run, and leave in one
+copy on the device-to-host stream; a host thread then updates the block (one pass per group,
+flowrate.execution.host_optimizer) while the device computes the blocks before it. Resident
+blocks (flowrate.execution.streaming_blocks) stay on the device with a device optimizer.
 
-How it is wired: the model's own forward runs unchanged. Hooks on each declared block swap
-its parameters' ``.data`` between a device copy and an empty placeholder (the technique of
-ZeRO-3 and FSDP), so any model that declares its blocks streams — the zoo's and a user's.
-Autograd saves parameters by reference, so a block's weights only need to be on the device
-while its forward runs and again when its backward runs, which is when the hooks put them back.
+How it is wired: the model's own forward runs unchanged; hooks on each declared block fetch,
+release and prefetch, so any model that declares its blocks streams — the zoo's and a user's.
+Weights travel in the compute dtype only where autocast would cast them, so streaming computes
+resident's function.
 
-On the CPU, host and device are the same memory; the code path is the same (copies are clones,
-there is no copy stream), so streaming there proves the arithmetic, not the speed.
+On the CPU, host and "device" are the same memory; the device buffers are separate tensors
+whose storage is really freed, so the memory bound holds and is measured there too, but the
+copies are synchronous: streaming there proves the arithmetic and the footprint, not the speed.
 
 Gradient clipping needs the global norm of all gradients before any update, so with
-``clip_grad_norm`` updates start only after the whole backward: the host optimizer's time is no
-longer hidden behind the backward (the copies still are).
+``clip_grad_norm`` updates start only after the whole backward (scaled by the clip coefficient).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -37,16 +38,25 @@ from torch import nn
 from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.base import Optimizers
-from flowrate.execution.host_memory import HostMemory
-from flowrate.execution.host_optimizer import BlockUpdater, land_gradients, refresher
+from flowrate.execution.flat_params import BlockBuffers, FlatGroup, cast_by_autocast, group_parameters
+from flowrate.execution.host_optimizer import BlockOptimizer, BlockUpdater, updater_threads
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.recompute import recompute_in_backward
 from flowrate.execution.resident import make_optimizer
-from flowrate.execution.step_times import StepTimeline, cuda_event
+from flowrate.execution.step_times import StepTimeline
+from flowrate.execution.stream_copies import Copier
+from flowrate.execution.streaming_blocks import (
+    Block,
+    choose_resident,
+    clip_coefficient,
+    declare_blocks,
+    update_resident,
+)
 from flowrate.problems.base import Batch, Problem
 
 STREAMABLE = (Precision.FP32, Precision.TF32, Precision.BF16)
 _HOST = torch.device("cpu")
+MakeOptimizer = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 
 def check_streamable(precision: Precision, device: torch.device) -> None:
@@ -59,19 +69,6 @@ def check_streamable(precision: Precision, device: torch.device) -> None:
         )
 
 
-@dataclass
-class _Block:
-    index: int
-    module: nn.Module
-    params: list[nn.Parameter]  # what the block's forward uses: its own, then tied ones
-    owned: list[nn.Parameter]  # the parameters this block updates (registered in it)
-    send_bytes: int  # bytes one visit copies to the device
-    buffers: dict[int, torch.Tensor] = field(default_factory=dict)  # id(param) -> device copy
-    copied: Any = None  # CUDA event: the device copy is complete
-    waiting: int = 0  # owned parameters whose gradient has not arrived this step
-    owners: list[int] = field(default_factory=list)  # blocks whose updates its weights come from
-
-
 class StreamingExecutor:
     """Runs training or inference steps with the model's weights streamed from host memory."""
 
@@ -81,86 +78,90 @@ class StreamingExecutor:
         model: nn.Module,
         policy: PrecisionPolicy,
         mode: Mode,
-        optimizer: OptimizerName | Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+        optimizer: OptimizerName | MakeOptimizer,
         learning_rate: float,
         *,
         recompute: bool = False,
         clip_grad_norm: float | None = None,
         reduce_gradients: Callable[[torch.Tensor], None] | None = None,
+        resident_blocks: int | str | None = None,
     ) -> None:
-        """``optimizer`` names flowrate's optimizer, or makes one over a block's host master
-        parameters (a user's optimizer class and hyper-parameters, from flowrate.session)."""
+        """``optimizer`` names flowrate's optimizer, or makes one over a block's parameters (a
+        user's optimizer class and hyper-parameters, from flowrate.session). ``reduce_gradients``
+        averages a flat device gradient tensor across ranks, in place. ``resident_blocks``: how
+        many outermost blocks stay on the device, or "auto"/None (streaming_blocks)."""
         check_streamable(policy.precision, policy.device)
         self.problem = problem
-        # data-parallel streaming: averages a flat fp32 gradient tensor across ranks, in place
-        self.reduce_gradients = reduce_gradients
+        self.model = model
         self.policy = policy
         self.device = policy.device
         self.mode = mode
+        self.training = mode is Mode.TRAIN
         self.recompute = recompute
         self.clip_grad_norm = clip_grad_norm
+        self.reduce_gradients = reduce_gradients
         self.compute_dtype = torch.bfloat16 if policy.precision is Precision.BF16 else torch.float32
-        self.model = model
-        self.blocks = self._declare_blocks(problem, model)
+        self.blocks = declare_blocks(problem, model)
+        for index in choose_resident(self.blocks, resident_blocks, self.device):
+            self.blocks[index].resident = True
         self._cuda = self.device.type == "cuda"
-        self._copy_stream = torch.cuda.Stream(self.device) if self._cuda else None
-        self._placeholder = torch.empty(0, dtype=self.compute_dtype, device=self.device)
-        self.host = HostMemory(pin=self._pins_host_memory())
-        self.warnings = self.host.warnings  # a failed pinned allocation says so here
-        self._place(model)
+        self.times = StepTimeline()
+        self.copier = Copier(self.device, self.times)
+        self.warnings: list[str] = []
         self.resident_bytes = 0  # device bytes of streamed weights right now
         self.peak_resident_bytes = 0
-        self.times = StepTimeline()
-        self.updater: BlockUpdater | None = None
-        if mode is Mode.TRAIN:
-            self.model.train()
-            masters = [[self.host[p].master for p in b.owned] for b in self.blocks]
-            make: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = (
+        make: MakeOptimizer | None = None
+        if self.training:
+            make = (
                 functools.partial(make_optimizer, optimizer, lr=learning_rate, device=_HOST)
                 if isinstance(optimizer, OptimizerName)
                 else optimizer
             )
-            self.updater = BlockUpdater([make(m) if m else None for m in masters])
-        else:
-            self.model.eval()
+        self._place(model, optimizer, make, learning_rate)
+        self.updater = BlockUpdater(updater_threads() if self._cuda else None) if self.training else None
+        self.model.train(self.training)
         self._install_hooks()
 
     # --- set-up ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def _declare_blocks(problem: Problem, model: nn.Module) -> list[_Block]:
-        modules = problem.blocks(model)
-        tied = problem.tied_parameters(model)
-        blocks: list[_Block] = []
-        seen: set[int] = set()
-        for index, module in enumerate(modules):
-            owned = [p for p in module.parameters() if id(p) not in seen]
-            seen.update(id(p) for p in owned)
-            extra = [p for p in tied.get(index, []) if all(p is not q for q in owned)]
-            blocks.append(_Block(index, module, owned + extra, owned, 0))
-        everything = {id(p) for p in model.parameters()}
-        if everything - seen:
-            missing = len(everything - seen)
-            raise FlowrateError(
-                f"{missing} parameter tensors of {type(model).__name__} are in none of its declared blocks: "
-                "weight streaming loads only blocks; make Problem.blocks(model) cover every parameter"
-            )
-        owner_of = {id(p): block.index for block in blocks for p in block.owned}
-        for block in blocks:  # once here, not at every fetch inside the timed loop
-            block.owners = sorted({owner_of[id(p)] for p in block.params} | {block.index})
-        return blocks
-
-    def _place(self, model: nn.Module) -> None:
-        """Masters to (pinned) host memory, buffers to the device, parameters to placeholders."""
-        for buffer_owner in model.modules():
-            for name, buffer in buffer_owner.named_buffers(recurse=False):
-                setattr(buffer_owner, name, buffer.to(self.device))
+    def _place(
+        self, model: nn.Module, optimizer: Any, make: MakeOptimizer | None, learning_rate: float
+    ) -> None:
+        """Buffers and resident blocks to the device; streamed blocks into flat groups and arenas."""
+        for owner in model.modules():
+            for name, buffer in owner.named_buffers(recurse=False):
+                setattr(owner, name, buffer.to(self.device))
+        cast = cast_by_autocast(model)
+        kernel = optimizer if isinstance(optimizer, OptimizerName) else None
+        state_buffers = {OptimizerName.ADAMW: 2, OptimizerName.SGD: 1, None: 0}[kernel]
+        failed: list[str] = []
         for block in self.blocks:
-            for param in block.owned:
-                trains = self.mode is Mode.TRAIN and param.requires_grad
-                self.host.keep(param, self._send_dtype(param), trains)
-                param.data = self._placeholder
-            block.send_bytes = sum(self.host[p].send.nbytes for p in block.params)
+            if block.resident:
+                self._keep_resident(block, optimizer, make, learning_rate)
+                continue
+            for dtype, trains, params in group_parameters(
+                block.owned, cast, self.compute_dtype, self.training
+            ):
+                block.groups.append(FlatGroup(params, dtype, trains, state_buffers))
+            block.buffers = BlockBuffers(block.groups, block.arena, self.device)
+            warning = block.arena.allocate(pin=self._pins_host_memory())
+            failed += [warning] if warning else []
+            block.buffers.bind(block.arena)
+            if make is not None and any(g.trains for g in block.groups):
+                block.optimizer = BlockOptimizer(block.groups, make, kernel)
+        if failed:  # one line for the run, not one per block
+            self.warnings.append(f"{failed[0]} ({len(failed)} of {len(self.blocks)} blocks)")
+
+    def _keep_resident(self, block: Block, optimizer: Any, make: MakeOptimizer | None, lr: float) -> None:
+        for param in block.owned:
+            param.data = param.data.to(self.device)
+        trained = [p for p in block.owned if p.requires_grad]
+        if make is None or not trained:
+            return
+        if isinstance(optimizer, OptimizerName):
+            block.optimizer = make_optimizer(optimizer, trained, lr, self.device)
+        else:
+            block.optimizer = make(trained)
 
     def _pins_host_memory(self) -> bool:
         """Page-locked host memory makes copies to a CUDA device asynchronous (and faster)."""
@@ -168,207 +169,194 @@ class StreamingExecutor:
 
     @property
     def pinned(self) -> bool:
-        """Whether the host side is pinned (False also after a failed pinned allocation)."""
-        return self.host.pinned
-
-    def _send_dtype(self, param: nn.Parameter) -> torch.dtype:
-        """Matrices (linear, conv, embedding weights) travel in the compute precision; vectors
-        (biases, norm scales) stay fp32, as autocast keeps them: they are a rounding error in
-        bytes, and norms with running statistics need them in fp32."""
-        return self.compute_dtype if param.dim() >= 2 else torch.float32
+        """Whether every streamed block's host arena is pinned."""
+        return all(b.arena.pinned for b in self.blocks if not b.resident)
 
     def _install_hooks(self) -> None:
         for block in self.blocks:
-            block.module.register_forward_pre_hook(self._before_forward(block))
-            block.module.register_forward_hook(self._after_forward(block))
-            if self.recompute and self.mode is Mode.TRAIN:
+            block.module.register_forward_pre_hook(functools.partial(self._before_forward, block))
+            block.module.register_forward_hook(functools.partial(self._after_forward, block))
+            if self.recompute and self.training:
                 recompute_in_backward(block.module)
-        if self.mode is Mode.TRAIN:
-            for block in self.blocks:
-                for param in block.owned:
-                    if param.requires_grad:
-                        param.register_post_accumulate_grad_hook(self._gradient_ready(block))
+            if block.resident or not self.training:
+                continue
+            for group in block.groups:
+                for index, param in enumerate(group.params):
+                    if group.trains:
+                        param.register_post_accumulate_grad_hook(
+                            functools.partial(self._gradient_ready, block, group, index)
+                        )
 
     # --- moving weights ---------------------------------------------------------------------------
 
     def _fetch(self, index: int) -> None:
-        """Start copying block ``index``'s weights to the device (no-op if there, or no such block)."""
+        """Start copying block ``index``'s weights in (no-op if there, resident or no such block)."""
         if not 0 <= index < len(self.blocks):
             return
         block = self.blocks[index]
-        if block.buffers:
+        if block.resident or block.present:
             return
         if self.updater is not None:  # the weights must be this step's, updated
             start = time.perf_counter()
-            for owner in block.owners:
-                self.updater.wait(owner)
+            self.updater.wait(index)
             self.times.current.optimizer_wait_s += time.perf_counter() - start
-        if self._copy_stream is None:
-            start = time.perf_counter()
-            block.buffers = {id(p): self.host[p].send.clone() for p in block.params}
-            self.times.current.copy_in_s += time.perf_counter() - start
-        else:
-            begin, end = self.times.events("copy_in")
-            with torch.cuda.stream(self._copy_stream):
-                begin.record()
-                block.buffers = {
-                    id(p): self.host[p].send.to(self.device, non_blocking=self.pinned) for p in block.params
-                }
-                end.record()
-            block.copied = end
-        self.resident_bytes += block.send_bytes
+        assert block.buffers is not None
+        block.copied = self.copier.copy_in(block.buffers, block.arena.pinned)
+        block.present = True
+        self.resident_bytes += block.weight_bytes
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
 
     def _use(self, index: int) -> None:
-        """Make block ``index``'s weights the parameters' data, on the compute stream."""
+        """Block ``index``'s weights (and its tied blocks') on the device, for the compute stream."""
         block = self.blocks[index]
+        for owner in block.needs:
+            self._use(owner)
         self._fetch(index)
-        if block.copied is not None:
-            stream = torch.cuda.current_stream(self.device)
-            before, after = self.times.events("copy_wait")
-            before.record(stream)
-            stream.wait_event(block.copied)
-            after.record(stream)
-            for buffer in block.buffers.values():
-                buffer.record_stream(stream)  # not reused until the compute stream is done with it
-            block.copied = None
-        for param in block.params:
-            param.data = block.buffers[id(param)]
+        self._await_copy(block)
 
-    def _release(self, index: int) -> None:
+    def _await_copy(self, block: Block) -> None:
+        if block.copied is None:
+            return
+        stream = torch.cuda.current_stream(self.device)
+        before, after = self.times.events("copy_wait")
+        before.record(stream)
+        stream.wait_event(block.copied)
+        after.record(stream)
+        block.copied = None
+
+    def _release(self, index: int, keep: tuple[int, ...] = ()) -> None:
+        """Free block ``index``'s device weights, and those of the blocks it ties to unless in ``keep``."""
         if not 0 <= index < len(self.blocks):
             return
         block = self.blocks[index]
-        if not block.buffers:
+        for owner in block.needs:
+            if owner not in keep:
+                self._release(owner)
+        if block.resident or not block.present:
             return
-        for param in block.params:
-            if param.data is block.buffers.get(id(param)):
-                param.data = self._placeholder
-        block.buffers = {}
-        block.copied = None
-        self.resident_bytes -= block.send_bytes
+        self._await_copy(block)  # the memory is reused in the compute stream's order: after the copy
+        assert block.buffers is not None
+        block.buffers.free()
+        block.present = False
+        self.resident_bytes -= block.weight_bytes
 
     # --- hooks ----------------------------------------------------------------------------------
 
-    def _before_forward(self, block: _Block) -> Any:
-        def hook(module: nn.Module, args: Any) -> None:
-            self._use(block.index)
-            self._fetch(block.index + 1)
+    def _before_forward(self, block: Block, module: nn.Module, args: Any) -> None:
+        if self.training and torch.is_grad_enabled():
+            if block.ran:
+                raise FlowrateError(
+                    f"block {block.index} ({type(module).__name__}) ran twice in one forward: weight "
+                    "streaming loads each block once per pass; make a module reused in forward one block"
+                )
+            block.ran = True
+        self._use(block.index)
+        self._fetch(block.index + 1)
 
-        return hook
-
-    def _after_forward(self, block: _Block) -> Any:
-        last = block.index == len(self.blocks) - 1
-
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if self.mode is Mode.INFER or not torch.is_grad_enabled():
-                self._release(block.index)
-                return
-            for tensor in _tensors(output):
-                if tensor.requires_grad:
-                    tensor.register_hook(self._before_backward(block))
-            if last:  # backward starts here: keep it, and fetch the block before it
-                self._fetch(block.index - 1)
-            else:
-                self._release(block.index)
-
-        return hook
-
-    def _before_backward(self, block: _Block) -> Any:
-        def hook(grad: torch.Tensor) -> None:
-            # the block after this one has finished its backward: its weights can go
-            self._release(block.index + 1)
-            self._use(block.index)
+    def _after_forward(self, block: Block, module: nn.Module, args: Any, output: Any) -> None:
+        if not self.training or not torch.is_grad_enabled():
+            self._release(block.index)
+            return
+        for tensor in _tensors(output):
+            if tensor.requires_grad:
+                tensor.register_hook(functools.partial(self._before_backward, block))
+        if block.index == len(self.blocks) - 1:  # backward starts here: keep it, fetch the one before
             self._fetch(block.index - 1)
+        else:
+            self._release(block.index, keep=(block.index + 1,))
 
-        return hook
+    def _before_backward(self, block: Block, grad: torch.Tensor) -> None:
+        # the block after this one has finished its backward: its weights can go
+        self._release(block.index + 1, keep=(block.index, block.index - 1, *block.needs))
+        self._use(block.index)
+        self._fetch(block.index - 1)
 
-    def _gradient_ready(self, block: _Block) -> Any:
-        def hook(param: torch.Tensor) -> None:
-            host = self.host[param]
-            grad = param.grad
-            param.grad = None
-            if grad is None:
-                return
-            assert host.grad_staging is not None
-            if self._copy_stream is None:
-                start = time.perf_counter()
-                host.grad_staging.copy_(grad)
-                self.times.current.copy_out_s += time.perf_counter() - start
-            else:
-                ready = cuda_event()
-                begin, end = self.times.events("copy_out")
-                ready.record(torch.cuda.current_stream(self.device))
-                with torch.cuda.stream(self._copy_stream):
-                    self._copy_stream.wait_event(ready)
-                    begin.record()
-                    host.grad_staging.copy_(grad, non_blocking=self.pinned)
-                    end.record()
-                grad.record_stream(self._copy_stream)
-                host.grad_copied = end
-            host.has_grad = True
-            block.waiting -= 1
-            if block.waiting == 0 and self.clip_grad_norm is None:
-                self._submit_update(block)
+    def _gradient_ready(self, block: Block, group: FlatGroup, index: int, param: torch.Tensor) -> None:
+        grad = param.grad
+        param.grad = None
+        if grad is None:
+            return
+        assert block.buffers is not None
+        block.buffers.gradients()
+        group.take_grad(index, grad)
+        block.waiting -= 1
+        if block.waiting == 0:
+            self._gradients_out(block)
 
-        return hook
+    def _gradients_out(self, block: Block) -> None:
+        """The block's gradients are complete: average them on the device, copy them out, update."""
+        groups = [g for g in block.groups if g.trains]
+        block.waiting = 0
+        if self.reduce_gradients is None and not any(any(g.got_grad) for g in groups):
+            return  # no gradient at all this step: resident's optimizer would skip it too
+        block.landed = True
+        assert block.buffers is not None
+        block.buffers.gradients()  # made here if no parameter got a gradient
+        for group in groups:
+            flat = group.complete_grad()
+            if self.reduce_gradients is not None:
+                self.reduce_gradients(flat)
+        block.grads_out = self.copier.copy_out(block.buffers, block.arena.pinned)
+        if self.clip_grad_norm is None:
+            self._submit_update(block)
 
-    # --- the host update --------------------------------------------------------------------------
+    # --- the updates ------------------------------------------------------------------------------
 
-    def _submit_update(self, block: _Block) -> None:
-        assert self.updater is not None
-        hosts = [self.host[p] for p in block.owned]
-        land = functools.partial(land_gradients, hosts, self.reduce_gradients)
-        self.updater.submit(block.index, land, refresher(hosts))
+    def _submit_update(self, block: Block, grad_scale: float = 1.0) -> None:
+        assert self.updater is not None and block.optimizer is not None
+        landed, block.grads_out, block.landed = block.grads_out, None, False
+        optimizer: BlockOptimizer = block.optimizer
 
-    def _clip_and_update_all(self) -> None:
-        """Clipping: the global norm over every gradient, then every block's update."""
-        assert self.updater is not None and self.clip_grad_norm is not None
-        for block in self.blocks:
-            land_gradients([self.host[p] for p in block.owned], self.reduce_gradients)
-        masters = [h.master for h in self.host if h.master.grad is not None]
-        torch.nn.utils.clip_grad_norm_(masters, self.clip_grad_norm)
-        for block in self.blocks:
-            self.updater.submit(block.index, lambda: None, refresher([self.host[p] for p in block.owned]))
+        def update() -> None:
+            if landed is not None:
+                landed.synchronize()
+            optimizer.step(grad_scale)
+
+        self.updater.submit(block.index, update)
 
     # --- steps --------------------------------------------------------------------------------
 
     def step(self, batch: Batch) -> torch.Tensor:
         """Queue one step; return its loss (a detached device tensor)."""
-        self.times.begin()
-        if self.mode is Mode.INFER:
+        self.begin_step()
+        if not self.training:
             with torch.inference_mode(), self.policy.autocast():
                 loss = self.problem.loss(self.model, batch)
             self.times.end()
             return loss
-        self.begin_step()
         with self.policy.autocast():
             loss = self.problem.loss(self.model, batch)
         return self.update(loss)
 
     def begin_step(self) -> None:
-        """Before a training step's forward: count the gradients each block waits for."""
+        """Before a step's forward: count the gradients each block waits for."""
         self.times.begin()
         for block in self.blocks:
-            block.waiting = sum(1 for p in block.owned if p.requires_grad)
+            block.ran = False
+            block.waiting = sum(len(g.params) for g in block.groups if g.trains)
 
     def update(self, loss: torch.Tensor) -> torch.Tensor:
-        """Backward from ``loss`` (its gradients stream out, the host updates each block), then
-        release every block: the second half of a training step, also for a loss computed by
-        the user's own loop (flowrate.session), which calls begin_step() before its forward.
-        Inference steps only record their copy times."""
-        if self.mode is Mode.INFER:
+        """Backward from ``loss`` (gradients stream out, the host updates each block), then release
+        every block: the second half of a training step, also for a loss computed by the user's own
+        loop (flowrate.session), which calls begin_step() before its forward."""
+        if not self.training:
             self.times.end()
             return loss.detach()
         loss.backward()
-        for index in range(len(self.blocks)):
-            self._release(index)
+        for block in self.blocks:
+            self._release(block.index)
+            if block.waiting > 0:  # some parameters got no gradient: zeros (see FlatGroup.complete_grad)
+                self._gradients_out(block)
+        scale = 1.0
         if self.clip_grad_norm is not None:
-            self._clip_and_update_all()
-        else:
-            for block in self.blocks:  # blocks some of whose parameters got no gradient
-                if block.waiting > 0:
-                    self._submit_update(block)
+            scale = clip_coefficient(self.blocks, self.model.parameters(), self.clip_grad_norm, self.device)
+        if self.clip_grad_norm is not None:
+            for block in self.blocks:
+                if block.landed:
+                    self._submit_update(block, scale)
+        update_resident(self.blocks, self.reduce_gradients, scale)
+        for block in self.blocks:
+            block.ran = False
         self.times.end()
         return loss.detach()
 
@@ -383,36 +371,42 @@ class StreamingExecutor:
         """The model with its fp32 master weights in place (checkpoints, tests), then back."""
         if self.updater is not None:
             self.updater.wait_all()
-        saved = {}
+        saved: list[tuple[nn.Parameter, torch.Tensor]] = []
         for block in self.blocks:
-            for param in block.owned:
-                saved[id(param)] = param.data
-                param.data = self.host[param].master.data
+            for group in block.groups:
+                for param, master in zip(group.params, group.master_views(), strict=True):
+                    saved.append((param, param.data))
+                    param.data = master
         try:
             yield self.model
         finally:
-            for block in self.blocks:
-                for param in block.owned:
-                    param.data = saved[id(param)]
+            for param, data in saved:
+                param.data = data
 
     @contextmanager
     def checkpoint_state(self) -> Iterator[tuple[nn.Module, Optimizers]]:
-        """The model with its fp32 master weights, and the per-block host optimizers."""
+        """The model with its fp32 master weights, and the per-block optimizers (host and device)."""
         with self.master_weights() as model:
-            optimizers = self.updater.optimizers if self.updater else []
-            yield model, [o for o in optimizers if o is not None]
+            optimizers = [
+                b.optimizer if b.resident else b.optimizer.optimizer
+                for b in self.blocks
+                if b.optimizer is not None
+            ]
+            yield model, optimizers
 
     # --- the record -----------------------------------------------------------------------------
 
     def report(self, timed_steps: int | None = None) -> dict[str, Any]:
         """Per-step times (medians over the timed steps) and memory, for Result.streaming."""
-        if self._copy_stream is not None:
+        if self._cuda:
             torch.cuda.synchronize(self.device)  # the copies' CUDA events can be read now
         times = self.times.medians(timed_steps)
         copy_in = times["copy_in_s"]
         exposed = times["copy_wait_s"] if self._cuda else copy_in
+        streamed = [b for b in self.blocks if not b.resident]
         return {
             "blocks": len(self.blocks),
+            "resident_blocks": [b.index for b in self.blocks if b.resident],
             "recompute": self.recompute,
             "clip_grad_norm": self.clip_grad_norm,
             "compute_dtype": str(self.compute_dtype).removeprefix("torch."),
@@ -424,9 +418,9 @@ class StreamingExecutor:
             "optimizer_s_total": None if self.updater is None else self.updater.busy_s,
             "steps": len(self.times.steps),
             "device_weight_bytes_peak": self.peak_resident_bytes,
-            "largest_block_bytes": max(b.send_bytes for b in self.blocks),
-            "host_bytes": self.host.nbytes(),
-            "host_pinned": self.pinned,
+            "largest_block_bytes": max((b.weight_bytes for b in streamed), default=0),
+            "host_bytes": sum(b.arena.nbytes for b in streamed),
+            "host_pinned": self._cuda and self.pinned,
             "note": None
             if self._cuda
             else "on the CPU host and device share memory: copies are clones, none is hidden",
