@@ -208,3 +208,15 @@ def test_to_dict_is_the_results_section() -> None:
     assert section["batch_size"] == 2 and section["flops"] == 48 and section["counted_ops"] == ["aten.mm"]
     mm = next(o for o in section["ops"] if o["op"] == "aten.mm")
     assert mm == {"op": "aten.mm", "dtypes": ["float32", "float32"], "flops": 48, "bytes": 104, "calls": 1}
+
+
+@pytest.mark.parametrize("groups", [1, 8])
+def test_a_convolutions_backward_is_twice_its_forward_grouped_or_not(groups: int) -> None:
+    # torch 2.13's own formula counts a grouped convolution's weight gradient once per group
+    x = torch.randn(2, 8, 10, 10, requires_grad=True)
+    w = torch.randn(8, 8 // groups, 3, 3, requires_grad=True)
+    out, forward = count_ops(lambda: F.conv2d(x, w, padding=1, groups=groups))
+    _, backward = count_ops(lambda: out.sum().backward())
+    multiply_adds = 2 * 8 * 10 * 10 * (8 // groups) * 3 * 3  # outputs x (C_in / groups) x 3 x 3
+    assert forward.total_flops == 2 * multiply_adds
+    assert backward.total_flops == 2 * forward.total_flops

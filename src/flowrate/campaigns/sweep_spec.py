@@ -143,7 +143,9 @@ def _typed(key: str, kind: str, value: Any) -> Any:
         raise ConfigError(key, f"expected a name, got {value!r}")
     if key in _NAMED:
         return _NAMED[key](text).value  # canonical spelling: bf16, not BF16 or bfloat16
-    if key == "problem" and (":" in text or text.endswith(".py")):
+    from flowrate.problems.registry import is_user_problem  # lazily: the registry imports torch
+
+    if key == "problem" and is_user_problem(text):
         path, sep, factory = text.rpartition(":")  # absolute: the same file from any folder
         return f"{Path(path).resolve()}{sep}{factory}" if sep else str(Path(text).resolve())
     return text

@@ -88,8 +88,14 @@ def given_fields(flags: dict[str, Any], sample_shape: int | None) -> dict[str, A
 
     `flowrate sweep` takes these as the base every point shares.
     """
-    options = parse_problem_options(flags.pop("extra_options", ()))
+    options: dict[str, int | str] = dict(parse_problem_options(flags.pop("extra_options", ())))
+    options.update(parse_config_overrides(flags.pop("hf_config", ())))
     options.update({k: v for k in _SHAPE_OPTIONS if (v := flags.pop(k)) is not None})
+    preset = flags.pop("preset", None)
+    if preset is not None:  # a library model's preset is its size
+        if flags.get("size") is not None:
+            raise ConfigError("--preset", "names the size of an hf: model; give it or --size, not both")
+        flags["size"] = preset
     given = {k: v for k, v in flags.items() if v is not None}
     if sample_shape is not None:
         from flowrate.problems.registry import sample_shape_field
@@ -98,6 +104,19 @@ def given_fields(flags: dict[str, Any], sample_shape: int | None) -> dict[str, A
     if options:
         given["problem_options"] = options
     return given
+
+
+def parse_config_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
+    """--hf-config key=value pairs, values kept as text: the model's config class types them."""
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                "--hf-config", f"expected KEY=VALUE, got {pair!r} (e.g. --hf-config num_hidden_layers=4)"
+            )
+        overrides[key.strip()] = text.strip()
+    return overrides
 
 
 def parse_problem_options(pairs: tuple[str, ...]) -> dict[str, int]:

@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from flowrate.measure.attention_flops import ATTENTION_OPS, count_attention
+from flowrate.problems.flop_formulas import grouped_conv_backward_flops
 
 # ops whose name says they compute, so a FLOP formula should exist; cummax/cummin, conversions
 # and the upsampling kernels' "linear" interpolation only look like it
@@ -55,7 +56,8 @@ def _dot(a: torch.Tensor, *args: Any, out_val: Any = None, **kwargs: Any) -> int
 
 
 # Products torch's registry lacks: matrix-vector, dot, and the integer and packed-weight GEMMs
-# that quantized inference runs (int8 weight-only and dynamic, int4 packed).
+# that quantized inference runs (int8 weight-only and dynamic, int4 packed); and the convolution
+# backward with grouped convolutions' weight gradient counted once, not once per group.
 FORMULAS: dict[Any, Callable[..., int]] = {
     **flop_registry,
     aten.mv: _by_output(0),
@@ -66,6 +68,7 @@ FORMULAS: dict[Any, Callable[..., int]] = {
     aten._weight_int8pack_mm: _by_output(0),
     aten._weight_int4pack_mm: _by_output(0),
     aten._weight_int4pack_mm_for_cpu: _by_output(0),
+    aten.convolution_backward: grouped_conv_backward_flops,
 }
 
 

@@ -1,15 +1,19 @@
-"""Finding problems: the zoo by name (with close-name suggestions) and users' own files."""
+"""Finding problems: the zoo by name (with close-name suggestions), models from libraries by
+prefix (hf:, timm:, torchvision:; see problems/sources) and users' own files."""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from flowrate.errors import ConfigError
 from flowrate.problems import encoder, kernels, mlp, resnet, transformer
 from flowrate.problems.base import Family, Problem
+from flowrate.problems.sources.base import MissingExtra, SourceSettings
 from flowrate.problems.user import load_user_problem
 
 FAMILIES: dict[str, Family] = {
@@ -40,13 +44,46 @@ class ProblemInfo:
     settings: dict[str, Any]
 
 
+# prefix -> (the source module, the pip extra that installs its library)
+SOURCES: dict[str, tuple[str, str]] = {
+    "hf": ("flowrate.problems.sources.hf", "hf"),
+    "timm": ("flowrate.problems.sources.timm_source", "timm"),
+    "torchvision": ("flowrate.problems.sources.vision_source", "vision"),
+}
+
+
+def source_of(spec: str) -> str | None:
+    """The library prefix a problem name starts with (hf:llama -> "hf"), or None."""
+    prefix, sep, _ = spec.partition(":")
+    return prefix.lower() if sep and prefix.lower() in SOURCES else None
+
+
 def is_user_problem(spec: str) -> bool:
-    return ":" in spec or spec.endswith(".py")
+    return source_of(spec) is None and (":" in spec or spec.endswith(".py"))
 
 
-def get_problem(spec: str, size: str | None = None, options: dict[str, int] | None = None) -> Problem:
-    """Build the Problem a user named: a zoo name (family or size alias) or PATH.py:FACTORY."""
+def source_module(spec: str) -> Any:
+    """The source module of a prefixed name, imported now; its library missing -> MissingExtra."""
+    prefix = source_of(spec)
+    if prefix is None:
+        raise ConfigError("source", f"unknown source {spec!r}; use one of {', '.join(SOURCES)}")
+    module_name, extra = SOURCES[prefix]
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        if (error.name or "").startswith("flowrate"):
+            raise
+        raise MissingExtra(spec, extra) from None
+
+
+def get_problem(
+    spec: str, size: str | None = None, options: Mapping[str, int | str] | None = None
+) -> Problem:
+    """Build the Problem a user named: a zoo name (family or size alias), a library model
+    (hf:llama, timm:resnet50, …) or PATH.py:FACTORY."""
     options = options or {}
+    if source_of(spec) is not None:
+        return _source_problem(spec, size, options)
     if is_user_problem(spec):
         if size is not None or options:
             raise ConfigError("size", "sizes and shape options apply to zoo problems only")
@@ -62,11 +99,39 @@ def get_problem(spec: str, size: str | None = None, options: dict[str, int] | No
             f"sizes: {', '.join(family.sizes)}",
         )
     config = family.sizes[chosen]
+    for key, value in options.items():
+        if not isinstance(value, int):  # --hf-config's raw strings
+            raise ConfigError(
+                "hf_config", f"applies to library models only (hf:…); {family.name} takes -O {key}=N"
+            )
     if options:
         config = _apply_options(family, config, options)
     problem = family.build(config)
     problem.size = chosen if not options else f"{chosen}+custom"
     return problem
+
+
+def _source_problem(spec: str, size: str | None, options: Mapping[str, int | str]) -> Problem:
+    """A library model: the shape flags it shares with the zoo, the rest its config's overrides;
+    a named size is its preset."""
+    rest = dict(options)
+    shapes = {key: rest.pop(key, None) for key in ("seq_len", "image_size")}
+    settings = SourceSettings(
+        seq_len=_int_or_none(shapes["seq_len"]),
+        image_size=_int_or_none(shapes["image_size"]),
+        overrides={key: str(value) for key, value in rest.items()},
+        preset=size,
+    )
+    return source_module(spec).build_problem(spec.partition(":")[2], settings)
+
+
+def _int_or_none(value: int | str | None) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        raise ConfigError(
+            "hf_config", f"sequence length and image size are integers, got {value!r}"
+        ) from None
 
 
 def list_problems() -> list[ProblemInfo]:
@@ -108,7 +173,7 @@ def _suggest(word: str, choices: Any) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
-def _apply_options(family: Family, config: Any, options: dict[str, int]) -> Any:
+def _apply_options(family: Family, config: Any, options: Mapping[str, int | str]) -> Any:
     for key in options:
         if key not in family.options:
             allowed = ", ".join(family.options) or "none"
@@ -124,6 +189,10 @@ def _apply_options(family: Family, config: Any, options: dict[str, int]) -> Any:
 
 def sample_shape_field(problem: str) -> str:
     """The shape option --sample-shape sets for this zoo problem (seq_len or image_size)."""
+    if source_of(problem) is not None:
+        return getattr(source_module(problem), "sample_shape_option", lambda name: "image_size")(
+            problem.partition(":")[2]
+        )
     if is_user_problem(problem):
         raise ConfigError("sample_shape", "applies to zoo problems only; a user problem sets its own shapes")
     family, _size = resolve_family(problem)
