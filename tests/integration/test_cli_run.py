@@ -186,6 +186,7 @@ def test_list_shows_every_family(run_cli) -> None:  # type: ignore[no-untyped-de
     families = {r["family"] for r in rows}
     models = {"fc_mnist", "transformer", "bert-base", "roberta-large", "resnet50"}
     kernels = {"gemm", "bmm", "conv2d", "attention", "layernorm", "copy", "h2d", "d2h", "duplex", "launch"}
+    kernels |= {"allreduce", "allgather", "reducescatter", "broadcast"}
     assert families == models | kernels
     sizes = {(r["family"], r["size"]): r["parameters"] for r in rows}
     assert sizes[("transformer", "gpt2")] == 124_439_808

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import pytest
 import torch
 
 import flowrate
+from flowrate.config import Precision
+from flowrate.errors import ConfigError
 from flowrate.execution.precision import supported_precisions
 from flowrate.problems import kernels
 from flowrate.problems.registry import FAMILIES
@@ -18,13 +21,18 @@ MODELS = sorted(set(FAMILIES) - {family.name for family in kernels.FAMILIES})
 
 
 def test_the_cpu_supports_what_we_expect() -> None:
-    assert CPU_PRECISIONS == ["fp32", "bf16", "fp16", "pure-bf16"]
+    int8 = ["int8-weights", "int8-dynamic"] if importlib.util.find_spec("torchao") else []
+    assert ["fp32", "bf16", "fp16", "pure-bf16", *int8] == CPU_PRECISIONS
 
 
 @pytest.mark.parametrize("precision", CPU_PRECISIONS)
 @pytest.mark.parametrize("mode", ["train", "infer"])
 @pytest.mark.parametrize("family", MODELS)
 def test_debug_size_runs(family: str, mode: str, precision: str) -> None:
+    if mode == "train" and Precision(precision).inference_only:
+        with pytest.raises(ConfigError, match="cannot train"):
+            flowrate.benchmark(family, size="debug", mode=mode, precision=precision, device="cpu")
+        return
     result = flowrate.benchmark(
         family, size="debug", mode=mode, precision=precision, steps=3, preheat_steps=1, device="cpu"
     )

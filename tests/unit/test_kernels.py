@@ -16,12 +16,13 @@ from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems import kernels
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.kernels.base import KernelProblem, KernelWeights
+from flowrate.problems.kernels.collectives import OPERATIONS
 from flowrate.problems.registry import FAMILIES, get_problem
 
 CPU = torch.device("cpu")
 KERNELS = [family.name for family in kernels.FAMILIES]
 HOST_LINK = ["h2d", "d2h", "duplex"]
-ON_CPU = [name for name in KERNELS if name not in HOST_LINK]
+ON_CPU = [name for name in KERNELS if name not in (*HOST_LINK, *OPERATIONS)]  # collectives: torchrun
 COMPUTE = ["gemm", "bmm", "conv2d", "attention"]
 
 
@@ -40,7 +41,8 @@ def _counted_flops(problem: Problem, batch_size: int = 1) -> int:
 
 
 def test_every_kernel_family_is_in_the_zoo() -> None:
-    assert set(KERNELS) == {"gemm", "bmm", "conv2d", "attention", "layernorm", "copy", "launch", *HOST_LINK}
+    single = {"gemm", "bmm", "conv2d", "attention", "layernorm", "copy", "launch"}
+    assert set(KERNELS) == {*single, *HOST_LINK, *OPERATIONS}
     assert set(KERNELS) <= set(FAMILIES)
 
 

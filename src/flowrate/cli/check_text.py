@@ -56,6 +56,16 @@ def fidelity_rows(result: Result) -> list[tuple[str, str]]:
         ("loss reached", f"{f['final_loss']:.4f}  (mean of the last {window})"),
         ("min loss", f"{f['min_loss']:.4f}"),
     ]
+    if f.get("reference_loss") is not None:  # an inference format: trained in fp32, then quantized
+        rows[-3:-1] = [
+            ("initial loss", f"{f['initial_loss']:.4f}  (fp32 training, mean of the first {window})"),
+            ("trained to", f"{f['trained_final_loss']:.4f}  (fp32 training, mean of the last {window})"),
+            (
+                "loss reached",
+                f"{f['final_loss']:.4f} in {c['precision']}, {f['reference_loss']:.4f} in fp32  "
+                f"(same {f['eval_steps']} held-out batches; {f['loss_increase']:+.4f})",
+            ),
+        ]
     if f.get("target_loss") is not None:
         reached = f["steps_to_target"]
         rows.append(

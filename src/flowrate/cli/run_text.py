@@ -212,6 +212,15 @@ def _input_line(i: dict[str, Any]) -> str:
     )
 
 
+def collective_line(operation: str, summed_bytes_per_sec: float, distributed: dict[str, Any]) -> str:
+    """nccl-tests' algbw and busbw of a collective kernel (flowrate.problems.kernels.collectives)."""
+    from flowrate.problems.kernels.collectives import collective_bandwidths
+
+    ranks = distributed["world_size"]
+    algbw, busbw = collective_bandwidths(operation, summed_bytes_per_sec, ranks)
+    return f"algbw {si(algbw, 'B/s')}  busbw {si(busbw, 'B/s')}  ({ranks} ranks, {distributed['backend']})"
+
+
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
     f, e, m = result.flops, result.energy, result.memory
@@ -242,6 +251,8 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         peak = f.get("peak_bandwidth")
         of_peak = f"  {fraction:.1%} of {si(peak, 'B/s')} datasheet" if fraction and peak else ""
         rows.append(("bandwidth", f"{si(f['bytes_per_sec'], 'B/s')}{of_peak}"))
+        if (operation := result.problem.get("settings", {}).get("operation")) and result.distributed:
+            rows.append(("collective", collective_line(operation, f["bytes_per_sec"], result.distributed)))
     if e:
         rows.append(("energy", _energy_line(e)))
     if m:

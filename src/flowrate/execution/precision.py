@@ -7,6 +7,10 @@
 | bf16      | fp32             | bf16 autocast     | no           |
 | fp16      | fp32             | fp16 autocast     | GradScaler   |
 | pure-bf16 | bf16             | bf16              | no           |
+| int8-weights, int8-dynamic | int8 (torchao, inference only) | int8 × fp32 / int8 × int8 | no |
+| fp8       | fp32             | float8 linears (torchao), bf16 autocast | no |
+
+The int8 and fp8 formats rewrite the model's linear layers: flowrate.execution.quantize.
 """
 
 from __future__ import annotations
@@ -28,7 +32,12 @@ class PrecisionPolicy:
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
-        return {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(self.precision)
+        autocast = {
+            Precision.BF16: torch.bfloat16,
+            Precision.FP16: torch.float16,
+            Precision.FP8: torch.bfloat16,
+        }
+        return autocast.get(self.precision)
 
     @property
     def weight_dtype(self) -> torch.dtype:
@@ -51,6 +60,8 @@ class PrecisionPolicy:
 
 def check_supported(precision: Precision, device: torch.device) -> None:
     """Raise ConfigError when ``device`` cannot run ``precision``, saying what it can run."""
+    if precision is Precision.FP8:
+        check_fp8(device)
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         name = torch.cuda.get_device_name(device)
@@ -73,6 +84,18 @@ def check_supported(precision: Precision, device: torch.device) -> None:
         return
     if precision is not Precision.FP32:
         raise ConfigError("precision", f"only fp32 is supported on {device.type} devices")
+
+
+def check_fp8(device: torch.device) -> None:
+    """fp8 matmuls (torch._scaled_mm, which torchao's float8 training calls) need CUDA compute
+    capability 8.9 or newer: Ada Lovelace, Hopper, Blackwell."""
+    needs = "fp8 needs a CUDA GPU of compute capability 8.9 or newer (Ada, Hopper, Blackwell)"
+    if device.type != "cuda":
+        raise ConfigError("precision", f"{needs}; this run is on {device.type}: use bf16 there")
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) < (8, 9):
+        name = torch.cuda.get_device_name(device)
+        raise ConfigError("precision", f"{needs}; {name} is {major}.{minor}: use bf16 there")
 
 
 def supported_precisions(device: torch.device) -> list[Precision]:

@@ -17,6 +17,7 @@ from typing import Any
 from flowrate.config import Mode, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.harness.api import run_config
+from flowrate.harness.fidelity_infer import train_then_quantize
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
@@ -140,6 +141,8 @@ def require_checkable(config: RunConfig, problem: Problem) -> RunConfig:
             f"{problem.name} ({type(problem).__name__}) has no learnable task for `flowrate check`: "
             "implement Problem.learnable_batch(batch_size, device, generator)",
         )
+    if config.precision.inference_only:  # trained in fp32, then evaluated quantized: see check_inference
+        return config.for_problem(problem.modes, Mode.INFER, problem.name)
     if config.mode is Mode.INFER:
         raise ConfigError("mode", "a check trains the model to see its loss fall; use --mode train")
     return config.for_problem(problem.modes, Mode.TRAIN, problem.name)
@@ -162,8 +165,35 @@ def run_check(
     if problem is None:
         problem = get_problem(config.problem, config.size, config.problem_options)
     config = require_checkable(config, problem)
+    if config.precision.inference_only:
+        return _check_inference_format(config, problem, target_loss, argv)
     result = run_config(config, problem, argv=argv, data="learnable")
     fidelity = summarize_fidelity(result.losses, target_loss=target_loss)
     fidelity["task"] = task_description(problem)
     fidelity["preheat_steps"] = config.preheat_steps
     return dataclasses.replace(result, fidelity=fidelity, warnings=[THROUGHPUT_WARNING, *result.warnings])
+
+
+def _check_inference_format(
+    config: RunConfig, problem: Problem, target_loss: float | None, argv: list[str] | None
+) -> Result:
+    """An inference format's check (flowrate.harness.fidelity_infer): the fp32 training curve's
+    record, with final_loss the trained model's mean held-out loss in the format and
+    reference_loss the same model's in fp32 on the same batches. The Result is the format's
+    held-out inference run."""
+    check = train_then_quantize(config, problem, argv)
+    fidelity = summarize_fidelity(check.training.losses, target_loss=target_loss)
+    reference, quantized = statistics.fmean(check.reference.losses), statistics.fmean(check.quantized.losses)
+    fidelity.update(
+        task=task_description(problem),
+        preheat_steps=config.preheat_steps,
+        trained_in="fp32",
+        trained_final_loss=fidelity["final_loss"],
+        eval_steps=len(check.quantized.losses),
+        reference_loss=reference,
+        final_loss=quantized,
+        loss_increase=quantized - reference,
+    )
+    return dataclasses.replace(
+        check.quantized, fidelity=fidelity, warnings=[THROUGHPUT_WARNING, *check.quantized.warnings]
+    )

@@ -33,7 +33,13 @@ link), ``launch`` (dispatch and launch latency, µs per call); ``base`` holds wh
 from __future__ import annotations
 
 from flowrate.problems.base import Family
-from flowrate.problems.kernels import compute, launch, link, memory
+from flowrate.problems.kernels import collectives, compute, launch, link, memory
 
 # The order `flowrate list` shows them in.
-FAMILIES: tuple[Family, ...] = (*compute.FAMILIES, *memory.FAMILIES, *link.FAMILIES, *launch.FAMILIES)
+FAMILIES: tuple[Family, ...] = (
+    *compute.FAMILIES,
+    *memory.FAMILIES,
+    *link.FAMILIES,
+    *launch.FAMILIES,
+    *collectives.FAMILIES,
+)

@@ -104,7 +104,10 @@ class KernelProblem(Problem):
         self.dtype = torch.float32
 
     def set_precision(self, precision: Precision) -> None:
-        self.dtype = OPERAND_DTYPES[Precision.parse(precision)]
+        parsed = Precision.parse(precision)
+        if parsed not in OPERAND_DTYPES:
+            raise ConfigError("precision", f"{parsed} quantizes a model's layers; a kernel has none")
+        self.dtype = OPERAND_DTYPES[parsed]
 
     @property
     def element_size(self) -> int:
