@@ -246,6 +246,8 @@ records = st.fixed_dictionaries(
         "distributed": st.none(),
         "compile": st.none(),
         "operators": st.none() | st.dictionaries(texts, json_values, max_size=3),
+        "generation": st.none() | st.dictionaries(texts, json_values, max_size=3),
+        "serving": st.none() | st.dictionaries(texts, json_values, max_size=3),
         "run_id": st.from_regex(RUN_ID, fullmatch=True).filter(lambda s: ".." not in s),
         "created_at": texts,
         "flowrate_version": texts,

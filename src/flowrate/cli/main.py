@@ -34,6 +34,8 @@ COMMANDS = {
     "validate": "flowrate.cli.validate",
     "compile": "flowrate.cli.compile",
     "estimate": "flowrate.cli.estimate",
+    "generate": "flowrate.cli.generate",
+    "serve-bench": "flowrate.cli.serve_bench",
 }
 
 

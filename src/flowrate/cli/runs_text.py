@@ -81,7 +81,16 @@ def sweeps_rows(sweeps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def show_rows(result: Result, tags: Sequence[str]) -> list[tuple[str, str]]:
     """One recorded run: when and how it was tagged, its summary (a check's, for a check), and the
     command that made it."""
-    rows = fidelity_rows(result) if result.fidelity else summary_rows(result)
+    if result.generation:  # `flowrate generate`
+        from flowrate.cli.generate_text import generation_rows
+
+        rows = generation_rows(result)
+    elif result.serving:  # `flowrate serve-bench`
+        from flowrate.cli.serve_bench_text import rows as serving_rows
+
+        rows = serving_rows(result.serving)
+    else:
+        rows = fidelity_rows(result) if result.fidelity else summary_rows(result)
     rows.insert(0, ("recorded", f"{result.created_at}" + (f"  tags {', '.join(tags)}" if tags else "")))
     command_line = result.environment.get("command_line")
     if command_line:

@@ -11,7 +11,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +64,9 @@ def layer_flops_per_token(hidden: int, seq_len: int) -> int:
     i.e. 2 FLOPs per non-embedding parameter (Kaplan et al. 2020, table 1).
     4·T·h: attention scores Q·Kᵀ (2·T·h) and the weighted sum of values (2·T·h) over the full
     T x T matrix (PaLM, Chowdhery et al. 2022, appendix B: 12·L·H·Q·T per token for training is
-    3 x this). The causal mask is not subtracted: FlopCounterMode does not know it either.
+    3 x this). The causal mask is not subtracted (PaLM's convention, which MFU figures quoted
+    for GPT-style models follow); the executed count keeps only the pairs the mask keeps, and
+    the agreement check allows for that (flowrate.measure.flops).
     """
     return 24 * hidden * hidden + 4 * seq_len * hidden
 
@@ -148,6 +150,23 @@ class SelfAttention(nn.Module):
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.proj(y)
 
+    def cached(self, x: torch.Tensor, cache: KVCache, layer: int) -> torch.Tensor:
+        """forward() for generation: x (B, T, C) are positions cache.length … cache.length + T - 1;
+        their keys and values are written into the cache and the queries attend to all before them."""
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        start, end = cache.length, cache.length + T
+        keys, values = cache.keys[layer], cache.values[layer]
+        keys[:, :, start:end], values[:, :, start:end] = k, v
+        mask = None  # one new token sees every cached key; a prompt from 0 is plain causal
+        if T > 1 and start > 0:  # SDPA's is_causal aligns to the top left: spell the mask out
+            mask = torch.arange(end, device=x.device) <= torch.arange(start, end, device=x.device)[:, None]
+        y = F.scaled_dot_product_attention(
+            q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, is_causal=T > 1 and start == 0
+        )
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
 
 class MLP(nn.Module):
     """(B, T, C) -> (B, T, 4C) -> GELU -> (B, T, C)."""
@@ -170,8 +189,8 @@ class Embeddings(nn.Module):
         self.token = nn.Embedding(config.vocab_size, config.hidden)
         self.position = nn.Embedding(config.seq_len, config.hidden)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1], device=ids.device)  # (T,)
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        positions = torch.arange(start, start + ids.shape[1], device=ids.device)  # (T,)
         return self.token(ids) + self.position(positions)  # (B, T, C)
 
 
@@ -187,6 +206,10 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+    def cached(self, x: torch.Tensor, cache: KVCache, layer: int) -> torch.Tensor:
+        x = x + self.attention.cached(self.ln1(x), cache, layer)
         return x + self.mlp(self.ln2(x))
 
 
@@ -233,6 +256,44 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x  # (B, T, V)
+
+    def cached(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Logits (B, T, V) of ids (B, T) that continue the cached sequence; the cache grows by T."""
+        embeddings, layers, head = self._parts()
+        x = embeddings(ids, start=cache.length)
+        for index, block in enumerate(layers):
+            x = block.cached(x, cache, index)
+        cache.length += ids.shape[1]
+        return head(x)
+
+    def new_cache(self, batch_size: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
+        """An empty cache for batch_size sequences of up to max_len positions (≤ the position table)."""
+        embeddings, layers, _ = self._parts()
+        limit = embeddings.position.num_embeddings
+        if max_len > limit:
+            raise ConfigError("new_tokens", f"prompt + new tokens = {max_len} exceed the context of {limit}")
+        attention = layers[0].attention
+        weight = attention.qkv.weight
+        head_dim = weight.shape[1] // attention.heads
+        shape = (batch_size, attention.heads, max_len, head_dim)
+        make = functools.partial(torch.empty, shape, dtype=dtype or weight.dtype, device=weight.device)
+        return KVCache([make() for _ in layers], [make() for _ in layers])
+
+    def _parts(self) -> tuple[Embeddings, list[Block], LMHead]:
+        blocks = list(self.blocks)
+        return cast(Embeddings, blocks[0]), cast(list[Block], blocks[1:-1]), cast(LMHead, blocks[-1])
+
+
+@dataclass
+class KVCache:
+    """Keys and values of every layer, (B, heads, max_len, head_dim) each, filled up to length."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    length: int = 0
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
 
 class TransformerLM(Problem):

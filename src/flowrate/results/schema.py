@@ -33,7 +33,10 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      (each row's format and accumulate dtype; FLOPs, bytes and calls per format; the effective
 #      precision) and the flops section's mixed_peak_flops, mixed_mfu and mixed_mfu_reason
 #      (flowrate.measure.census): records without them read with them absent.
-SCHEMA_VERSION = 4
+#   5: serving section (`flowrate serve-bench`: the target, the load, every request's raw trace and
+#      the metrics under flowrate's, vLLM's and genai-perf's definitions; partial after Ctrl-C).
+#      Versions 1-4 read with it empty.
+SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,12 @@ class Result:
     compile: dict[str, Any] | None = None
     # the executed-FLOPs count of one step, op by op, and its coverage (None: not counted)
     operators: dict[str, Any] | None = None
+    # `flowrate generate`: lengths, TTFT/TPOT/ITL/E2E per request, prefill and decode rates,
+    # KV-cache memory, prefill MFU and decode bandwidth (None for runs; records without it read with
+    # it empty)
+    generation: dict[str, Any] | None = None
+    # `flowrate serve-bench`: load, raw per-request traces, metrics by definition (None for runs)
+    serving: dict[str, Any] | None = None
     run_id: str = ""
     created_at: str = ""
     flowrate_version: str = ""

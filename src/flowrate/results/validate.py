@@ -139,7 +139,11 @@ TOP_REQUIRED = {
     "losses": LIST,
     "summary": OBJECT,
 }
-SECTIONS = ["repeat", "fidelity", "streaming", "input", "estimate", "distributed", "compile", "operators"]
+SECTIONS = [
+    *["repeat", "fidelity", "streaming", "input", "estimate", "distributed", "compile", "operators"],
+    "generation",  # `flowrate generate` (optional: records without it read with it empty)
+    "serving",  # `flowrate serve-bench` (version 5)
+]
 TOP_OPTIONAL = {
     **dict.fromkeys(["intervals", "warnings", "batch_size_search"], LIST),
     **dict.fromkeys(["flops", "energy", "memory"], OBJECT),

@@ -1,0 +1,105 @@
+"""`flowrate generate`'s flags to a GenerateConfig and Problem, and its result as rows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flowrate.errors import ConfigError
+from flowrate.units import rate, si
+
+if TYPE_CHECKING:
+    from flowrate.harness.generate import GenerateConfig
+    from flowrate.problems.base import Problem
+    from flowrate.results.schema import Result
+
+
+def resolve(flags: dict[str, Any]) -> tuple[GenerateConfig, Problem]:
+    """Refuses what cannot generate before any model is built: a training mode, a model that is not
+    a causal LM, lengths over the model's context."""
+    from flowrate.cli.resolve import parse_config_overrides, parse_problem_options
+    from flowrate.harness.generate import GenerateConfig
+    from flowrate.harness.generate_model import lengths, shape_of
+    from flowrate.problems.registry import get_problem
+
+    if flags.pop("mode") == "train":
+        raise ConfigError("--mode", "generate runs inference only: drop --mode train")
+    options: dict[str, int | str] = dict(parse_problem_options(flags.pop("extra_options")))
+    options.update(parse_config_overrides(flags.pop("hf_config")))
+    batch = flags.pop("batch_size")
+    if batch != "auto":
+        try:
+            batch = int(batch)
+        except ValueError:
+            raise ConfigError("--batch-size", f"must be a positive integer or auto, got {batch!r}") from None
+    duration = flags.pop("duration")
+    try:
+        config = GenerateConfig(problem_options=options, batch_size=batch, duration_s=duration, **flags)
+    except ConfigError as mistake:
+        raise ConfigError(_flag(mistake.field), mistake.message) from None
+    problem = get_problem(config.problem, config.size, config.problem_options)
+    try:
+        lengths(shape_of(problem), config.prompt_len, config.new_tokens)
+    except ConfigError as mistake:
+        raise ConfigError(_flag(mistake.field), mistake.message) from None
+    return config, problem
+
+
+def _flag(field: str) -> str:
+    return "--" + field.removesuffix("_s").replace("_", "-")
+
+
+def start_line(config: GenerateConfig, problem: Problem) -> str:
+    size = getattr(problem, "size", None)
+    return (
+        f"generating with {problem.name}{'/' + size if size else ''}: batch {config.batch_size}, "
+        f"{config.precision} on {config.device}"
+    )
+
+
+def _ms(stats: dict[str, Any] | None) -> str:
+    if not stats:
+        return "-"
+    mean, median, p99 = (stats[key] * 1e3 for key in ("mean", "median", "p99"))
+    return f"mean {mean:.4g} ms  median {median:.4g} ms  p99 {p99:.4g} ms"
+
+
+def _fraction(value: float | None, achieved: float | None, unit: str) -> str:
+    share = f"{value:.1%}" if value is not None else "-"
+    return f"{share}  ({si(achieved, unit) if achieved is not None else '-'})"
+
+
+def generation_rows(result: Result) -> list[tuple[str, str]]:
+    """The human summary of one generation run."""
+    g = result.generation or {}
+    p, c, mem = result.problem, result.config, g.get("memory", {})
+    device = (result.environment.get("device") or {}).get("name") or c.get("device")
+    kv, measured = si(mem["kv_bytes_per_token"], "B"), si(mem["kv_bytes_per_token_measured"], "B")
+    rows = [
+        ("problem", f"{p.get('name')}/{p.get('size')}"),
+        (
+            "generate",
+            f"batch {g['batch_size']}  prompt {g['prompt_len']}  new tokens {g['new_tokens']}  "
+            f"{c.get('precision')}  {len(g['requests'])} requests",
+        ),
+        ("device", str(device)),
+        *((name, _ms(g.get(key))) for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"))),
+        *((name, _ms(g.get(key))) for name, key in (("ITL", "itl_s"), ("E2E", "e2e_s"))),
+        ("prefill", f"{rate(g.get('prefill_tokens_per_sec'))} tokens/s"),
+        ("decode", f"{rate(g.get('decode_tokens_per_sec'))} tokens/s"),
+        ("KV cache", f"{kv}/token (measured {measured}), {si(mem['kv_cache_bytes'], 'B')} at this batch"),
+    ]
+    if mem.get("max_batch_size") is not None:
+        auto = " (auto)" if mem.get("batch_size_auto") else ""
+        rows.append(
+            (
+                "fits",
+                f"batch {mem['max_batch_size']} at this context{auto}, "
+                f"context {mem['max_context_at_batch_1']} at batch 1",
+            )
+        )
+    rows.append(("prefill MFU", _fraction(g.get("prefill_mfu"), g.get("prefill_flops_per_sec"), "FLOP/s")))
+    bandwidth = _fraction(g.get("decode_bandwidth_utilization"), g.get("decode_bytes_per_sec"), "B/s")
+    rows.append(("decode bandwidth", bandwidth))
+    if g.get("peak_reason"):
+        rows.append(("peaks", str(g["peak_reason"])))
+    return rows

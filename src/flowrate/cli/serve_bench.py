@@ -1,0 +1,155 @@
+"""`flowrate serve-bench`: load tests of a running server speaking the OpenAI API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from flowrate.cli.options import output_options
+
+SCENARIO_HELP = (
+    "MLPerf LoadGen's scenarios: offline (every request at once; the figure is throughput), server "
+    "(Poisson arrivals at --rate; p99 TTFT/TPOT against --slo), single-stream (one request at a time; "
+    "the figure is p90 latency). LoadGen's 600 s minimum duration is not enforced: set --num-requests."
+)
+
+
+@click.command("serve-bench")
+@click.option("--url", required=True, help="The server's base URL, e.g. http://127.0.0.1:8000.")
+@click.option("--model", required=True, help="The model name the server expects.")
+@click.option(
+    "--endpoint", type=click.Choice(["completions", "chat"]), default="completions", show_default=True
+)
+@click.option(
+    "--tokenizer",
+    type=click.Path(file_okay=False),
+    help="Local folder with tokenizer.json: token-exact prompts.",
+)
+@click.option(
+    "--dataset", type=click.Path(dir_okay=False), help='JSONL prompts: {"prompt": …, "output_len": …}.'
+)
+@click.option("--num-requests", "-n", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--input-len", default="128", show_default=True, help="Prompt tokens: N or LOW:HIGH (uniform).")
+@click.option("--output-len", default="128", show_default=True, help="max_tokens: N or LOW:HIGH (uniform).")
+@click.option(
+    "--rate", type=click.FloatRange(min=0, min_open=True), help="Arrival rate, requests/s (open loop)."
+)
+@click.option(
+    "--burstiness",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Gamma shape of the gaps: 1 = Poisson, < 1 burstier.",
+)
+@click.option(
+    "--ramp-up", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Seconds to reach --rate."
+)
+@click.option(
+    "--concurrency", type=click.IntRange(1), help="Fixed concurrency (closed loop) instead of a rate."
+)
+@click.option(
+    "--replay", type=click.Path(dir_okay=False), help="JSONL trace: {time, prompt_len, output_len}."
+)
+@click.option("--scenario", type=click.Choice(["offline", "server", "single-stream"]), help=SCENARIO_HELP)
+@click.option("--slo", help="ttft_ms=…,tpot_ms=…,e2e_ms=…: goodput counts requests meeting all.")
+@click.option("--find-max-rate", is_flag=True, help="Bisect for the highest --rate whose p99s meet --slo.")
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="The run fails when more requests than this share fail.",
+)
+@click.option(
+    "--max-model-len",
+    type=click.IntRange(1),
+    help="The model's context (else the tokenizer folder's config).",
+)
+@click.option(
+    "--timeout",
+    "request_timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds one request may take.",
+)
+@click.option(
+    "--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0, min_open=True),
+    default=3600.0,
+    show_default=True,
+    help="Seconds the whole load may take; unfinished requests are then cancelled.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="Also write latency CDFs (and the rate search) here.",
+)
+@output_options
+def command(
+    store: str | None,
+    tags: tuple[str, ...],
+    no_store: bool,
+    as_json: bool,
+    out: str | None,
+    quiet: bool,
+    **flags: Any,
+) -> None:
+    """Load-test a server speaking the OpenAI API (vLLM, SGLang, TGI, llama.cpp, Ollama,
+    transformers serve): TTFT, TPOT, ITL and E2E with confidence intervals, throughput, errors and
+    goodput, each under flowrate's, vLLM's and genai-perf's definitions from one raw trace."""
+    import sys
+
+    from flowrate.cli import console, serve_bench_text
+    from flowrate.cli.destination import Destination
+    from flowrate.cli.paths import check_out
+    from flowrate.errors import ConfigError, RunFailed
+
+    try:
+        import aiohttp  # noqa: F401  (the client's library, from the serve extra)
+    except ImportError:
+        raise ConfigError("serve-bench", "needs aiohttp: pip install 'flowrate[serve]'") from None
+    from flowrate.serving import plan as serving_plan
+
+    plan = serving_plan.resolve(flags)
+    if out:
+        check_out(out)
+    if flags["plot_path"]:
+        check_out(flags["plot_path"], "plot")
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    console.status(plan.start_line(), quiet)
+    result = serving_plan.execute(plan, sys.argv, lambda line: console.status(line, quiet))
+    section = result.serving or {}
+    title = f"flowrate serve-bench {result.run_id}"
+    rows = serve_bench_text.rows(section)
+    if "search" in section:
+        rows += serve_bench_text.search_rows(section["search"]["points"])
+        found = section["search"]["max_rate"]
+        rows.append(("max rate meeting the SLO", "none found" if found is None else f"{found:.3f} req/s"))
+    destination.report(result, title, rows)
+    if flags["plot_path"]:
+        _plot(section, title, flags["plot_path"], quiet)
+    if section.get("partial"):
+        raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
+    error_rate = section["metrics"]["flowrate"]["error_rate"]
+    if error_rate > flags["max_error_rate"]:
+        kinds = ", ".join(f"{k} x{v}" for k, v in section["errors"].items())
+        raise RunFailed(
+            f"{error_rate:.1%} of requests failed ({kinds}), above --max-error-rate "
+            f"{flags['max_error_rate']:.1%}; the run is recorded"
+        )
+
+
+def _plot(section: dict[str, Any], title: str, path: str, quiet: bool) -> None:
+    from flowrate.analysis import canvas
+    from flowrate.analysis.plots_serving import serving_figure
+    from flowrate.cli import console
+
+    serving_figure(section, title).savefig(path, dpi=canvas.DPI)
+    console.status(f"plot written to {path}", quiet)

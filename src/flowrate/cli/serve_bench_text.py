@@ -1,0 +1,62 @@
+"""`flowrate serve-bench`: parsing its options and laying out its tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
+
+
+def _ms(stats: dict[str, Any] | None, key: str) -> str:
+    if not stats:
+        return "—"
+    value, ci = stats[key], stats.get(f"{key}_ci")
+    shown = f"{value:.2f}"
+    return f"{shown} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else shown
+
+
+def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
+    """The headline table: each figure under the three definitions, side by side."""
+    metrics = section["metrics"]
+    out: list[tuple[str, str]] = [
+        ("requests", f"{section['requests']} sent, {metrics['flowrate']['completed']} completed"),
+        ("error rate", f"{metrics['flowrate']['error_rate']:.1%}"),
+    ]
+    if section.get("partial"):
+        out.append(("partial", "yes: interrupted, figures cover what was measured"))
+    for name, title in DEFINITION_TITLES.items():
+        m = metrics[name]
+        rate = m["request_throughput"]
+        out.append((f"[{title}] requests/s", "—" if rate is None else f"{rate:.3f}"))
+        tokens = m["output_token_throughput"]
+        out.append((f"[{title}] output tokens/s", "—" if tokens is None else f"{tokens:.1f}"))
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            stats = m[metric]
+            label = metric.removesuffix("_ms").upper()
+            text = (
+                "—"
+                if not stats
+                else (
+                    f"mean {stats['mean']:.2f}, median {_ms(stats, 'median')}, p90 {stats['p90']:.2f}, "
+                    f"p99 {_ms(stats, 'p99')}"
+                )
+            )
+            out.append((f"[{title}] {label} ms", text))
+        if m.get("goodput") is not None:
+            out.append(
+                (f"[{title}] goodput req/s", f"{m['goodput']:.3f} ({m['slo_attainment']:.1%} met the SLO)")
+            )
+    lateness = section.get("send_lateness_ms")
+    if lateness:
+        out.append(("send lateness ms", f"median {lateness['median']:.3f}, p99 {lateness['p99']:.3f}"))
+    return out
+
+
+def search_rows(points: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [
+        (
+            f"{p['rate']:.3f} req/s",
+            f"{p['verdict']}: " + ", ".join(f"p99 {k} {v:.2f}" for k, v in p["p99"].items()),
+        )
+        for p in points
+    ]

@@ -1,0 +1,327 @@
+"""`flowrate generate`: greedy generation with a KV cache, prefill and decode timed apart.
+
+Each generation hands B synthetic prompts of P tokens to the model (the prefill, which yields the
+first token) and then feeds back one argmax token per sequence per step until n_out tokens exist
+(fixed length: no end-of-sequence stop). Every token's moment is recorded (generate_timing.py).
+transformers' ``generate`` is not used for hf: models: its per-token hook (a streamer) sits after
+the logits processors and stopping criteria, so the same manual loop over ``model(…,
+past_key_values=cache)`` serves both kinds, and benchmarks/generate.py compares it with a
+hand-written loop and with ``generate``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from flowrate._version import __version__
+from flowrate.errors import ConfigError, OutOfMemory
+from flowrate.harness import generate_model as gm
+from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
+from flowrate.measure.device import is_out_of_memory, resolve_device, synchronizer
+from flowrate.measure.env import collect_environment
+from flowrate.measure.peaks import peak_for
+from flowrate.measure.stats import summarize
+from flowrate.problems.base import Problem
+from flowrate.problems.transformer import synthetic_tokens
+from flowrate.results.schema import IntervalRecord, Result, RunSummary
+
+MAX_REPEATS = 100_000
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    problem: str = "transformer"
+    size: str | None = None
+    problem_options: dict[str, int | str] = dataclasses.field(default_factory=dict)
+    batch_size: int | str = 1  # or "auto"
+    max_batch_size: int = 256  # the most "auto" takes
+    prompt_len: int | None = None  # None: min(128, context / 2)
+    new_tokens: int | None = None  # None: the rest of the context, at most 128
+    repeats: int = 5  # timed generations (at least this many)
+    duration_s: float | None = None  # … or as many as fit in this many seconds
+    warmup: int = 1  # untimed generations first
+    precision: str = "fp32"
+    device: str = "auto"
+    seed: int = 0
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size != "auto" and (not isinstance(self.batch_size, int) or self.batch_size < 1):
+            raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {self.batch_size!r}")
+        for name in ("repeats", "max_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, "must be at least 1")
+        if self.warmup < 0:
+            raise ConfigError("warmup", "must be 0 or more")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ConfigError("duration", "must be positive")
+        gm.weight_dtype(self.precision)
+
+
+def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | None = None) -> Result:
+    """Build the model, generate warmup + timed rounds, and account for them in a Result."""
+    shape = gm.shape_of(problem)
+    prompt, new = gm.lengths(shape, config.prompt_len, config.new_tokens)
+    dtype = gm.weight_dtype(config.precision)
+    device = resolve_device(config.device)
+    with _threads(config.threads), torch.inference_mode():
+        torch.manual_seed(config.seed)
+        model = problem.build_model().to(device=device, dtype=dtype).eval()
+        plan = gm.memory_plan(shape, dtype, prompt, prompt + new, gm.free_memory(device))
+        batch = _batch_size(config, plan)
+        decoder = gm.Decoder(problem, model)
+        try:
+            timings = _rounds(config, decoder, (batch, prompt, new), device)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            raise OutOfMemory(
+                f"batch {batch} x {prompt + new} tokens does not fit on {device}: "
+                "use a smaller --batch-size (or auto), shorter lengths or --precision bf16"
+            ) from None
+        measured_kv = decoder.cache_bytes_per_token()
+    environment = collect_environment(device, argv)
+    section = generation_section(
+        shape, problem, model, timings, batch, prompt, new, dtype, measured_kv, plan, environment
+    )
+    section["memory"]["batch_size_auto"] = config.batch_size == "auto"
+    return _result(config, problem, batch, timings, section, environment)
+
+
+def _rounds(
+    config: GenerateConfig, decoder: gm.Decoder, lengths: tuple[int, int, int], device: torch.device
+) -> list[RequestTiming]:
+    """The warmup generations, then the timed ones: at least config.repeats, for config.duration_s."""
+    batch, prompt, new = lengths
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    clock: Any = CudaEventClock() if device.type == "cuda" else WallClock(synchronizer(device))
+    for _ in range(config.warmup):
+        generate_once(decoder, _prompts(decoder.shape, batch, prompt, device, generator), new, clock)
+    timings: list[RequestTiming] = []
+    started = time.perf_counter()
+    while _more(config, len(timings), time.perf_counter() - started):
+        generate_once(decoder, _prompts(decoder.shape, batch, prompt, device, generator), new, clock)
+        timings.append(RequestTiming.from_token_times(clock.seconds()))
+    return timings
+
+
+def generate_once(decoder: gm.Decoder, prompts: torch.Tensor, new_tokens: int, clock: Any) -> torch.Tensor:
+    """Greedy: the prefill gives the first token, each decode step one more; (B, new_tokens) ids."""
+    batch, prompt = prompts.shape
+    decoder.begin(batch, prompt + new_tokens - 1)  # the last token is never fed back
+    out = []
+    clock.start()
+    token = decoder.step(prompts)[:, -1].argmax(dim=-1, keepdim=True)
+    clock.mark()
+    out.append(token)
+    for _ in range(new_tokens - 1):
+        token = decoder.step(token)[:, -1].argmax(dim=-1, keepdim=True)
+        clock.mark()
+        out.append(token)
+    return torch.cat(out, dim=1)
+
+
+def _prompts(
+    shape: gm.Shape, batch: int, prompt: int, device: torch.device, generator: torch.Generator
+) -> torch.Tensor:
+    return synthetic_tokens((batch, prompt), shape.vocab_size, device, generator)
+
+
+def _more(config: GenerateConfig, done: int, elapsed: float) -> bool:
+    if done < config.repeats:
+        return True
+    return config.duration_s is not None and elapsed < config.duration_s and done < MAX_REPEATS
+
+
+def _batch_size(config: GenerateConfig, plan: dict[str, Any]) -> int:
+    if config.batch_size != "auto":
+        return int(config.batch_size)
+    fits = plan["max_batch_size"]
+    if fits is None:
+        raise ConfigError("batch_size", "auto needs the free memory, which cannot be read here")
+    if fits < 1:
+        raise ConfigError("batch_size", "auto: not even one sequence's KV cache fits in the free memory")
+    return min(fits, config.max_batch_size)
+
+
+@contextlib.contextmanager
+def _threads(threads: int | None) -> Any:
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def generation_section(
+    shape: gm.Shape,
+    problem: Problem,
+    model: torch.nn.Module,
+    timings: list[RequestTiming],
+    batch: int,
+    prompt: int,
+    new: int,
+    dtype: torch.dtype,
+    measured_kv: float,
+    plan: dict[str, Any],
+    environment: dict[str, Any],
+) -> dict[str, Any]:
+    """The generation section: lengths, per-request latencies, rates, memory, FLOPs and bytes."""
+    kv, weights = shape.kv_bytes_per_token(dtype), gm.weight_bytes(model)
+    work = gm.Work.of(shape, gm.matmul_weights(problem, model), weights, kv, batch, prompt, new)
+    ttft = sum(t.ttft_s for t in timings)
+    decode_s = sum(t.e2e_s - t.ttft_s for t in timings)
+    device = environment.get("device") or {}
+    peak = peak_for(str(device.get("name") or device.get("type") or "?"), _precision_key(dtype))
+    prefill_fps = work.prefill_flops * len(timings) / ttft if ttft > 0 else None
+    bandwidth = work.decode_bytes * len(timings) / decode_s if decode_s > 0 else None
+    return {
+        "batch_size": batch,
+        "prompt_len": prompt,
+        "new_tokens": new,
+        **_latencies(timings, batch, prompt),
+        "prefill_tokens_per_sec": batch * prompt * len(timings) / ttft if ttft > 0 else None,
+        "decode_tokens_per_sec": batch * (new - 1) * len(timings) / decode_s if decode_s > 0 else None,
+        "memory": {
+            "kv_bytes_per_token": kv,
+            "kv_bytes_per_token_measured": measured_kv,
+            "weight_bytes": weights,
+            "kv_cache_bytes": batch * (prompt + new - 1) * kv,
+            **plan,
+        },
+        **dataclasses.asdict(work),
+        "prefill_flops_per_sec": prefill_fps,
+        "prefill_mfu": prefill_fps / peak.flops if prefill_fps and peak.flops else None,
+        "decode_bytes_per_sec": bandwidth,
+        "decode_bandwidth_utilization": (
+            bandwidth / peak.memory_bandwidth if bandwidth and peak.memory_bandwidth else None
+        ),
+        "peak_reason": peak.reason if peak.flops is None or peak.memory_bandwidth is None else None,
+    }
+
+
+def _latencies(timings: list[RequestTiming], batch: int, prompt: int) -> dict[str, Any]:
+    """Every request's latencies, and their distributions over the requests (ITL: over every gap)."""
+    requests = [
+        {
+            "ttft_s": t.ttft_s,
+            "tpot_s": t.tpot_s,
+            "e2e_s": t.e2e_s,
+            "itl_s": t.gaps_s,
+            **t.rates(batch, prompt),
+        }
+        for t in timings
+    ]
+    return {
+        "requests": requests,
+        "ttft_s": _stats([t.ttft_s for t in timings]),
+        "tpot_s": _stats([t.tpot_s for t in timings if t.tpot_s is not None]),
+        "itl_s": _stats([gap for t in timings for gap in t.gaps_s]),
+        "e2e_s": _stats([t.e2e_s for t in timings]),
+    }
+
+
+def _precision_key(dtype: torch.dtype) -> str:
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
+
+
+def _stats(values: list[float]) -> dict[str, Any] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    s = summarize(values)
+    return {
+        "mean": s.mean,
+        "median": s.median,
+        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        "min": s.min,
+        "max": s.max,
+        "n": s.n,
+    }
+
+
+def _result(
+    config: GenerateConfig,
+    problem: Problem,
+    batch: int,
+    timings: list[RequestTiming],
+    section: dict[str, Any],
+    environment: dict[str, Any],
+) -> Result:
+    """A Result like a run's: each generation is one interval of B samples (sequences), so the
+    store, `runs` and `compare` read sequences/s; the generation section holds the rest."""
+    intervals = _intervals(timings, batch)
+    stats = summarize([i.samples_per_sec for i in intervals])
+    elapsed = intervals[-1].elapsed_s
+    samples_per_sec = batch * len(timings) / elapsed
+    flops = (section["prefill_flops"] + section["decode_flops"]) * len(timings) / elapsed
+    summary = RunSummary(
+        samples_per_sec=samples_per_sec,
+        rate_samples_per_sec=intervals[-1].samples_per_sec,
+        steps_per_sec=len(timings) / elapsed,
+        tokens_per_sec=samples_per_sec * section["new_tokens"],  # output tokens/s, end to end
+        model_flops_per_sec=flops,
+        **stats.rate_fields(),
+        timed_steps=len(timings),
+        timed_samples=batch * len(timings),
+        timed_duration_s=elapsed,
+        intervals=len(intervals),
+        sample_every_steps=1,
+        preheat_steps=config.warmup,
+        preheat_s=0.0,
+        final_loss=None,
+    )
+    settings = dataclasses.asdict(config)
+    settings.update(mode="generate", execution="resident", size=getattr(problem, "size", config.size))
+    return Result(
+        config=settings,
+        problem={
+            "name": problem.name,
+            "size": getattr(problem, "size", None),
+            "parameters": problem.parameter_count(),
+            **problem.describe(),
+        },
+        batch_size=batch,
+        environment=environment,
+        intervals=intervals,
+        losses=[],
+        summary=summary,
+        generation=section,
+        run_id=uuid.uuid4().hex[:12],
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        flowrate_version=__version__,
+    )
+
+
+def _intervals(timings: list[RequestTiming], batch: int) -> list[IntervalRecord]:
+    out: list[IntervalRecord] = []
+    elapsed = 0.0
+    for index, t in enumerate(timings):
+        elapsed += t.e2e_s
+        rate = batch / t.e2e_s
+        out.append(
+            IntervalRecord(
+                index=index,
+                kind="compute",
+                first_step=index,
+                steps=1,
+                samples=batch,
+                seconds=t.e2e_s,
+                samples_per_sec=rate,
+                rate_samples_per_sec=rate,
+                global_samples_per_sec=batch * (index + 1) / elapsed,
+                elapsed_s=elapsed,
+            )
+        )
+    return out

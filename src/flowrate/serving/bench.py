@@ -1,0 +1,131 @@
+"""One serve-bench run: a reachability and model probe, then the load, then the raw traces.
+
+Every loop is bounded: connect and per-request timeouts, and a deadline for the whole run after
+which unfinished requests are cancelled and recorded as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from flowrate.errors import ConfigError
+from flowrate.serving import client, load
+from flowrate.serving.prompts import LocalTokenizer, Prompt
+from flowrate.serving.trace import RequestTrace
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str  # the server's base, e.g. http://127.0.0.1:8000
+    model: str
+    endpoint: str = "completions"  # or "chat"
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 300.0
+
+
+@dataclass
+class Outcome:
+    traces: list[RequestTrace] = field(default_factory=list)
+    partial: bool = False  # stopped by Ctrl-C: what was measured is kept
+    wall_s: float = 0.0
+
+
+def check_reachable(target: Target) -> None:
+    """One line, within the connect timeout, when nothing listens at the URL."""
+    parts = urlsplit(target.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("--url", f"{target.url!r} is not an http(s) URL like http://127.0.0.1:8000")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=target.connect_timeout_s).close()
+    except OSError as error:
+        reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        raise ConfigError(
+            "--url", f"cannot connect to {parts.hostname}:{port} ({reason}); is the server running?"
+        ) from None
+
+
+def _session(target: Target, concurrency: int) -> aiohttp.ClientSession:
+    timeout = aiohttp.ClientTimeout(total=target.request_timeout_s, sock_connect=target.connect_timeout_s)
+    connector = aiohttp.TCPConnector(limit=max(100, concurrency), force_close=False)
+    return aiohttp.ClientSession(timeout=timeout, connector=connector)
+
+
+async def _probe(target: Target, session: aiohttp.ClientSession) -> None:
+    """A one-token request first: a rejected model name is one line, not N failed requests."""
+    trace = RequestTrace(index=-1, scheduled_s=0.0)
+    body = client.payload(target.endpoint, target.model, "hello", 1)
+    await client.stream_request(session, target.url + client.ENDPOINTS[target.endpoint], body, trace, 0.0)
+    if trace.status is not None and 400 <= trace.status < 500:
+        path = client.ENDPOINTS[target.endpoint]
+        raise ConfigError(
+            "--model",
+            f"the server refused {target.model!r} at {path} (or has no such endpoint): {trace.error}",
+        )
+    if trace.status is None and trace.error:
+        raise ConfigError("--url", f"{target.url}: {trace.error}")
+
+
+async def _run(
+    target: Target,
+    prompts: list[Prompt],
+    times: list[float] | None,
+    concurrency: int,
+    deadline_s: float,
+    outcome: Outcome,
+) -> None:
+    url = target.url + client.ENDPOINTS[target.endpoint]
+    async with _session(target, concurrency) as session:
+        await _probe(target, session)
+        t0 = time.perf_counter()
+
+        async def send(index: int) -> None:
+            prompt = prompts[index]
+            scheduled = times[index] if times is not None else time.perf_counter() - t0
+            trace = RequestTrace(index, scheduled, prompt_tokens=prompt.tokens, max_tokens=prompt.max_tokens)
+            outcome.traces.append(trace)
+            body = client.payload(target.endpoint, target.model, prompt.text, prompt.max_tokens)
+            try:
+                await client.stream_request(session, url, body, trace, t0)
+            except asyncio.CancelledError:
+                trace.error = trace.error or "unfinished at the deadline"
+                raise
+
+        if times is not None:
+            await load.open_loop(times, send, t0, deadline_s)
+        else:
+            await load.closed_loop(len(prompts), concurrency, send, t0, deadline_s)
+        outcome.wall_s = time.perf_counter() - t0
+
+
+def run(
+    target: Target,
+    prompts: list[Prompt],
+    *,
+    times: list[float] | None = None,
+    concurrency: int = 1,
+    deadline_s: float = 600.0,
+    tokenizer: LocalTokenizer | None = None,
+) -> Outcome:
+    """Send `prompts` open-loop at `times`, or closed-loop at `concurrency` when times is None.
+    Ctrl-C stops it: the traces so far are kept and the outcome marked partial."""
+    check_reachable(target)
+    outcome = Outcome()
+    try:
+        asyncio.run(_run(target, prompts, times, concurrency, deadline_s, outcome))
+    except KeyboardInterrupt:
+        outcome.partial = True
+        for trace in outcome.traces:
+            if trace.end_s is None and trace.error is None:
+                trace.error = "interrupted"
+    if tokenizer is not None:
+        for trace in outcome.traces:
+            client.count_tokens(trace, tokenizer.encode)
+    outcome.traces.sort(key=lambda t: t.index)
+    return outcome

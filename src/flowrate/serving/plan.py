@@ -1,0 +1,203 @@
+"""From serve-bench's options to a run: the prompts, the load plan, the Result."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flowrate.errors import ConfigError
+from flowrate.results.schema import Result
+from flowrate.serving import bench, load, prompts
+from flowrate.serving.metrics import Slo, summarize
+from flowrate.serving.prompts import LocalTokenizer, Prompt
+from flowrate.serving.result import build_result, serving_section
+from flowrate.serving.search import MIN_REQUESTS_FOR_P99, find_max_rate
+
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def length_range(value: str, flag: str) -> tuple[int, int]:
+    """N or LOW:HIGH (uniform), each >= 1."""
+    try:
+        low, _, high = value.partition(":")
+        pair = (int(low), int(high or low))
+    except ValueError:
+        raise ConfigError(flag, f"{value!r} is not N or LOW:HIGH (token counts)") from None
+    if pair[0] < 1 or pair[1] < pair[0]:
+        raise ConfigError(flag, f"{value!r}: lengths >= 1 and LOW <= HIGH expected")
+    return pair
+
+
+def parse_slo(text: str | None) -> dict[str, float] | None:
+    """ttft_ms=500,tpot_ms=50 (any of ttft_ms, tpot_ms, e2e_ms)."""
+    if not text:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or key not in SLO_KEYS:
+            raise ConfigError("--slo", f"{part!r}: expected KEY=MS with KEY one of {', '.join(SLO_KEYS)}")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ConfigError("--slo", f"{part!r}: {value!r} is not a number of milliseconds") from None
+        if not out[key] > 0:
+            raise ConfigError("--slo", f"{part!r}: a limit must be above 0 ms")
+    return out
+
+
+@dataclass
+class Plan:
+    target: bench.Target
+    prompts: list[Prompt]
+    times: list[float] | None  # open-loop send times; None: closed loop at `concurrency`
+    concurrency: int
+    deadline_s: float
+    tokenizer: LocalTokenizer | None
+    slo: dict[str, float] | None
+    settings: dict[str, Any]  # what the serving section records about the load
+    search_from: float | None = None  # --find-max-rate: the first rate tried
+
+    def start_line(self) -> str:
+        s = self.settings
+        how = f"at {s['rate']} req/s" if s["rate"] else f"at concurrency {s['concurrency']}"
+        how = "replaying a trace" if s["replay"] else how
+        return f"serve-bench: {len(self.prompts)} requests to {self.target.url} ({self.target.model}) {how}"
+
+
+def _load(flags: dict[str, Any]) -> tuple[float | None, int, str | None]:
+    """The rate (inf: offline), the concurrency, and the scenario's name after its rules."""
+    rate, concurrency, scenario = flags["rate"], flags["concurrency"], flags["scenario"]
+    chosen = [name for name in ("rate", "concurrency", "replay") if flags[name] is not None]
+    if len(chosen) > 1:
+        raise ConfigError(
+            "--" + chosen[1], f"choose one of --rate, --concurrency, --replay, not {' and '.join(chosen)}"
+        )
+    if scenario == "offline":  # LoadGen offline: every query issued at the start
+        if chosen:
+            raise ConfigError("--scenario", "offline sends every request at once: drop --" + chosen[0])
+        return math.inf, 1, scenario
+    if scenario == "single-stream":  # LoadGen single-stream: the next query when one completes
+        if chosen:
+            raise ConfigError("--scenario", "single-stream sends one request at a time: drop --" + chosen[0])
+        return None, 1, scenario
+    # LoadGen server: Poisson arrivals at a target rate
+    if scenario == "server" and (rate is None or flags["burstiness"] != 1.0):
+        raise ConfigError("--scenario", "server needs --rate and Poisson arrivals (--burstiness 1)")
+    if flags["find_max_rate"] and (rate is None or not flags["slo"]):
+        raise ConfigError("--find-max-rate", "needs --slo and a starting --rate")
+    if rate is None and flags["replay"] is None:
+        return None, concurrency or 1, scenario
+    return rate, 1, scenario
+
+
+def resolve(flags: dict[str, Any]) -> Plan:
+    """Check every option before anything is sent."""
+    rate, concurrency, scenario = _load(flags)
+    tokenizer = prompts.load_tokenizer(Path(flags["tokenizer"])) if flags["tokenizer"] else None
+    n = flags["num_requests"]
+    output_len = length_range(flags["output_len"], "--output-len")
+    replayed = load.read_replay(Path(flags["replay"])) if flags["replay"] else None
+    if replayed is not None:
+        pairs = [(p.prompt_len or 1, p.output_len or 1) for p in replayed]
+        chosen = prompts.synthetic(len(pairs), (1, 1), (1, 1), tokenizer, flags["seed"], fixed=pairs)
+        times: list[float] | None = [p.at_s for p in replayed]
+    else:
+        if flags["dataset"]:
+            chosen = prompts.dataset(Path(flags["dataset"]), n, output_len[1], tokenizer)
+        else:
+            input_len = length_range(flags["input_len"], "--input-len")
+            chosen = prompts.synthetic(n, input_len, output_len, tokenizer, flags["seed"])
+        times = (
+            None
+            if rate is None
+            else load.arrival_times(n, rate, flags["burstiness"], flags["ramp_up"], flags["seed"])
+        )
+    context = flags["max_model_len"] or (tokenizer.context if tokenizer else None)
+    prompts.check_context(chosen, context)
+    target = bench.Target(
+        flags["url"].rstrip("/"),
+        flags["model"],
+        flags["endpoint"],
+        flags["connect_timeout"],
+        flags["request_timeout"],
+    )
+    settings = {
+        "url": target.url,
+        "model": target.model,
+        "endpoint": target.endpoint,
+        "scenario": scenario,
+        "rate": rate if rate is None or math.isfinite(rate) else "inf",
+        "burstiness": flags["burstiness"],
+        "ramp_up_s": flags["ramp_up"],
+        "concurrency": concurrency if times is None else None,
+        "replay": flags["replay"],
+        "dataset": flags["dataset"],
+        "tokenizer": flags["tokenizer"],
+        "token_counts": "tokenizer" if tokenizer else "server usage, else one per chunk",
+        "slo": parse_slo(flags["slo"]),
+        "seed": flags["seed"],
+    }
+    return Plan(
+        target,
+        chosen,
+        times,
+        concurrency,
+        flags["deadline"],
+        tokenizer,
+        settings["slo"],
+        settings,
+        search_from=rate if flags["find_max_rate"] else None,
+    )
+
+
+def _search(plan: Plan, slo: Slo, say: Callable[[str], None]) -> tuple[bench.Outcome, dict[str, Any]]:
+    """--find-max-rate: the points, and the run at the best rate (else the last one tried)."""
+    assert plan.search_from is not None and plan.slo is not None
+    runs: dict[float, bench.Outcome] = {}
+    # each point long enough for its p99 to have a 95% interval (search.py's rule)
+    count = max(len(plan.prompts), MIN_REQUESTS_FOR_P99)
+    sent = [plan.prompts[i % len(plan.prompts)] for i in range(count)]
+
+    def measure(rate: float) -> dict[str, Any]:
+        times = load.arrival_times(count, rate, plan.settings["burstiness"], 0.0, plan.settings["seed"])
+        runs[rate] = bench.run(
+            plan.target, sent, times=times, deadline_s=plan.deadline_s, tokenizer=plan.tokenizer
+        )
+        summary = summarize(runs[rate].traces, "flowrate", slo)
+        p99 = (summary["ttft_ms"] or {}).get("p99", float("nan"))
+        say(f"  {rate:.3f} req/s: p99 TTFT {p99:.1f} ms")
+        return summary
+
+    best, points = find_max_rate(measure, plan.slo, plan.search_from)
+    search = {"max_rate": best, "points": points, "rule": "p99 and its 95% interval within the SLO"}
+    return runs[best if best is not None else points[-1]["rate"]], search
+
+
+def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
+    """Run the plan (or the rate search) and build the Result."""
+    import torch
+
+    from flowrate.measure.env import collect_environment
+
+    slo = Slo(**plan.slo) if plan.slo else None
+    search: dict[str, Any] | None = None
+    if plan.search_from is not None and slo is not None:
+        outcome, search = _search(plan, slo, say)
+    else:
+        outcome = bench.run(
+            plan.target,
+            plan.prompts,
+            times=plan.times,
+            concurrency=plan.concurrency,
+            deadline_s=plan.deadline_s,
+            tokenizer=plan.tokenizer,
+        )
+    section = serving_section(outcome.traces, slo, plan.settings, outcome.partial)
+    if search is not None:
+        section["search"] = search
+    config = {"device": "remote", "precision": None, "size": None}
+    return build_result(outcome.traces, section, config, collect_environment(torch.device("cpu"), argv))

@@ -1,0 +1,154 @@
+"""Prompts: synthetic ones of set token lengths, or a JSONL dataset.
+
+With a tokenizer from a local folder (its tokenizer.json, read by `tokenizers` alone: no hub, no
+network) synthetic prompts are token-exact; without one they are words of about one token each and
+the server's `usage` gives the counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from flowrate.errors import ConfigError
+
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "small",
+    "birds",
+    "sing",
+    "in",
+    "tall",
+    "green",
+    "trees",
+]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    tokens: int | None  # by the local tokenizer; None without one
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class LocalTokenizer:
+    encode: Callable[[str], list[int]]
+    decode: Callable[[list[int]], str]
+    context: int | None  # the model's context length, from config.json when the folder has one
+
+
+def load_tokenizer(folder: Path) -> LocalTokenizer:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ConfigError(
+            "--tokenizer", "needs the tokenizers package: pip install 'flowrate[serve]'"
+        ) from None
+
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise ConfigError("--tokenizer", f"{folder} has no tokenizer.json (a fast tokenizer's file)")
+    tok = Tokenizer.from_file(str(path))
+    context = None
+    config = folder / "config.json"
+    if config.is_file():
+        context = json.loads(config.read_text()).get("max_position_embeddings")
+    return LocalTokenizer(
+        encode=lambda text: tok.encode(text, add_special_tokens=False).ids,
+        decode=tok.decode,
+        context=context,
+    )
+
+
+def _exact_text(tokenizer: LocalTokenizer, length: int, offset: int) -> tuple[str, int]:
+    """Text that re-encodes to `length` tokens (or the nearest the tokenizer allows)."""
+    words = [WORDS[(offset + i) % len(WORDS)] for i in range(length * 2 + 8)]
+    ids = tokenizer.encode(" ".join(words))[:length]
+    text = tokenizer.decode(ids)
+    for _ in range(8):  # decode/encode may merge across the cut: trim until it round-trips
+        count = len(tokenizer.encode(text))
+        if count <= length:
+            return text, count
+        ids = ids[:-1]
+        text = tokenizer.decode(ids)
+    return text, len(tokenizer.encode(text))
+
+
+def lengths(spec: tuple[int, int], n: int, rng: np.random.Generator) -> list[int]:
+    low, high = spec
+    return [int(x) for x in rng.integers(low, high + 1, size=n)]
+
+
+def synthetic(
+    n: int,
+    input_len: tuple[int, int],
+    output_len: tuple[int, int],
+    tokenizer: LocalTokenizer | None,
+    seed: int = 0,
+    fixed: list[tuple[int, int]] | None = None,
+) -> list[Prompt]:
+    """n prompts with input and output lengths uniform in the given ranges (or `fixed` pairs,
+    from a replayed trace); each prompt starts at a different word so no two are identical."""
+    rng = np.random.default_rng(seed)
+    pairs = fixed or list(zip(lengths(input_len, n, rng), lengths(output_len, n, rng), strict=True))
+    out = []
+    for index, (n_in, n_out) in enumerate(pairs):
+        if tokenizer is None:
+            text = " ".join(WORDS[(index + i) % len(WORDS)] for i in range(n_in))
+            out.append(Prompt(text, None, n_out))
+        else:
+            text, count = _exact_text(tokenizer, n_in, index)
+            out.append(Prompt(text, count, n_out))
+    return out
+
+
+def dataset(path: Path, n: int, default_output: int, tokenizer: LocalTokenizer | None) -> list[Prompt]:
+    """JSONL rows {"prompt": text, "output_len": n (optional)}, cycled to n prompts."""
+    rows: list[Prompt] = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as error:
+        raise ConfigError("--dataset", f"{path}: {error.strerror or error}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            text, n_out = str(row["prompt"]), int(row.get("output_len", default_output))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ConfigError(
+                "--dataset", f"{path} line {number}: expected a JSON object with a prompt"
+            ) from None
+        rows.append(Prompt(text, len(tokenizer.encode(text)) if tokenizer else None, n_out))
+    if not rows:
+        raise ConfigError("--dataset", f"{path}: no prompts in it")
+    return [rows[i % len(rows)] for i in range(n)]
+
+
+def check_context(prompts: list[Prompt], context: int | None) -> None:
+    """Refuse, before sending anything, a prompt whose length plus its output exceeds the model's
+    context (when both are known)."""
+    if context is None:
+        return
+    for index, prompt in enumerate(prompts):
+        if prompt.tokens is not None and prompt.tokens + prompt.max_tokens > context:
+            raise ConfigError(
+                "--input-len",
+                f"prompt {index} has {prompt.tokens} tokens + {prompt.max_tokens} to generate, "
+                f"more than the model's context of {context}; shorten it or use --max-model-len",
+            )

@@ -1,0 +1,99 @@
+"""A serve-bench run as a Result: requests are the samples, so the store, `runs` and `compare`
+read requests/s (samples_per_sec) and output tokens/s (tokens_per_sec); the serving section holds
+the load, the raw traces and every metric under each definition."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from flowrate._version import __version__
+from flowrate.measure.stats import summarize as summarize_rates
+from flowrate.results.schema import IntervalRecord, Result, RunSummary
+from flowrate.serving.metrics import Slo, all_definitions
+from flowrate.serving.stats import describe
+from flowrate.serving.trace import RequestTrace
+
+WINDOWS = 20  # intervals: completions counted in equal windows of the run
+
+
+def serving_section(
+    traces: list[RequestTrace], slo: Slo | None, settings: dict[str, Any], partial: bool
+) -> dict[str, Any]:
+    errors: dict[str, int] = {}
+    for trace in traces:
+        if not trace.ok:
+            key = (trace.error or "unfinished").split(":")[0]
+            errors[key] = errors.get(key, 0) + 1
+    return {
+        **settings,
+        "partial": partial,
+        "requests": len(traces),
+        "errors": errors,
+        "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
+        "metrics": all_definitions(traces, slo),
+        "traces": [t.to_dict() for t in traces],
+    }
+
+
+def _intervals(traces: list[RequestTrace], duration: float) -> list[IntervalRecord]:
+    ends = sorted(t.end_s or 0.0 for t in traces if t.ok)
+    count = max(1, min(WINDOWS, len(ends)))
+    width = duration / count
+    counts = [0] * count
+    for end in ends:
+        counts[min(count - 1, int(end / width))] += 1
+    out = []
+    for index, done in enumerate(counts):
+        rate = done / width
+        out.append(
+            IntervalRecord(index, "compute", index, 1, done, width, rate, rate, rate, (index + 1) * width)
+        )
+    return out
+
+
+def build_result(
+    traces: list[RequestTrace],
+    section: dict[str, Any],
+    config: dict[str, Any],
+    environment: dict[str, Any],
+) -> Result:
+    ours = section["metrics"]["flowrate"]
+    duration = max(ours["duration_s"], 1e-9)
+    intervals = _intervals(traces, duration)
+    stats = summarize_rates([i.samples_per_sec for i in intervals])
+    completed = ours["completed"]
+    summary = RunSummary(
+        samples_per_sec=ours["request_throughput"] or 0.0,
+        rate_samples_per_sec=intervals[-1].samples_per_sec,
+        steps_per_sec=ours["request_throughput"] or 0.0,
+        tokens_per_sec=ours["output_token_throughput"],
+        model_flops_per_sec=0.0,
+        **stats.rate_fields(),
+        timed_steps=completed,
+        timed_samples=completed,
+        timed_duration_s=duration,
+        intervals=len(intervals),
+        sample_every_steps=1,
+        preheat_steps=0,
+        preheat_s=0.0,
+        final_loss=None,
+    )
+    warnings = (
+        ["interrupted (Ctrl-C): the figures cover the requests measured so far"] if section["partial"] else []
+    )
+    return Result(
+        config={**config, "mode": "serve", "execution": "remote", "problem": "serve"},
+        problem={"name": f"serve:{section['model']}", "size": None},
+        batch_size=1,
+        environment=environment,
+        intervals=intervals,
+        losses=[],
+        summary=summary,
+        warnings=warnings,
+        serving=section,
+        run_id=uuid.uuid4().hex[:12],
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        flowrate_version=__version__,
+    )

@@ -1,0 +1,54 @@
+"""The raw record of one request: what was sent when, and every streamed chunk's arrival.
+
+Times are seconds on one monotonic clock (time.perf_counter) measured from the run's start, so
+every metric under every definition is computed later from these numbers alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Chunk:
+    """One SSE data event that carried ``choices``."""
+
+    t_s: float  # arrival, since the run's start
+    text: str  # the delta text ("" for a chunk carrying only a finish_reason)
+    tokens: int | None  # tokens in the delta by the local tokenizer; None without one
+
+
+@dataclass
+class RequestTrace:
+    index: int
+    scheduled_s: float  # when the load plan meant to send it
+    sent_s: float = 0.0  # just before the request was written
+    prompt_tokens: int | None = None  # by the local tokenizer (None without one)
+    max_tokens: int = 0
+    chunks: list[Chunk] = field(default_factory=list)
+    end_s: float | None = None  # the stream's end ([DONE] or connection close)
+    status: int | None = None  # HTTP status; None when no answer came
+    error: str | None = None  # None: the request succeeded
+    usage_prompt_tokens: int | None = None  # the server's `usage`, when it sent one
+    usage_completion_tokens: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.end_s is not None
+
+    @property
+    def lateness_s(self) -> float:
+        return self.sent_s - self.scheduled_s
+
+    @property
+    def text(self) -> str:
+        return "".join(c.text for c in self.chunks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestTrace:
+        chunks = [Chunk(**c) for c in data.get("chunks", [])]
+        return cls(**{**data, "chunks": chunks})

@@ -1,0 +1,185 @@
+"""`flowrate serve-bench` against a real `transformers serve` on loopback: a tiny Llama with random
+weights and a tokenizer trained here, saved to a temporary folder and served on CPU, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+pytest.importorskip("openai")  # transformers[serving] checks for it before it serves
+
+STARTUP_S = 120
+
+# `transformers serve`, through a launcher that first lets a torchvision whose compiled operators
+# do not load import anyway (this venv's torchvision 0.28.0; see vision_source.load_torchvision):
+# transformers imports torchvision when it is installed
+LAUNCHER = (
+    "import sys; from flowrate.problems.sources.vision_source import load_torchvision; "
+    "load_torchvision(); from transformers.cli.transformers import main; "
+    "sys.argv = ['transformers', 'serve', *sys.argv[1:]]; main()"
+)
+BUILD = """
+import sys
+from flowrate.problems.sources.vision_source import load_torchvision
+load_torchvision()
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+folder = sys.argv[1]
+tok = Tokenizer(models.BPE(unk_token="<unk>"))
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
+                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+tok.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 20, trainer)
+fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+fast.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+fast.save_pretrained(folder)
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                     bos_token_id=1, eos_token_id=None)
+LlamaForCausalLM(config).save_pretrained(folder)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run(
+        [sys.executable, "-c", BUILD, str(folder)], check=True, env=env, timeout=120, capture_output=True
+    )
+    port = _free_port()
+    log = (folder / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(folder), "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(
+                    f"transformers serve did not start: {(folder / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(0.5)
+        yield url, folder
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def _bench(url: str, folder: Path, *extra: str) -> list[str]:
+    return [
+        "serve-bench",
+        "--url",
+        url,
+        "--model",
+        str(folder),
+        "--tokenizer",
+        str(folder),
+        "--no-store",
+        *extra,
+    ]
+
+
+def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(  # type: ignore[no-untyped-def]
+    served, run_cli, tmp_path
+) -> None:
+    url, folder = served
+    out = tmp_path / "serve.json"
+    args = ("-n", "6", "--rate", "20", "--input-len", "4:8", "--output-len", "5", "--slo", "ttft_ms=60000")
+    outcome = run_cli(*_bench(url, folder, *args, "--out", str(out), "--quiet"))
+    assert outcome.code == 0, outcome.stderr
+    record = json.loads(out.read_text())
+    assert record["schema_version"] == 5
+    serving = record["serving"]
+    assert serving["requests"] == 6 and serving["errors"] == {} and not serving["partial"]
+    traces = serving["traces"]
+    assert [t["usage_completion_tokens"] for t in traces] == [5] * 6  # exact: no EOS in the model
+    assert all(
+        4 <= t["prompt_tokens"] <= 8 and t["usage_prompt_tokens"] == t["prompt_tokens"] for t in traces
+    )
+    assert all(t["sent_s"] <= t["chunks"][0]["t_s"] <= t["end_s"] for t in traces)
+    for name in ("flowrate", "vllm", "genai_perf"):
+        figures = serving["metrics"][name]
+        assert figures["completed"] == 6 and figures["ttft_ms"]["n"] == 6
+        assert figures["goodput"] == pytest.approx(figures["request_throughput"])  # a 60 s TTFT limit
+    assert (
+        serving["metrics"]["flowrate"]["output_tokens"] == 30 == serving["metrics"]["vllm"]["output_tokens"]
+    )
+    assert record["summary"]["timed_samples"] == 6
+
+
+def test_chat_streams_a_role_chunk_first_that_only_vllm_counts_as_the_first_token(  # type: ignore[no-untyped-def]
+    served, run_cli, tmp_path
+) -> None:
+    url, folder = served
+    out = tmp_path / "chat.json"
+    args = ("--endpoint", "chat", "-n", "3", "--concurrency", "1", "--input-len", "6", "--output-len", "4")
+    outcome = run_cli(*_bench(url, folder, *args, "--out", str(out), "--quiet"))
+    assert outcome.code == 0, outcome.stderr
+    serving = json.loads(out.read_text())["serving"]
+    assert all(t["chunks"][0]["text"] == "" and t["usage_completion_tokens"] == 4 for t in serving["traces"])
+    ttft = {name: serving["metrics"][name]["ttft_ms"]["mean"] for name in ("flowrate", "vllm", "genai_perf")}
+    assert ttft["vllm"] < ttft["flowrate"] == ttft["genai_perf"]
+
+
+def test_bad_input_is_one_line_and_nothing_is_sent(served, run_cli) -> None:  # type: ignore[no-untyped-def]
+    url, folder = served
+    rejected = run_cli("serve-bench", "--url", url, "--model", "not-this-one", "-n", "2", "--no-store")
+    assert rejected.code == 2 and "the server refused 'not-this-one'" in rejected.stderr
+    assert "Traceback" not in rejected.stderr
+    too_long = run_cli(*_bench(url, folder, "-n", "2", "--input-len", "126", "--output-len", "5"))
+    assert too_long.code == 2 and "more than the model's context of 128" in too_long.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_was_measured_as_partial(served, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url, folder = served
+    out = tmp_path / "partial.json"
+    args = _bench(url, folder, "-n", "2000", "--concurrency", "1", "--input-len", "4", "--output-len", "60")
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "flowrate", *args, "--out", str(out)], stderr=subprocess.PIPE, text=True
+    )
+    assert cli.stderr is not None and cli.stderr.readline().startswith("serve-bench: 2000 requests")
+    time.sleep(6)  # past the probe, into the load (2000 requests of 60 tokens take minutes)
+    cli.send_signal(signal.SIGINT)
+    _, stderr = cli.communicate(timeout=60)
+    assert cli.returncode == 130, stderr
+    serving = json.loads(out.read_text())["serving"]
+    assert serving["partial"] and 0 < serving["metrics"]["flowrate"]["completed"] < 2000
+    assert "interrupted" in stderr

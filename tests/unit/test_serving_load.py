@@ -1,0 +1,136 @@
+"""Load plans, the open-loop sender, prompts, option parsing and the rate search."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flowrate.errors import ConfigError
+from flowrate.serving import load, prompts
+from flowrate.serving.plan import length_range, parse_slo
+from flowrate.serving.search import find_max_rate, verdict
+
+
+def test_gamma_gaps_have_the_rate_and_the_burstiness() -> None:
+    for burstiness, cv in ((1.0, 1.0), (4.0, 0.5), (0.25, 2.0)):
+        times = load.arrival_times(20000, rate=50.0, burstiness=burstiness, seed=1)
+        gaps = np.diff(times)
+        assert times[0] == 0.0 and np.all(gaps >= 0)
+        assert gaps.mean() == pytest.approx(1 / 50, rel=0.05)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.05)  # gamma: CV = 1/sqrt(shape)
+    assert load.arrival_times(3, math.inf) == [0.0, 0.0, 0.0]
+
+
+def test_ramp_up_follows_the_inverse_cumulative_rate() -> None:
+    # gaps of shape 1e9 are 1 apart in "expected arrivals": u = 0, 1, 2, ...
+    times = load.arrival_times(30, rate=2.0, burstiness=1e9, ramp_up_s=10.0)
+    for u, t in enumerate(times):
+        expected = math.sqrt(2 * 10 * u / 2) if u < 10 else u / 2 + 5
+        assert t == pytest.approx(expected, rel=1e-3, abs=1e-6)
+
+
+def test_replay_sorts_and_shifts_to_zero_and_refuses_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    rows = [{"time": 5.5, "prompt_len": 3, "output_len": 4}, {"time": 2.0, "prompt_len": 1, "output_len": 2}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    plan = load.read_replay(path)
+    assert [(p.at_s, p.prompt_len, p.output_len) for p in plan] == [(0.0, 1, 2), (3.5, 3, 4)]
+    path.write_text('{"time": 1}\n')
+    with pytest.raises(ConfigError, match="line 1: expected a JSON object"):
+        load.read_replay(path)
+
+
+def test_open_loop_sends_on_schedule_whatever_the_responses_do() -> None:
+    started: list[int] = []
+    finished: list[int] = []
+
+    async def slow(index: int) -> None:  # a server that takes far longer than the gaps
+        started.append(index)
+        await asyncio.sleep(0.3)
+        finished.append(index)
+
+    async def main() -> None:
+        await load.open_loop([0.0, 0.01, 0.02, 0.03], slow, time.perf_counter(), deadline_s=5.0)
+
+    asyncio.run(main())
+    assert started == [0, 1, 2, 3] and sorted(finished) == [0, 1, 2, 3]
+    # closed loop at concurrency 1 waits for each answer instead
+    order: list[str] = []
+
+    async def logged(index: int) -> None:
+        order.append(f"start{index}")
+        await asyncio.sleep(0.01)
+        order.append(f"end{index}")
+
+    asyncio.run(load.closed_loop(2, 1, logged, time.perf_counter(), deadline_s=5.0))
+    assert order == ["start0", "end0", "start1", "end1"]
+
+
+def test_open_loop_cancels_what_is_unfinished_at_the_deadline() -> None:
+    cancelled: list[int] = []
+
+    async def hang(index: int) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(index)
+            raise
+
+    asyncio.run(load.open_loop([0.0, 0.0], hang, time.perf_counter(), deadline_s=0.05))
+    assert sorted(cancelled) == [0, 1]
+
+
+def test_synthetic_prompts_are_token_exact_with_a_tokenizer(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(
+        [" ".join(prompts.WORDS)] * 5, trainers.BpeTrainer(vocab_size=60, special_tokens=["<unk>"])
+    )
+    tok.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 40}')
+    local = prompts.load_tokenizer(tmp_path)
+    made = prompts.synthetic(6, (5, 12), (3, 3), local, seed=2)
+    for p in made:
+        assert p.tokens == len(local.encode(p.text)) and 5 <= (p.tokens or 0) <= 12 and p.max_tokens == 3
+    assert len({p.text for p in made}) == 6
+    with pytest.raises(ConfigError, match="more than the model's context of 40"):
+        prompts.check_context(prompts.synthetic(1, (38, 38), (3, 3), local), local.context)
+
+
+def test_options_parse_or_say_what_is_wrong() -> None:
+    assert length_range("64", "--input-len") == (64, 64) and length_range("8:16", "--input-len") == (8, 16)
+    with pytest.raises(ConfigError, match="LOW <= HIGH"):
+        length_range("16:8", "--input-len")
+    assert parse_slo("ttft_ms=500, tpot_ms=50") == {"ttft_ms": 500.0, "tpot_ms": 50.0}
+    with pytest.raises(ConfigError, match="KEY one of ttft_ms"):
+        parse_slo("ttft=5")
+
+
+def _stats(p99: float, ci: list[float] | None) -> dict[str, object]:
+    return {"p99": p99, "p99_ci": ci}
+
+
+def test_rate_search_bisects_and_only_counts_decided_passes() -> None:
+    slo = {"ttft_ms": 100.0}
+    assert verdict({"ttft_ms": _stats(90, [80, 95])}, slo)[0] == "pass"
+    assert verdict({"ttft_ms": _stats(90, [80, 120])}, slo)[0] == "undecided"
+    assert verdict({"ttft_ms": _stats(90, None)}, slo)[0] == "undecided"
+    assert verdict({"ttft_ms": _stats(110, [100, 120])}, slo)[0] == "fail"
+    # a server whose p99 TTFT is 10 ms x rate, exactly: the limit is met up to 10 req/s
+    tried: list[float] = []
+
+    def measure(rate: float) -> dict[str, object]:
+        tried.append(rate)
+        return {"ttft_ms": _stats(10 * rate, [9 * rate, 10 * rate])}
+
+    best, points = find_max_rate(measure, slo, start_rate=1.0, max_points=12, tolerance=0.02)
+    assert tried[:5] == [1.0, 2.0, 4.0, 8.0, 16.0] and tried[5] == 12.0
+    assert best is not None and 9.8 <= best <= 10.0 and len(points) == len(tried)
