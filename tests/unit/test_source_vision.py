@@ -12,11 +12,12 @@ import sys
 import pytest
 import torch
 
-from flowrate.config import Mode, OptimizerName, Precision
+from flowrate.config import Mode, OptimizerName, Precision, RunConfig
 from flowrate.errors import ConfigError
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor
+from flowrate.harness.fidelity import run_check
 from flowrate.measure.flops import count_step_flops
 from flowrate.problems.sources import vision_source
 from flowrate.problems.sources.base import MissingExtra, SourceSettings
@@ -25,6 +26,7 @@ torchvision = vision_source.load_torchvision()
 
 CPU = torch.device("cpu")
 SMALL = SourceSettings(image_size=32, overrides={"num_classes": "10"})
+LEARNABLE = SourceSettings(image_size=64, overrides={"num_classes": "4"})
 
 
 def test_a_classifier_has_the_librarys_parameters_and_the_executed_flops() -> None:
@@ -87,6 +89,50 @@ def test_segmentation_masks_are_regions_of_classes_in_range_and_flops_are_counte
     assert {id(p) for b in problem.blocks(model) for p in b.parameters()} == {
         id(p) for p in model.parameters()
     }
+
+
+def test_segmentations_learnable_pixels_are_nearest_their_classs_colour() -> None:
+    problem = vision_source.build_problem("lraspp_mobilenet_v3_large", LEARNABLE)
+    images, masks = problem.learnable_batch(2, CPU, torch.Generator().manual_seed(0))
+    shapes = [t.shape for t in problem.make_batch(2, CPU, torch.Generator().manual_seed(0))]
+    assert [images.shape, masks.shape] == shapes and masks.dtype == torch.long
+    colours = vision_source._colours(4, CPU)  # (4, 3)
+    pixels = images.permute(0, 2, 3, 1).reshape(-1, 3)
+    nearest = torch.cdist(pixels, colours).argmin(dim=1)
+    assert (nearest == masks.reshape(-1)).float().mean() > 0.8  # noise 0.5 blurs a few
+    assert len(masks.unique()) == 4
+
+
+@pytest.mark.slow
+def test_check_learns_a_torchvision_segmentation_model() -> None:
+    problem = vision_source.build_problem("lraspp_mobilenet_v3_large", LEARNABLE)
+    config = RunConfig(
+        problem=problem.name, device="cpu", steps=30, preheat_steps=0, batch_size=4, learning_rate=3e-3
+    )
+    fidelity = run_check(config, problem).fidelity
+    assert fidelity is not None and fidelity["task"].startswith("Coloured regions")
+    assert fidelity["initial_loss"] > 1.0  # ≈ ln 4 ≈ 1.39 with random weights
+    assert fidelity["final_loss"] < 0.7 and fidelity["fell"] is True
+
+
+def test_detections_learnable_boxes_are_painted_in_their_labels_colour() -> None:
+    # detection cannot be built without the compiled operators; its batches need no model
+    problem = vision_source.DetectionProblem(
+        "torchvision:fasterrcnn", lambda: None, image_size=32, classes=5, name="fasterrcnn"
+    )
+    images, boxes, labels = problem.learnable_batch(3, CPU, torch.Generator().manual_seed(0))
+    made = problem.make_batch(3, CPU, torch.Generator().manual_seed(0))
+    assert [t.shape for t in (images, boxes, labels)] == [t.shape for t in made]
+    assert torch.equal(boxes, made[1]) and torch.equal(labels, made[2])
+    colours = vision_source._colours(5, CPU)
+    for b in range(3):  # the last box is painted over the others: its pixels are its label's colour
+        x1, y1 = boxes[b, -1, :2].ceil().long().tolist()
+        x2, y2 = boxes[b, -1, 2:].floor().long().tolist()
+        pixels = images[b, :, y1 : y2 + 1, x1 : x2 + 1].reshape(3, -1).T  # (N, 3)
+        assert len(pixels) >= 16
+        nearest = torch.cdist(pixels.mean(dim=0, keepdim=True), colours).argmin()
+        assert int(nearest) == int(labels[b, -1])
+        assert float((pixels - colours[labels[b, -1]]).std()) == pytest.approx(0.5, abs=0.1)
 
 
 @pytest.mark.skipif(not vision_source.has_ops(), reason="this torchvision's compiled operators do not load")

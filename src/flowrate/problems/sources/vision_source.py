@@ -29,6 +29,8 @@ from flowrate.problems.sources.vision_tasks import (
     COUNTED,
     IMAGENET_MEAN,
     IMAGENET_STD,
+    PROTOTYPE_SEED,
+    SAMPLE_NOISE,
     ImageClassificationProblem,
     block_names,
     blocks_by_name,
@@ -208,6 +210,15 @@ class SegmentationProblem(Problem):
         masks = F.interpolate(regions.float(), size=(side, side), mode="nearest").long()[:, 0]
         return images, masks  # (B, 3, H, W), (B, H, W) in [0, classes)
 
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """Coloured regions: each pixel is its class's fixed colour plus noise.
+
+        The masks are make_batch's; a pixel's label is predictable from the image."""
+        _, masks = self.make_batch(batch_size, device, generator)
+        noise = torch.randn((batch_size, 3, *masks.shape[1:]), device=device, generator=generator)
+        colours = _colours(self.classes, device)  # (classes, 3)
+        return colours[masks].permute(0, 3, 1, 2) + SAMPLE_NOISE * noise, masks
+
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         images, masks = batch
         out = model(images)
@@ -278,6 +289,22 @@ class DetectionProblem(Problem):
             fields.append(torch.cat([xy, torch.ones_like(xy[..., :1])], dim=-1))  # (B, K, 17, 3) visible
         return tuple(fields)
 
+    def learnable_batch(self, batch_size: int, device: torch.device, generator: torch.Generator) -> Batch:
+        """Coloured boxes: each object's box is filled with its label's fixed colour plus noise.
+
+        The objects are make_batch's (later boxes painted over earlier), so boxes and labels
+        follow the image."""
+        images, boxes, labels, *rest = self.make_batch(batch_size, device, generator)
+        grid = torch.arange(self.image_size, device=device).float()
+        colours = _colours(self.classes, device)[labels]  # (B, K, 3)
+        noise = SAMPLE_NOISE * torch.randn(images.shape, device=device, generator=generator)
+        for k in range(self.OBJECTS):
+            inside_x = (grid >= boxes[:, k, 0:1]) & (grid <= boxes[:, k, 2:3])  # (B, W)
+            inside_y = (grid >= boxes[:, k, 1:2]) & (grid <= boxes[:, k, 3:4])  # (B, H)
+            inside = (inside_y[:, :, None] & inside_x[:, None, :])[:, None]  # (B, 1, H, W)
+            images = torch.where(inside, colours[:, k, :, None, None] + noise, images)
+        return (images, boxes, labels, *rest)
+
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         images = list(batch[0])
         if not model.training:  # detections, no losses: a scalar of their scores
@@ -312,6 +339,12 @@ class DetectionProblem(Problem):
             if train:
                 loss.backward()
         return int(counter.get_total_flops())
+
+
+def _colours(classes: int, device: torch.device) -> torch.Tensor:
+    """(classes, 3) standard-normal colours, one per class, fixed for good (apart from the run's seed)."""
+    generator = torch.Generator().manual_seed(PROTOTYPE_SEED)
+    return torch.randn((classes, 3), generator=generator).to(device)
 
 
 def _images(batch_size: int, side: int, device: torch.device, generator: torch.Generator) -> torch.Tensor:
