@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -202,6 +203,12 @@ def test_scaling_reports_weak_scaling_efficiency_with_a_plot(
     row1 = next(line for line in lines if line.strip("│ ").startswith("1 "))
     assert "100.0%" in row1
     assert any(line.strip("│ ").startswith("2 ") and "%" in line for line in lines)
+    explained = next(line for line in lines if line.startswith("2 processes: predicted all-reduce overhead"))
+    assert re.fullmatch(
+        r"2 processes: predicted all-reduce overhead \S+ ms/step \(\S+ MB at \S+ GB/s busbw\) "
+        r"vs measured \S+ ms/step",
+        explained,
+    )
     assert plot.exists() and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with Store(results_store) as store:
         runs = store.runs()

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -262,3 +263,19 @@ def test_report_runs_accepts_stored_runs_and_results_alike() -> None:
     as_stored = render_report([StoredRun.from_result(result, ["x"])], title="t")
     for page in (as_result, as_stored):
         assert '<code id="run-feedfacecafe">' in page
+
+
+def test_the_runs_table_shows_each_runs_precision_census() -> None:
+    census = {
+        "requested": "bf16",
+        "effective": "bf16",
+        "formats": {
+            "bf16": {"flops": 978, "bytes": 0, "calls": 2, "flop_share": 0.978},
+            "fp32": {"flops": 22, "bytes": 0, "calls": 1, "flop_share": 0.022},
+        },
+    }
+    counted = replace(make_result(run_id="c0ffee000001", precision="bf16"), operators={"census": census})
+    page = render_report([counted, make_result(run_id="c0ffee000002")], title="t")
+    line = "bf16 requested — 97.8% of FLOPs in bf16, 2.2% in fp32; effective: bf16"
+    assert page.count(line) == 1
+    assert page.count('title="precision census"') == 1  # the run without a census shows none

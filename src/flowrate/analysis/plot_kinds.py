@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from flowrate.analysis import plots
 from flowrate.analysis.pareto import Objective, ParetoResult, pareto_front, parse_objective
 from flowrate.analysis.plots_pareto import pareto_scatter
+from flowrate.analysis.plots_serving import run_figure
 from flowrate.results.metrics import Metric
 from flowrate.results.store import StoredRun
 
@@ -18,7 +19,7 @@ from flowrate.results.store import StoredRun
 def figure_for(
     kind: str, runs: Sequence[StoredRun], metric: Metric, x_text: str | None, y_text: str | None
 ) -> Figure:
-    """The throughput, energy, rate (of runs[0]) or pareto plot of ``runs``."""
+    """The throughput, energy, rate or serving (of runs[0]) or pareto plot of ``runs``."""
     if kind == "throughput":
         return plots.throughput_vs_batch(runs, metric)
     if kind == "energy":
@@ -27,6 +28,8 @@ def figure_for(
         return plots.rate_over_time(runs[0])
     if kind == "pareto":
         return pareto_scatter(*pareto_axes(runs, x_text, y_text))
+    if kind == "serving":
+        return run_figure(runs[0].result)
     raise ValueError(f"no plot of kind {kind!r}")
 
 

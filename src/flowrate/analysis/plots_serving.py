@@ -1,8 +1,11 @@
 """serve-bench's figure: latency CDFs from the raw trace, the inter-token latency under each
-tool's definition, and (after --find-max-rate) p99 latency against the offered rate."""
+tool's definition, and (after --find-max-rate) p99 latency against the offered rate; `flowrate plot
+serving` and the report's Serving section draw it from a stored run."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -10,6 +13,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from flowrate.analysis import canvas
+from flowrate.analysis.html import e, note, plot
+from flowrate.errors import FlowrateError
+from flowrate.results.schema import Result
 from flowrate.serving.metrics import DEFINITIONS, per_request
 from flowrate.serving.trace import RequestTrace
 
@@ -48,6 +54,33 @@ def serving_figure(section: dict[str, Any], title: str) -> Figure:
     fig.suptitle(canvas.plain(title), fontsize="medium")
     canvas.footnote(fig, f"{len(traces)} requests; failed ones are left out of the curves")
     return fig
+
+
+def _title(result: Result) -> str:
+    return f"{result.problem.get('name')}, run {result.run_id}"
+
+
+def run_figure(result: Result) -> Figure:
+    """The serving figure of a stored serve-bench run."""
+    if not result.serving:
+        raise FlowrateError(f"run {result.run_id} is not a serve-bench run: it has no serving figures")
+    try:
+        return serving_figure(result.serving, _title(result))
+    except (KeyError, TypeError, ValueError, AttributeError) as why:  # a hand-edited record
+        raise FlowrateError(f"run {result.run_id}'s serving section is malformed ({why!r})") from None
+
+
+def section(results: Sequence[Result]) -> str:
+    """The report's Serving section: one figure per serve-bench run."""
+    serving = [r for r in results if r.serving]
+    if not serving:
+        return note("No serve-bench runs: no latency distributions to plot.")
+    return "".join(
+        f"<figure><figcaption>{e(_title(r))}</figcaption>"
+        + plot(partial(run_figure, r), f"serving latencies, {_title(r)}")
+        + "</figure>"
+        for r in serving
+    )
 
 
 def _search_panel(ax: Axes, search: dict[str, Any], slo: dict[str, float]) -> None:

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate._version import __version__
-from flowrate.analysis import plots_history, report_plots
+from flowrate.analysis import plots_history, plots_serving, report_plots
 from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
+from flowrate.measure.census import census_line
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
@@ -56,6 +57,15 @@ def _throughput_cell(result: Result) -> str:
     return cell
 
 
+def _precision_cell(run: StoredRun) -> str:
+    """The requested precision and, under it, the census of the formats that carried the FLOPs."""
+    cell = e(run.precision or MISSING)
+    counted = (run.result.operators or {}).get("census")
+    if counted:
+        cell += f'<span class="ci census" title="precision census">{e(census_line(counted))}</span>'
+    return cell
+
+
 def _runs_table(runs: Sequence[StoredRun]) -> str:
     header = [
         "run", "created", "tags", "problem", "mode", "precision", "execution", "device", "batch",
@@ -71,7 +81,7 @@ def _runs_table(runs: Sequence[StoredRun]) -> str:
                 e(", ".join(run.tags) or MISSING),
                 e(problem_of(run)),
                 e(run.mode or MISSING),
-                e(run.precision or MISSING),
+                _precision_cell(run),
                 e(run.execution or MISSING),
                 e(run.device_name or run.device_type or MISSING),
                 e(run.batch_size if run.batch_size is not None else MISSING),
@@ -203,6 +213,7 @@ th { background: #f3f5f8; font-weight: 600; vertical-align: bottom; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tbody tr:hover { background: #f8fafc; }
 .ci { display: block; font-size: 0.85em; white-space: nowrap; }
+.census { white-space: normal; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.92em; }
 code.cmd { word-break: break-all; }
 img.plot { display: block; width: 100%; max-width: 960px; height: auto; margin: 8px 0 4px;
@@ -222,6 +233,7 @@ _SECTIONS = [
     ("energy", "Energy"),
     ("rates", "Rate and GlobalRate over time"),
     ("history", "History and steps"),
+    ("serving", "Serving"),
     ("environment", "Environment"),
     ("warnings", "Measurement warnings"),
 ]
@@ -239,6 +251,7 @@ def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate 
         "energy": report_plots.energy(stored),
         "rates": report_plots.rates(stored),
         "history": plots_history.section([r.result for r in stored]),
+        "serving": plots_serving.section([r.result for r in stored]),
         "environment": _environments(stored),
         "warnings": _warnings(stored),
     }

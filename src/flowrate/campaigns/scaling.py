@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,24 @@ class ScalingPoint:
 
 
 @dataclass(frozen=True)
+class CommOverhead:
+    """One size's predicted all-reduce overhead per step against its measured step overhead
+    (flowrate.campaigns.scaling_comm)."""
+
+    processes: int
+    gradient_bytes: int
+    busbw_bytes_per_sec: float
+    predicted_s: float  # per step: the gradients' all-reduce at the measured busbw
+    measured_s: float  # per step: step time at this size minus the baseline's
+
+
+@dataclass(frozen=True)
 class ScalingReport:
     name: str
     baseline_processes: int
     threads_per_rank: int | None
     points: list[ScalingPoint]
+    communication: list[CommOverhead] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flowrate.campaigns.scaling import ScalingReport, check_weak_scaling, run_scaling, threads_per_rank
-from flowrate.config import RunConfig
+from flowrate.campaigns.scaling_comm import explain
+from flowrate.config import Mode, RunConfig
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
 
@@ -42,7 +43,8 @@ def run_plan(
     on_size: Callable[[int, Result], None] | None = None,
 ) -> ScalingReport:
     """Every size, smallest first; each size's run recorded in ``store`` (unless None) as it ends,
-    tagged scaling:LABEL, nproc:N and ``tags``."""
+    tagged scaling:LABEL, nproc:N and ``tags``. Training studies then measure the all-reduce of
+    the gradients at each size above the baseline (flowrate.campaigns.scaling_comm)."""
 
     def recorded(processes: int, result: Result) -> None:
         if store is not None:
@@ -50,5 +52,7 @@ def run_plan(
         if on_size is not None:
             on_size(processes, result)
 
-    report, _ = run_scaling(plan.config, plan.sizes, plan.label, on_size=recorded)
-    return report
+    report, results = run_scaling(plan.config, plan.sizes, plan.label, on_size=recorded)
+    if len(results) < 2 or results[0].config.get("mode") != Mode.TRAIN.value:
+        return report  # no gradients to all-reduce, or no size above the baseline
+    return replace(report, communication=explain(plan.config, list(zip(plan.sizes, results, strict=True))))

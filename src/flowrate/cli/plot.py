@@ -13,7 +13,7 @@ import click
 
 from flowrate.cli.options import selection_options
 
-KINDS = ("throughput", "energy", "pareto", "rate", "compare")
+KINDS = ("throughput", "energy", "pareto", "rate", "compare", "serving")
 
 
 @click.command("plot")
@@ -62,6 +62,7 @@ def command(
       pareto      the runs on two objectives, the Pareto frontier drawn
       rate        Rate and GlobalRate over time for exactly one run
       compare     one bar per RUN|TAG given (a tag pools its runs), with 95% CI error bars
+      serving     one serve-bench run's latency CDFs (and p99 against rate after --find-max-rate)
     """
     from flowrate.analysis import plots
     from flowrate.analysis.plot_kinds import figure_for
@@ -83,9 +84,9 @@ def command(
         fig = plots.comparison_bars(groups, chosen)
     else:
         runs = select_runs(store, refs, where)
-        if kind == "rate" and len(runs) != 1:
+        if kind in ("rate", "serving") and len(runs) != 1:
             raise click.UsageError(
-                f"the rate plot shows one run; {len(runs)} were selected: give one run id (or a "
+                f"the {kind} plot shows one run; {len(runs)} were selected: give one run id (or a "
                 "tag or filters that match one run)"
             )
         fig = figure_for(kind, runs, chosen, x_objective, y_objective)

@@ -92,6 +92,8 @@ def command(
         console.data(json.dumps(report.to_dict(), indent=2))
     else:
         console.grid(title, scaling_text.HEADER, scaling_text.rows(report), scaling_text.RIGHT_ALIGNED)
+        for line in scaling_text.communication_lines(report):
+            console.data(line)
 
 
 def _plot(report: ScalingReport, title: str, out: str, quiet: bool) -> None:

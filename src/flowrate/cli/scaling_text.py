@@ -51,3 +51,14 @@ def rows(report: ScalingReport) -> list[list[str]]:
         ]
         for p in report.points
     ]
+
+
+def communication_lines(report: ScalingReport) -> list[str]:
+    """Each size above the baseline: the gradients' all-reduce at the measured busbw against the
+    measured step overhead (flowrate.campaigns.scaling_comm)."""
+    return [
+        f"{c.processes} processes: predicted all-reduce overhead {c.predicted_s * 1e3:.3g} ms/step "
+        f"({c.gradient_bytes / 1e6:.3g} MB at {c.busbw_bytes_per_sec / 1e9:.3g} GB/s busbw) "
+        f"vs measured {c.measured_s * 1e3:.3g} ms/step"
+        for c in report.communication
+    ]

@@ -3,7 +3,8 @@
 The process is the unit (flowrate.results.verdict says why): every run contributes one value per
 metric — its median interval value, or the figure it measured once; a --repeat result one per
 repeat — and the spread between runs is the noise. Intervals only describe how steady each run
-was (the within-run CV). For each metric of flowrate.results.metrics.METRICS the comparison
+was (the within-run CV). For each metric of flowrate.results.metrics.METRICS (and SERVING_METRICS
+when every run on both sides is a serve-bench run) the comparison
 gives each side's centre over its runs, the ratio B/A of the means with its confidence interval,
 the p-value, the method and the evidence the verdict rests on ("3 runs a side, between-run CV
 1.9%"). With one run a side nothing can be called unless the store knows this configuration's
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flowrate.measure.stats import DEFAULT_ALPHA
-from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.metrics import METRICS, SERVING_METRICS, Metric
 from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result, environment_fingerprint
 from flowrate.results.verdict import DEFAULT_MIN_EFFECT, FASTER, TESTS, Verdict, run_level_verdict
@@ -189,9 +190,10 @@ def compare(
         raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
     if min_effect < 0:
         raise ValueError(f"min_effect must not be negative, got {min_effect}")
+    serving = all(r.serving for r in (*a, *b))
     metrics = [
         m
-        for metric in METRICS.values()
+        for metric in [*METRICS.values(), *(SERVING_METRICS.values() if serving else ())]
         if (m := compare_metric(metric, a, b, test, alpha, min_effect, history))
     ]
     mismatch = _differences(problem_identity(a[0]), problem_identity(b[0]))

@@ -103,6 +103,30 @@ METRICS: dict[str, Metric] = {
 }
 
 
+def _serving_p99(latency: str) -> Callable[[Result], float | None]:
+    """A serve-bench run's p99 of one latency under flowrate's definitions (serving/metrics.py)."""
+
+    def read(result: Result) -> float | None:
+        value: object = result.serving  # a stored record's section is free-form: walk it warily
+        for key in ("metrics", "flowrate", latency, "p99"):
+            value = value.get(key) if isinstance(value, dict) else None
+        return _optional_float(value)
+
+    return read
+
+
+# serve-bench latencies: compared only when both sides are serving runs (results/compare.py), kept
+# out of METRICS so the store's columns and CSV export stay those of every run
+SERVING_METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        Metric("ttft_p99_ms", "TTFT p99", "ms", False, _serving_p99("ttft_ms")),
+        Metric("tpot_p99_ms", "TPOT p99", "ms", False, _serving_p99("tpot_ms")),
+        Metric("e2e_p99_ms", "E2E p99", "ms", False, _serving_p99("e2e_ms")),
+    ]
+}
+
+
 def get_metric(name: str) -> Metric:
     """The metric called ``name`` (dashes or underscores), or an error listing the known ones."""
     key = name.strip().lower().replace("-", "_")
