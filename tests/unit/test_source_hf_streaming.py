@@ -4,32 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from streaming_pair import train_both
 
-from flowrate.config import Mode, OptimizerName, Precision
-from flowrate.execution.precision import PrecisionPolicy
-from flowrate.execution.resident import ResidentExecutor
-from flowrate.execution.streaming import StreamingExecutor
+from flowrate.config import Precision
 from flowrate.problems.registry import get_problem
 
 pytest.importorskip("transformers")
 
-CPU = torch.device("cpu")
 STEPS = 3
 
 
 def _train_both(precision: Precision, **options: int | str) -> tuple[list[float], list[float], dict, dict]:  # type: ignore[type-arg]
     problem = get_problem("hf:llama", options={"num_hidden_layers": 2, **options})
-    policy = PrecisionPolicy(precision, CPU)
-    torch.manual_seed(0)
-    resident = ResidentExecutor(problem, problem.build_model(), policy, Mode.TRAIN, OptimizerName.ADAMW, 1e-3)
-    torch.manual_seed(0)
-    streamed = StreamingExecutor(
-        problem, problem.build_model(), policy, Mode.TRAIN, OptimizerName.ADAMW, 1e-3
-    )
-    generator = torch.Generator().manual_seed(1)
-    batches = [problem.make_batch(4, CPU, generator) for _ in range(2)]
-    theirs = [float(resident.step(batches[i % 2])) for i in range(STEPS)]
-    ours = [float(streamed.step(batches[i % 2])) for i in range(STEPS)]
+    theirs, ours, resident, streamed = train_both(problem, precision, STEPS)
     with streamed.master_weights() as model:
         streamed_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     report = streamed.report()

@@ -7,12 +7,10 @@ import sys
 
 import pytest
 import torch
+from streaming_pair import train_both
 
-from flowrate.config import Mode, OptimizerName, Precision
+from flowrate.config import Precision
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.execution.precision import PrecisionPolicy
-from flowrate.execution.resident import ResidentExecutor
-from flowrate.execution.streaming import StreamingExecutor
 from flowrate.measure.flops import count_step_flops
 from flowrate.problems.base import Problem
 from flowrate.problems.sources import timm_source
@@ -91,17 +89,7 @@ def test_a_convnets_blocks_are_its_stem_layers_each_residual_block_and_head() ->
 
 
 def _train_both(problem: Problem, precision: Precision, steps: int = 4) -> tuple[list[float], list[float]]:
-    policy = PrecisionPolicy(precision, CPU)
-    torch.manual_seed(0)
-    resident = ResidentExecutor(problem, problem.build_model(), policy, Mode.TRAIN, OptimizerName.ADAMW, 1e-3)
-    torch.manual_seed(0)
-    streamed = StreamingExecutor(
-        problem, problem.build_model(), policy, Mode.TRAIN, OptimizerName.ADAMW, 1e-3
-    )
-    generator = torch.Generator().manual_seed(1)
-    batches = [problem.make_batch(4, CPU, generator) for _ in range(2)]
-    theirs = [float(resident.step(batches[i % 2])) for i in range(steps)]
-    ours = [float(streamed.step(batches[i % 2])) for i in range(steps)]
+    theirs, ours, _, streamed = train_both(problem, precision, steps)
     streamed.finish()
     return theirs, ours
 
