@@ -184,10 +184,20 @@ def test_history_stands_in_for_a_side_with_too_few_runs() -> None:
         == "1 run a side, between-run CV 1.0% from 20 earlier runs of this configuration on this machine"
     )
     assert m.method == "t-test of the log ratio, known between-run CV (one value per process)"
-    # with three runs a side their own spread is the noise, history or not
+    # with three runs a side their own spread is pooled with the history's (degrees of freedom 4 + 19)
     own = compare(runs([1000, 1010, 990], "a"), runs([1030, 1040, 1020], "b"), history=known)
     own_m = own.metric("samples_per_sec")
-    assert own_m is not None and own_m.noise_source == "runs"
+    assert own_m is not None and own_m.noise_source == "runs+history"
+    own_var = (np.var([1000, 1010, 990], ddof=1) / 1000**2 + np.var([1030, 1040, 1020], ddof=1) / 1030**2) / 2
+    pooled_cv = np.sqrt((4 * own_var + 19 * 0.01**2) / 23)
+    pooled_p = 2 * scipy.stats.t.sf(np.log(1030 / 1000) / (pooled_cv * np.sqrt(2 / 3)), 23)
+    assert own_m.p_value == pytest.approx(pooled_p)
+    assert own_m.method == "t-test of the log ratio, pooled between-run CV (one value per process)"
+    # … unless they are noisier than the history by more than its F-test allows: their own alone
+    noisy = compare(runs([1000, 1100, 900], "a"), runs([1030, 1130, 930], "b"), history=known)
+    noisy_m = noisy.metric("samples_per_sec")
+    assert noisy_m is not None and noisy_m.noise_source == "runs"
+    assert noisy_m.evidence.endswith("(above the 1.0% of 20 earlier runs: not pooled with them)")
     # two runs a side: history, but never below the spread the runs show themselves
     wide = compare(runs([1000, 1100], "a"), runs([1030, 1130], "b"), history=known).metric("samples_per_sec")
     assert wide is not None and wide.noise_source == "history" and wide.verdict == "not significant"
@@ -301,8 +311,11 @@ def test_to_dict_is_strict_json() -> None:
     data = json.loads(json.dumps(c.to_dict(), allow_nan=False))
     m = data["metrics"][0]
     assert m["metric"] == "samples_per_sec" and m["verdict"] == "slower" and m["significant"] is True
-    assert (m["n_a"], m["p_value"], m["noise_source"]) == (3, 0.0, "runs")
-    assert m["evidence"] == "3 runs a side, between-run CV 0.0%"
+    assert (m["n_a"], m["noise_source"]) == (3, "runs+history") and m["p_value"] < 1e-6
+    assert m["evidence"] == (
+        "3 runs a side, between-run CV 1.7%: their own 0.0% pooled with the 2.0% of 10 earlier runs "
+        "of this configuration on this machine"
+    )
     assert data["test"] == "welch" and data["alpha"] == 0.05 and data["min_effect"] == 0.01
     assert data["history"] == {"cv": 0.02, "runs": 10}
     one = compare(runs([500.0], "a"), runs([400.0], "b")).to_dict()

@@ -117,6 +117,59 @@ def test_power_five_percent_with_five_runs_a_side() -> None:
     assert all(v.direction == "slower" for v in calls)
 
 
+def _with_history(rng: np.random.Generator, runs: int, history_runs: int, **side_b: object) -> list[Verdict]:
+    """Verdicts of ``runs`` runs a side, each trial judged with a history of ``history_runs``
+    earlier runs of the same simulator (a fresh history per trial)."""
+    history = run_values(simulate(rng, TRIALS, history_runs))
+    cvs = history.std(axis=1, ddof=1) / history.mean(axis=1)
+    a = run_values(simulate(rng, TRIALS, runs))
+    b = run_values(simulate(rng, TRIALS, runs, **side_b))  # type: ignore[arg-type]
+    return [
+        run_level_verdict(
+            list(x), list(y), alpha=ALPHA, min_effect=MIN_EFFECT, history_cv=cv, history_runs=history_runs
+        )
+        for x, y, cv in zip(a, b, cvs, strict=True)
+    ]
+
+
+def test_three_runs_a_side_pool_their_spread_with_history_and_keep_alpha() -> None:
+    verdicts = _with_history(np.random.default_rng(21), 3, 40)
+    pooled = [v for v in verdicts if v.noise_source == "runs+history"]
+    assert len(pooled) > 0.85 * TRIALS  # the same noise: the F pretest refuses about 10%
+    assert "pooled with the" in pooled[0].evidence and "40 earlier runs" in pooled[0].evidence
+    rate = sum(v.significant for v in verdicts) / TRIALS
+    assert rate <= ALPHA + 0.01, f"pooled with history, 3 runs a side: {rate:.1%} false positives"
+
+
+def test_pooling_with_history_raises_the_power_of_three_runs_a_side() -> None:
+    # a 5% slowdown, 3 runs a side, σ_b = 2%: the runs' own 4 degrees of freedom against 4 + 39
+    rng = np.random.default_rng(22)
+    alone = called(run_values(simulate(rng, TRIALS, 3)), run_values(simulate(rng, TRIALS, 3, scale=0.95)))
+    pooled = [v for v in _with_history(rng, 3, 40, scale=0.95) if v.significant]
+    assert len(pooled) > len(alone) * 1.3, f"pooled {len(pooled)} against {len(alone)} alone"
+    assert all(v.direction == "slower" for v in pooled)
+
+
+def test_runs_noisier_than_their_history_are_mostly_not_pooled_with_it() -> None:
+    # the machine got noisy: today's σ_b is 3× the history's. The F pretest (POOL_F_LEVEL) refuses
+    # most such pairings; the few it lets through cost some false positives (α + 1% is for the
+    # model the history describes), kept under 8% here
+    rng = np.random.default_rng(23)
+    history = run_values(simulate(rng, TRIALS, 40, sigma_b=SIGMA_B / 3))
+    cvs = history.std(axis=1, ddof=1) / history.mean(axis=1)
+    a, b = run_values(simulate(rng, TRIALS, 3)), run_values(simulate(rng, TRIALS, 3))
+    verdicts = [
+        run_level_verdict(
+            list(x), list(y), alpha=ALPHA, min_effect=MIN_EFFECT, history_cv=cv, history_runs=40
+        )
+        for x, y, cv in zip(a, b, cvs, strict=True)
+    ]
+    rate = sum(v.significant for v in verdicts) / TRIALS
+    assert rate <= 0.08, f"noisier runs than history: {rate:.1%} false positives"
+    refused = [v for v in verdicts if v.noise_source == "runs"]
+    assert refused and "not pooled with them" in refused[0].evidence
+
+
 def test_one_run_a_side_without_history_gives_no_verdict_and_says_how() -> None:
     v = run_level_verdict([1000.0], [950.0])
     assert (v.direction, v.p_value, v.significant, v.noise_source) == ("unknown", None, False, None)

@@ -9,6 +9,7 @@ table, Markdown or JSON) and turns a significant slowdown into an exit code with
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING
 
 import click
@@ -82,8 +83,9 @@ MIN_OWN_RUNS = 3  # as flowrate.results.verdict.MIN_OWN_RUNS: below it, the stor
     "--history/--no-history",
     default=True,
     show_default=True,
-    help=f"With fewer than {MIN_OWN_RUNS} runs on a side, judge by the between-run noise the store "
-    "has recorded for this configuration on this machine (`flowrate noise` shows it).",
+    help=f"Use the between-run noise the store has recorded for this configuration on this machine "
+    f"(`flowrate noise` shows it): with fewer than {MIN_OWN_RUNS} runs on a side it stands in for "
+    "their spread; with more it is pooled with their spread when they are no noisier.",
 )
 @store_option
 @live_options
@@ -150,6 +152,7 @@ def command(
             min_effect=min_effect_pct / 100,
             force=force,
             store=store,
+            history=history,
             show=lambda comparison, gate: _show(comparison, output_format, force, fail_pct if gate else None),
         )
         return
@@ -157,7 +160,7 @@ def command(
         raise click.UsageError("give A and B (recorded runs), or --run A_SPEC B_SPEC to measure both now")
     side_a = [run.result for run in select_runs(store, [a], RunFilter())]
     side_b = [run.result for run in select_runs(store, [b], RunFilter())]
-    known = _history(store, side_a, side_b) if history else None
+    known = store_history(store, side_a, side_b) if history else None
     comparison = compare(
         side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b), history=known
     )
@@ -189,17 +192,15 @@ def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: flo
         _fail_if_slower(comparison, fail_pct)
 
 
-def _history(store: str | None, side_a: list[Result], side_b: list[Result]) -> History | None:
-    """The store's between-run noise for the sides' configurations, where a side has fewer than
-    MIN_OWN_RUNS processes and the store exists; the compared runs are left out."""
-    from flowrate.results.metrics import METRICS
+def store_history(
+    store: str | os.PathLike[str] | None, side_a: list[Result], side_b: list[Result]
+) -> History | None:
+    """The store's between-run noise for the sides' configurations, where the store exists; the
+    compared runs are left out (their own spread is counted once, by the verdict)."""
     from flowrate.results.noise import history_for
-    from flowrate.results.per_process import side_values
     from flowrate.results.store import Store, store_path
 
-    throughput = METRICS["samples_per_sec"]
-    few = min(len(side_values(throughput, side_a)), len(side_values(throughput, side_b))) < MIN_OWN_RUNS
-    if not few or not store_path(store).exists():
+    if not store_path(store).exists():
         return None
     with Store(store, create=False) as opened:
         recorded = [run.result for run in opened.runs()]

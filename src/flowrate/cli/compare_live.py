@@ -110,10 +110,14 @@ def compare_live(
     min_effect: float,
     force: bool,
     store: str | None,
+    history: bool = True,
     show: Callable[[Comparison, bool], None],
 ) -> None:
     """Run the sides interleaved, record each run, then compare them as `flowrate compare` does
     and ``show(comparison, gate)`` (which prints, and with ``gate`` applies --fail-if-slower).
+    With ``history``, a fixed number of runs is judged with the store's between-run noise for the
+    configuration too (flowrate.results.verdict pools it); a sequential rule (--until-ci) is not,
+    as its error rate was set for the runs' own spread.
     Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
     """
     from flowrate.campaigns.interleave import INTERRUPTED
@@ -140,6 +144,9 @@ def compare_live(
         where = opened.path
     recorded = len(results["A"]) + len(results["B"])
     if results["A"] and results["B"]:
+        from flowrate.cli.compare import store_history
+
+        known = store_history(where, results["A"], results["B"]) if history and until_ci_pct is None else None
         comparison = compare(
             results["A"],
             results["B"],
@@ -147,6 +154,7 @@ def compare_live(
             alpha=rule.verdict_alpha,
             min_effect=min_effect,
             labels=labels,
+            history=known,
         )
         show(comparison, done.stopped != INTERRUPTED)
     console.status(_closing_line(done, recorded, labels, where))

@@ -14,6 +14,13 @@ spread (a side under MIN_OWN_RUNS), a between-run CV the store measured for this
 this machine (flowrate.results.noise) stands in for it — never below what the runs themselves
 show — and the verdict says so. One run a side and no history: no verdict, and how to get one.
 
+With enough runs a side and a history too, the two estimates of the same between-run variance are
+pooled (weighted by their degrees of freedom, as a pooled two-sample t-test pools its groups):
+three runs a side alone leave 4 degrees of freedom (t₀.₉₇₅ = 2.78), pooled with 40 earlier runs
+43 (2.02), which is most of the power a 3-runs-a-side comparison can have. Pooling assumes today's
+runs are as noisy as the earlier ones; when their own spread is larger than the history's at the
+POOL_F_LEVEL of an F-test, the runs are judged by their own spread alone (and the verdict says so).
+
 A difference is called only when significant (p < alpha) and at least ``min_effect``.
 """
 
@@ -24,7 +31,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.special import ndtr, ndtri, stdtr, stdtrit
+from scipy.special import fdtri, ndtr, ndtri, stdtr, stdtrit
 
 from flowrate.measure.stats import DEFAULT_ALPHA, mann_whitney
 
@@ -32,6 +39,8 @@ DEFAULT_MIN_EFFECT = 0.01
 TESTS = ("welch", "mannwhitney")
 # with fewer runs than this on a side, a known between-run CV from history is preferred
 MIN_OWN_RUNS = 3
+# today's runs noisier than the history by more than this F-test's quantile: not pooled with it
+POOL_F_LEVEL = 0.9
 FASTER, SLOWER, SAME, UNKNOWN = "faster", "slower", "same", "unknown"
 
 
@@ -49,7 +58,7 @@ class Verdict:
     evidence: str  # what it rests on: "3 runs a side, between-run CV 1.9%"
     runs_a: int
     runs_b: int
-    noise_source: str | None  # "runs" (their own spread), "history" (the store's) or None
+    noise_source: str | None  # "runs" (their own spread), "history" (the store's), "runs+history"
 
 
 @dataclass(frozen=True)
@@ -155,9 +164,25 @@ def run_level_verdict(
                 f"{_runs(na, nb)}, between-run CV {cv:.1%} (their own: above the {history_cv:.1%} of "
                 f"{earlier})"
             )
+    elif (
+        own is not None
+        and history_cv is not None
+        and history_runs > 1
+        and test == "welch"  # ranks cannot use a known spread
+        and _poolable(own, na + nb - 2, history_cv, history_runs - 1)
+    ):
+        own_df, history_df = na + nb - 2, history_runs - 1
+        cv = math.sqrt((own_df * own.cv**2 + history_df * history_cv**2) / (own_df + history_df))
+        lr, source = _known(a, b, cv, float(own_df + history_df)), "runs+history"
+        evidence = (
+            f"{_runs(na, nb)}, between-run CV {cv:.1%}: their own {own.cv:.1%} pooled with the "
+            f"{history_cv:.1%} of {history_runs} earlier runs of this configuration on this machine"
+        )
     elif own is not None:
         lr, source = own, "runs"
         evidence = f"{_runs(na, nb)}, between-run CV {own.cv:.1%}"
+        if history_cv is not None and history_runs > 1 and test == "welch":
+            evidence += f" (above the {history_cv:.1%} of {history_runs} earlier runs: not pooled with them)"
     else:
         ratio = statistics.fmean(b) / statistics.fmean(a)
         evidence = (
@@ -170,11 +195,21 @@ def run_level_verdict(
         p, method = mann_whitney(a, b)[1], "Mann–Whitney over per-run values"
     else:
         p = _p(lr)
-        method = "t-test of the log ratio, " + ("known between-run CV" if source == "history" else "Welch")
+        method = "t-test of the log ratio, " + _NOISE_METHODS[source]
     method += " (one value per process)"
     significant = p < alpha and abs(lr.ratio - 1) >= min_effect and lr.ratio != 1
     direction = (FASTER if lr.ratio > 1 else SLOWER) if significant else SAME
     return Verdict(lr.ratio, low, high, p, significant, direction, method, evidence, na, nb, source)
+
+
+_NOISE_METHODS = {"history": "known between-run CV", "runs+history": "pooled between-run CV", "runs": "Welch"}
+
+
+def _poolable(own: _LogRatio, own_df: int, history_cv: float, history_df: int) -> bool:
+    """Whether today's runs are no noisier than the history, at the POOL_F_LEVEL of an F-test."""
+    if history_cv == 0:
+        return own.cv == 0
+    return bool(own.cv**2 / history_cv**2 <= fdtri(own_df, history_df, POOL_F_LEVEL))
 
 
 def _runs(na: int, nb: int) -> str:
