@@ -6,8 +6,12 @@ processes, RUNS a side:
 - A/A: both sides run the same zoo problem (fc_mnist and transformer/mini, in turn). Any
   "faster" or "slower" verdict on samples/s is a false positive. Target (N = 40): at most 2.
 - A/B: side B runs the same problem slowed by a wait in every step (benchmarks/aa_slow_problem.py),
-  sized from a step time measured at the start so that B runs at 95% of A's samples/s. A
+  sized from the step before it so that B runs at 95% of A's samples/s under any load. A
   "slower" verdict is a detection. Target (N = 40): at least 36.
+
+Verdicts use what `flowrate compare` uses: the runs' own spread, pooled with the store's history
+of the configuration (every earlier comparison's runs are in the same store) when the runs are no
+noisier than it.
 
 Side B's problem file differs from A's, so those comparisons pass --force (the problem and its
 shape are the same; only the file that builds it differs).
@@ -48,20 +52,12 @@ def spec(factory: str, flags: str) -> str:
     return f"-p {PROBLEM_FILE}:{factory} --device cpu {flags}"
 
 
-def calibrated_wait(flags: str, slowdown: float, env: dict[str, str]) -> tuple[float, float]:
-    """The wait per step that makes B run at (1 − slowdown) of A's samples/s, from one measured
-    run of A (its median interval rate and batch size), and that step time."""
-    run = json.loads(flowrate("run", *spec("make_problem", flags).split(), "--no-store", "--json", env=env))
-    step_s = run["batch_size"] / run["summary"]["median_samples_per_sec"]
-    return step_s * (1 / (1 - slowdown) - 1), step_s
-
-
 def comparison(
-    base: str, runs: int, flags: str, wait_s: float | None, store: str, env: dict[str, str]
+    base: str, runs: int, flags: str, slowdown: float | None, store: str, env: dict[str, str]
 ) -> dict[str, object]:
     """One interleaved comparison through `flowrate compare --run`; its samples/s row."""
-    slow = wait_s is not None
-    side_env = {**env, "FLOWRATE_AA_BASE": base, "FLOWRATE_AA_WAIT_S": str(wait_s or 0.0)}
+    slow = slowdown is not None
+    side_env = {**env, "FLOWRATE_AA_BASE": base, "FLOWRATE_AA_SLOWDOWN": str(slowdown or 0.0)}
     b_factory = "make_slow_problem" if slow else "make_problem"
     args = ["compare", "--run", spec("make_problem", flags), spec(b_factory, flags)]
     args += ["--runs", str(runs), "--format", "json", "--store", store, *(["--force"] if slow else [])]
@@ -89,19 +85,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = str(Path(folder) / "aa.db")
         bases = args.problems.split(",")
-        waits = {}
-        for base in bases:
-            env["FLOWRATE_AA_BASE"] = base
-            waits[base], step = calibrated_wait(flags, args.slowdown, env)
-            wait_ms = waits[base] * 1e3
-            print(
-                f"{base}: step {step * 1e3:.3f} ms, wait {wait_ms:.3f} ms for a {args.slowdown:.0%} slowdown"
-            )
         false_positives = detections = 0
         for kind in ("A/A", "A/B"):
             for index in range(args.n):
                 base = bases[index % len(bases)]
-                row = comparison(base, args.runs, flags, waits[base] if kind == "A/B" else None, store, env)
+                row = comparison(base, args.runs, flags, args.slowdown if kind == "A/B" else None, store, env)
                 called = bool(row["significant"])
                 false_positives += kind == "A/A" and called
                 detections += kind == "A/B" and called and float(row["ratio"]) < 1  # type: ignore[arg-type]

@@ -1,11 +1,15 @@
-"""A zoo problem, and the same problem made slower by a calibrated wait in every step.
+"""A zoo problem, and the same problem made slower by a wait in every step, sized from the last one.
 
 benchmarks/aa.py runs side A with ``make_problem`` and side B with ``make_slow_problem``. Both
 read the environment, which the spawned runs inherit:
 
 - FLOWRATE_AA_BASE: the zoo problem, "fc_mnist" or "transformer:mini" (problem:size);
-- FLOWRATE_AA_WAIT_S: seconds added to every step of the slow one (aa.py sizes it from a
-  measured step time so that the slow side runs at 95% of the samples/s).
+- FLOWRATE_AA_SLOWDOWN: the slow one's planted slowdown, e.g. 0.05: every step waits
+  slowdown / (1 − slowdown) of the previous step's own work (the time since the previous step
+  began, less that step's wait), so the slow side runs at 95% of what the same process would
+  otherwise do, whatever the load on the machine at the time. (A wait sized once, from a step
+  measured at the start, is a different slowdown whenever the machine's load changes: 5% of a
+  step measured under load is 15% of a quiet one.)
 
 The wait is a spin on the clock, not time.sleep: a step of fc_mnist takes a few milliseconds here,
 and sleeping a tenth of a millisecond overshoots by about as much again. On a CPU the step is
@@ -41,15 +45,23 @@ def make_problem() -> flowrate.Problem:
 
 
 def make_slow_problem() -> flowrate.Problem:
-    """The zoo problem with FLOWRATE_AA_WAIT_S more in every step (side B)."""
+    """The zoo problem with every step FLOWRATE_AA_SLOWDOWN slower (side B)."""
     problem = _base()
-    wait = float(os.environ.get("FLOWRATE_AA_WAIT_S", "0"))
+    slowdown = float(os.environ.get("FLOWRATE_AA_SLOWDOWN", "0"))
+    factor = slowdown / (1 - slowdown)
     zoo_class = type(problem)
+    last = {"began": 0.0, "waited": 0.0}  # the previous step's start and wait (none before the first)
 
     class Slowed(zoo_class):  # type: ignore[misc, valid-type]
         def loss(self, model: nn.Module, batch: flowrate.Batch) -> torch.Tensor:
+            now = time.perf_counter()
+            wait = factor * (now - last["began"] - last["waited"]) if last["began"] else 0.0
             _spin(wait)
+            last["began"], last["waited"] = now, wait
             return super().loss(model, batch)
 
-    problem.__class__ = Slowed  # the same problem (name, shape, FLOPs), its steps longer
+    problem.__class__ = Slowed  # the same problem (shape, FLOPs), its steps longer
+    # its own name, as other code would be at another commit: the store's noise history keeps the
+    # two apart instead of taking the 5% between them for noise (aa.py passes --force)
+    problem.name = f"{problem.name}-slowed"
     return problem
