@@ -263,20 +263,36 @@ def test_a_run_of_one_sample_point_is_drawn_as_marks_not_empty_axes() -> None:
     assert not many.texts
 
 
-def test_comparison_bars_are_pooled_means_with_95_percent_cis() -> None:
+def test_comparison_bars_count_processes_not_intervals() -> None:
+    # two runs: one value each (its median interval rate), the CI Student's t over the two
     a = [make_result(interval_rates=[100.0, 104.0]), make_result(interval_rates=[98.0, 102.0])]
     b = [make_result(interval_rates=[150.0, 160.0, 155.0])]
     bars = plots.bar_statistics([("A", a), ("B", b)], "samples_per_sec")
-    pooled = summarize([100.0, 104.0, 98.0, 102.0])
-    assert (bars[0].label, bars[0].n, bars[0].mean) == ("A", 4, pytest.approx(101.0))
-    assert (bars[0].ci95_low, bars[0].ci95_high) == (
-        pytest.approx(pooled.ci95_low),
-        pytest.approx(pooled.ci95_high),
+    over_runs = summarize([102.0, 100.0])
+    assert (bars[0].label, bars[0].n, bars[0].mean, bars[0].within_run) == (
+        "A",
+        2,
+        pytest.approx(101.0),
+        False,
     )
-    ax = plots.comparison_bars([("A", a), ("B", b)]).axes[0]
+    assert (bars[0].ci95_low, bars[0].ci95_high) == (
+        pytest.approx(over_runs.ci95_low),
+        pytest.approx(over_runs.ci95_high),
+    )
+    # one run: its value, and the CI of its own intervals, marked as such
+    steady = summarize([150.0, 160.0, 155.0])
+    assert (bars[1].n, bars[1].mean, bars[1].within_run) == (3, 155.0, True)
+    assert (bars[1].ci95_low, bars[1].ci95_high) == (
+        pytest.approx(steady.ci95_low),
+        pytest.approx(steady.ci95_high),
+    )
+    fig = plots.comparison_bars([("A", a), ("B", b)])
+    ax = fig.axes[0]
     heights = [p.get_height() for p in ax.patches if isinstance(p, Rectangle)]
     assert heights == pytest.approx([101.0, 155.0])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["A", "B"]
+    assert any("1 run, 3 intervals" in t.get_text() for t in ax.texts)
+    assert any("processes per group" in t.get_text() for t in fig.texts)
 
 
 def test_comparison_bars_pool_run_figures_where_there_are_no_interval_values() -> None:

@@ -25,6 +25,7 @@ from flowrate.errors import FlowrateError
 from flowrate.io import write_atomic
 from flowrate.measure.stats import summarize
 from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
 from flowrate.units import si
@@ -288,31 +289,35 @@ def _time_frame(ax: Axes, result: Result) -> None:
 @dataclass(frozen=True)
 class Bar:
     label: str
-    n: int  # values pooled: intervals, or runs for a metric without per-interval values
+    n: int  # processes (runs, or each repeat of a --repeat run); intervals where ``within_run``
     mean: float
     ci95_low: float | None
     ci95_high: float | None
+    within_run: bool = False  # one process: the CI of its own intervals (its stability only)
 
 
 def bar_statistics(groups: Sequence[tuple[str, Sequence[RunLike]]], metric: str | Metric) -> list[Bar]:
-    """Each group's mean and 95% CI of the metric, over its runs' intervals pooled.
+    """Each group's mean and 95% CI of the metric, with the process as the unit.
 
-    A metric with no per-interval reading (samples/J, peak memory) pools the runs' figures
-    instead. A group without any value is an error naming it: silently dropping a bar would
-    change the comparison.
+    Each process contributes one value (flowrate.results.per_process, as `flowrate compare`
+    counts them) and the CI is Student's t over those values: intervals of one process share its
+    offset, so pooling them would draw a CI far narrower than the differences between runs. A
+    group of one process shows the CI of its own intervals, marked ``within_run``: how steady the
+    run was, not how far another run would land. A group without any value is an error naming it:
+    silently dropping a bar would change the comparison.
     """
     m = METRICS[metric] if isinstance(metric, str) else metric
     bars = []
     for label, runs in groups:
         results = [_result(r) for r in runs]
-        values: list[float] = []
-        for result in results:
-            values += m.interval_values(result)
-        if not values:
-            values = [float(v) for r in results if (v := m.value(r)) is not None]
-        values = [v for v in values if math.isfinite(v)]
+        values = [v for v in side_values(m, results) if math.isfinite(v)]
         if not values:
             raise FlowrateError(f"{label!r} records no {m.label}: nothing to compare")
+        intervals = [v for v in m.interval_values(results[0]) if math.isfinite(v)] if len(values) == 1 else []
+        if len(intervals) > 1:
+            s = summarize(intervals)
+            bars.append(Bar(label, s.n, values[0], s.ci95_low, s.ci95_high, within_run=True))
+            continue
         s = summarize(values)
         bars.append(Bar(label, s.n, s.mean, s.ci95_low, s.ci95_high))
     return bars
@@ -321,7 +326,7 @@ def bar_statistics(groups: Sequence[tuple[str, Sequence[RunLike]]], metric: str 
 def comparison_bars(
     groups: Sequence[tuple[str, Sequence[RunLike]]], metric: str | Metric = "samples_per_sec"
 ) -> Figure:
-    """One bar per group: the mean of its pooled values, with 95% CI error bars."""
+    """One bar per group: the mean over its processes, with 95% CI error bars (bar_statistics)."""
     m = METRICS[metric] if isinstance(metric, str) else metric
     if not groups:
         raise FlowrateError("nothing to compare: give at least one run or tag")
@@ -332,7 +337,9 @@ def comparison_bars(
     lower = [b.mean - b.ci95_low if b.ci95_low is not None else 0.0 for b in bars]
     upper = [b.ci95_high - b.mean if b.ci95_high is not None else 0.0 for b in bars]
     ax.bar(positions, [b.mean for b in bars], color="#4c78a8", width=0.6)
-    ax.errorbar(positions, [b.mean for b in bars], yerr=[lower, upper], fmt="none", ecolor="black", capsize=6)
+    for x, bar, below, above in zip(positions, bars, lower, upper, strict=True):
+        colour = "grey" if bar.within_run else "black"  # a run's own steadiness, not a comparison's CI
+        ax.errorbar([x], [bar.mean], yerr=[[below], [above]], fmt="none", ecolor=colour, capsize=6)
     ax.set_xticks(
         positions,
         [canvas.plain(b.label) for b in bars],
@@ -341,7 +348,7 @@ def comparison_bars(
     )
     for x, bar in zip(positions, bars, strict=True):
         ax.annotate(
-            f"{si(bar.mean, digits=4)}\nn={bar.n}",
+            f"{si(bar.mean, digits=4)}\n" + (f"1 run, {bar.n} intervals" if bar.within_run else f"n={bar.n}"),
             (x, bar.mean),
             textcoords="offset points",
             xytext=(10, 2),
@@ -354,6 +361,9 @@ def comparison_bars(
     ax.set_ylim(bottom=0)
     canvas.title(ax, f"{m.label}: mean with 95% CI")
     ax.grid(True, axis="y", alpha=0.3)
-    pooled = "intervals pooled per group" if m.per_interval is not None else "runs per group"
-    canvas.footnote(fig, f"n = {pooled}; no error bar where n = 1")
+    canvas.footnote(
+        fig,
+        "n = processes per group (one value each); grey: one run, the CI of its own intervals "
+        "(its steadiness, not a comparison's); no error bar where n = 1",
+    )
     return fig

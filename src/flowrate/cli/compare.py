@@ -9,7 +9,6 @@ table, Markdown or JSON) and turns a significant slowdown into an exit code with
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING
 
 import click
@@ -18,8 +17,7 @@ from flowrate.cli.compare_live import live_options
 from flowrate.cli.options import FiniteRange, store_option
 
 if TYPE_CHECKING:
-    from flowrate.results.compare import Comparison, History
-    from flowrate.results.schema import Result
+    from flowrate.results.compare import Comparison
 
 # as in flowrate.results.compare, which is not imported here: it loads numpy and scipy, and
 # `flowrate --help` imports every command's module
@@ -134,6 +132,7 @@ def command(
     """
     from flowrate.cli.select import select_runs
     from flowrate.results.compare import compare
+    from flowrate.results.noise import history_in_store
     from flowrate.results.store import RunFilter
 
     if run_specs is not None or revs or runs or until_ci_pct or max_runs:  # measure the sides now
@@ -160,7 +159,7 @@ def command(
         raise click.UsageError("give A and B (recorded runs), or --run A_SPEC B_SPEC to measure both now")
     side_a = [run.result for run in select_runs(store, [a], RunFilter())]
     side_b = [run.result for run in select_runs(store, [b], RunFilter())]
-    known = store_history(store, side_a, side_b) if history else None
+    known = history_in_store(store, side_a, side_b) if history else None
     comparison = compare(
         side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b), history=known
     )
@@ -190,21 +189,6 @@ def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: flo
             console.status(line)
     if fail_pct is not None:
         _fail_if_slower(comparison, fail_pct)
-
-
-def store_history(
-    store: str | os.PathLike[str] | None, side_a: list[Result], side_b: list[Result]
-) -> History | None:
-    """The store's between-run noise for the sides' configurations, where the store exists; the
-    compared runs are left out (their own spread is counted once, by the verdict)."""
-    from flowrate.results.noise import history_for
-    from flowrate.results.store import Store, store_path
-
-    if not store_path(store).exists():
-        return None
-    with Store(store, create=False) as opened:
-        recorded = [run.result for run in opened.runs()]
-    return history_for(recorded, [side_a[0], side_b[0]], [r.run_id for r in side_a + side_b])
 
 
 def _fail_if_slower(comparison: Comparison, fail_pct: float) -> None:

@@ -144,9 +144,11 @@ def compare_live(
         where = opened.path
     recorded = len(results["A"]) + len(results["B"])
     if results["A"] and results["B"]:
-        from flowrate.cli.compare import store_history
+        from flowrate.results.noise import history_in_store
 
-        known = store_history(where, results["A"], results["B"]) if history and until_ci_pct is None else None
+        known = (
+            history_in_store(where, results["A"], results["B"]) if history and until_ci_pct is None else None
+        )
         comparison = compare(
             results["A"],
             results["B"],

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -188,3 +189,17 @@ def history_for(
     if df + 1 < MIN_HISTORY_RUNS:
         return None
     return History(cv=math.sqrt(squares / df), runs=df + 1)
+
+
+def history_in_store(
+    store: str | os.PathLike[str] | None, side_a: Sequence[Result], side_b: Sequence[Result]
+) -> History | None:
+    """history_for over the runs of ``store`` (None where it does not exist), leaving out the
+    compared runs: their own spread is counted once, by the verdict."""
+    from flowrate.results.store import Store, store_path
+
+    if not store_path(store).exists():
+        return None
+    with Store(store, create=False) as opened:
+        recorded = [run.result for run in opened.runs()]
+    return history_for(recorded, [side_a[0], side_b[0]], [r.run_id for r in (*side_a, *side_b)])
