@@ -1,4 +1,5 @@
-"""One run of a RunConfig in a freshly spawned process: what --repeat, sweeps and scaling share.
+"""One run (a RunConfig, or a GenerateConfig's generation) in a freshly spawned process: what
+--repeat, sweeps and scaling share.
 
 One process can carry state from run to run (allocator caches, autotuning choices, a warm or
 cold page cache, CPU frequency). Spawning a new interpreter per run (never fork: CUDA does not
@@ -19,7 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from flowrate.config import RunConfig
+from flowrate.campaigns.sweep_command import PointConfig, SameConfig, run_job, to_job, with_problem
 from flowrate.errors import FlowrateError, OutOfMemory
 from flowrate.problems.registry import is_user_problem
 from flowrate.results.schema import Result
@@ -29,7 +30,7 @@ OOM = "oom"
 ERROR = "error"
 CRASHED = "crashed"
 # Any other exception in the child: a bug, sent back with its traceback.
-_BUG = "bug"
+BUG = "bug"
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class ChildCrash(RuntimeError):
     """An unexpected exception in a run's process (a bug): it carries the child's traceback."""
 
 
-def portable(config: RunConfig) -> RunConfig:
+def portable(config: SameConfig) -> SameConfig:
     """``config`` as a new process can run it: a user problem's path made absolute."""
     if config.problem.startswith("python:"):
         raise FlowrateError(
@@ -60,12 +61,12 @@ def portable(config: RunConfig) -> RunConfig:
             "give a zoo name or PATH.py:FACTORY"
         )
     if is_user_problem(config.problem):
-        return config.replace(problem=_absolute(config.problem))  # the child may start elsewhere
+        return with_problem(config, _absolute(config.problem))  # the child may start elsewhere
     return config
 
 
 def run_in_fresh_process(
-    config: RunConfig, *, argv: list[str] | None = None, tensorboard: str | None = None
+    config: PointConfig, *, argv: list[str] | None = None, tensorboard: str | None = None
 ) -> ChildOutcome:
     """Run ``config`` in a newly spawned interpreter and wait for it (used by --repeat and sweeps).
 
@@ -81,7 +82,7 @@ def run_in_fresh_process(
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
-        target=_child_main, args=(sender, config.to_dict(), argv, tensorboard), name="flowrate-run"
+        target=_child_main, args=(sender, to_job(config), argv, tensorboard), name="flowrate-run"
     )
     process.start()
     sender.close()  # the child holds the only writer now: its death reads as end of file here
@@ -104,18 +105,16 @@ def run_in_fresh_process(
             process.join()
     if kind == "ok":
         return ChildOutcome(Result.from_json(text), None, "", started, finished)
-    if kind == _BUG:
+    if kind == BUG:
         raise ChildCrash(f"the run's process failed:\n{text}")
     return ChildOutcome(None, kind, text, started, finished)
 
 
-def _child_main(
-    sender: Connection, config: dict[str, Any], argv: list[str] | None, logdir: str | None
-) -> None:
+def _child_main(sender: Connection, job: dict[str, Any], argv: list[str] | None, logdir: str | None) -> None:
     """The child's whole life: run, send the answer, leave at once (see run_in_fresh_process)."""
     code = 1
     try:
-        sender.send(_run_in_child(config, argv, logdir))
+        sender.send(run_and_report(job, argv, logdir))
         code = 0
     finally:  # an interrupt leaves too, quietly: the parent says what happened
         sender.close()
@@ -124,14 +123,14 @@ def _child_main(
         os._exit(code)
 
 
-def _run_in_child(
-    config: dict[str, Any], argv: list[str] | None, logdir: str | None
+def run_and_report(
+    job: dict[str, Any], argv: list[str] | None, logdir: str | None = None
 ) -> tuple[str, str, float, float]:
+    """Run a job (flowrate.campaigns.sweep_command) here: ("ok", its Result as JSON), or the kind of
+    failure and its message; with this process's wall-clock times at start and end."""
     started = time.time()
-    from flowrate.harness.api import run_config
-
     try:
-        text = run_config(RunConfig.from_dict(config), argv=argv, tensorboard=logdir).to_json()
+        text = run_job(job, argv, logdir).to_json()
         return "ok", text, started, time.time()
     except OutOfMemory as error:  # crosses the process boundary as text: always picklable
         return OOM, str(error), started, time.time()
@@ -143,7 +142,7 @@ def _run_in_child(
         in_user_code = describe_failure(error)  # raised in the user's problem file: its one line
         if in_user_code is not None:
             return ERROR, in_user_code, started, time.time()
-        return _BUG, traceback.format_exc(), started, time.time()
+        return BUG, traceback.format_exc(), started, time.time()
 
 
 def _absolute(spec: str) -> str:

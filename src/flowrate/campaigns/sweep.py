@@ -1,5 +1,9 @@
 """Running a sweep: each point in a fresh process, recorded in the store as soon as it ends.
 
+Points run in batches through an Executor (flowrate.campaigns.executor): one at a time here, up to
+max_parallel at once as cluster jobs. An out-of-memory found in one batch skips the larger
+batches of its branch in the batches after it.
+
 Why the skipping: within a branch (every key but batch_size equal) batch sizes run ascending
 (flowrate.campaigns.sweep_spec), so when one runs out of memory every larger batch of that
 branch is known not to fit and is recorded skipped instead of spending minutes failing. An
@@ -15,40 +19,25 @@ Printing belongs to the CLI (flowrate/cli/sweep.py); this module reports through
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flowrate.campaigns.child import CRASHED, ERROR, OOM, ChildCrash, ChildOutcome, run_in_fresh_process
+from flowrate.campaigns.child import CRASHED, OOM, ChildOutcome
+from flowrate.campaigns.executor import Executor, LocalExecutor, PointRunner
 from flowrate.campaigns.sweep_name import check_name
 from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec, plan_points
-from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError
 
 if typing.TYPE_CHECKING:
+    from flowrate.results.schema import Result
     from flowrate.results.store import Store, SweepPoint
 
 # A recorded failure whose reason starts so was out of memory (it skips larger batches).
 OOM_REASON = "out of memory"
-
-PointRunner = Callable[[RunConfig], ChildOutcome]
-
-
-def fresh_process_runner(argv: list[str] | None = None) -> PointRunner:
-    """Runs each point in a newly spawned process; a bug in one point fails that point only."""
-
-    def run(config: RunConfig) -> ChildOutcome:
-        try:
-            return run_in_fresh_process(config, argv=argv)
-        except FlowrateError as error:
-            return ChildOutcome(None, ERROR, str(error))
-        except ChildCrash as crash:  # the last line of the child's traceback says what
-            last = str(crash).strip().splitlines()[-1]
-            return ChildOutcome(None, CRASHED, f"{last} (run it alone with `flowrate run` to see where)")
-
-    return run
 
 
 @dataclass(frozen=True)
@@ -62,7 +51,10 @@ class PointReport:
     reason: str | None
     samples_per_sec: float | None = None
     earlier: bool = False  # recorded before this session (a resume)
-    wall_s: float | None = None  # parent's wall time of a point run in this session
+    wall_s: float | None = None  # parent's wall time of a point run in this session (batch share)
+    # a generation point's figures (flowrate generate): decode tokens/s and median TTFT
+    decode_tokens_per_sec: float | None = None
+    ttft_s: float | None = None
 
     @property
     def out_of_memory(self) -> bool:
@@ -146,6 +138,7 @@ def run_sweep(
     *,
     tags: Sequence[str] = (),
     runner: PointRunner | None = None,
+    executor: Executor | None = None,
     listener: SweepListener | None = None,
     retry_failed: bool = False,
     argv: list[str] | None = None,
@@ -154,7 +147,8 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run every point of ``spec`` not yet recorded in ``store``, recording each as it ends.
 
-    ``runner`` runs one point (default: in a fresh spawned process); tests pass a fake one.
+    ``executor`` runs the points, in batches of its max_parallel (default: one at a time, each
+    in a fresh spawned process; ``runner`` instead runs each point, as tests do with a fake one).
     ``points``: the sweep's plan_points(spec), when the caller made it already. With
     ``retry_failed``, failed and skipped points are run again. An interrupt (Ctrl-C) stops
     the sweep between two records: nothing recorded is lost and the same call resumes it.
@@ -162,7 +156,7 @@ def run_sweep(
     """
     check_name(spec, store.sweeps())
     planned = plan_points(spec) if points is None else list(points)
-    run = runner or fresh_process_runner(argv)
+    executor = executor or LocalExecutor(argv, runner)
     listener = listener or _Silent()
     resumed = not store.open_sweep(spec.sweep_id, spec.label, spec.to_dict())
     recorded = store.sweep_points(spec.sweep_id)
@@ -171,27 +165,54 @@ def run_sweep(
     point_tags = [*tags, f"sweep:{spec.label}"]
     state = _SweepState(planned, recorded)
     listener.begin(SweepStart(spec.sweep_id, spec.label, len(planned), state.kept, resumed))
-    for position, point in enumerate(planned):
-        earlier = recorded.get(point.key)
-        if earlier is not None:
-            state.reports.append(_earlier_report(point, earlier, store))
-            continue
-        blocker = _blocked_by(point, state.oom_at)
-        if blocker is not None:
+    position = 0
+    while position < len(planned):
+        batch: list[PlannedPoint] = []
+        while position < len(planned) and len(batch) < max(1, executor.max_parallel):
+            point = planned[position]
+            position += 1
+            earlier = recorded.get(point.key)
+            if earlier is not None:
+                state.reports.append(_earlier_report(point, earlier, store))
+                continue
+            blocker = _blocked_by(point, state.oom_at)
+            if blocker is None:
+                batch.append(point)
+                continue
             reason = f"batch {point.batch} skipped: batch {blocker} ran out of memory on this branch"
             store.record_point(spec.sweep_id, point.params, "skipped", reason=reason)
-            report = PointReport(point.index, point.params, "skipped", None, reason, wall_s=0.0)
-        else:
-            listener.starting(point, state.progress(position))
-            began = clock()
-            child = run(point.config)
-            state.walls.append(clock() - began)
-            report = _record(spec, store, point, child, point_tags, state.walls[-1])
-            if report.out_of_memory:
-                _remember_oom(state.oom_at, point)
-        state.reports.append(report)
-        listener.recorded(report, state.progress(position + 1))
+            state.reports.append(PointReport(point.index, point.params, "skipped", None, reason, wall_s=0.0))
+            listener.recorded(state.reports[-1], state.progress(position))
+        if batch:
+            _run_batch(spec, store, executor, batch, point_tags, state, listener, clock, position)
+    state.reports.sort(key=lambda r: r.index)
     return SweepOutcome(spec.sweep_id, spec.label, state.reports)
+
+
+def _run_batch(
+    spec: SweepSpec,
+    store: Store,
+    executor: Executor,
+    batch: list[PlannedPoint],
+    tags: Sequence[str],
+    state: _SweepState,
+    listener: SweepListener,
+    clock: Callable[[], float],
+    position: int,
+) -> None:
+    """Run one batch through the executor and record its points; an OOM blocks later batches."""
+    for point in batch:
+        listener.starting(point, state.progress(batch[0].index - 1))  # the batch still to run
+    began = clock()
+    outcomes = executor.run_many([point.config for point in batch])
+    share = (clock() - began) / len(batch)  # the batch's wall time, shared by its points
+    for point, child in zip(batch, outcomes, strict=True):
+        state.walls.append(share)
+        report = _record(spec, store, point, child, tags, share)
+        if report.out_of_memory:
+            _remember_oom(state.oom_at, point)
+        state.reports.append(report)
+        listener.recorded(report, state.progress(position))
 
 
 @dataclass
@@ -253,8 +274,8 @@ def _record(
     """Record one point (and its run) in one transaction; say how it went."""
     if child.result is not None:
         store.record_point(spec.sweep_id, point.params, "done", result=child.result, tags=tags)
-        rate = child.result.summary.samples_per_sec
-        return PointReport(point.index, point.params, "done", child.result.run_id, None, rate, wall_s=wall)
+        report = PointReport(point.index, point.params, "done", child.result.run_id, None, wall_s=wall)
+        return _with_figures(report, child.result)
     message = child.message or "it failed without a message"
     if child.failure == OOM:
         reason = message if message.startswith(OOM_REASON) else f"{OOM_REASON}: {message}"
@@ -266,13 +287,25 @@ def _record(
     return PointReport(point.index, point.params, "failed", None, reason, wall_s=wall)
 
 
-def _earlier_report(point: PlannedPoint, earlier: SweepPoint, store: Store) -> PointReport:
-    rate = None
-    if earlier.run_id is not None:
-        try:
-            rate = store.get(earlier.run_id).samples_per_sec
-        except FlowrateError:
-            rate = None  # the run was deleted since; the point stays recorded
-    return PointReport(
-        point.index, point.params, earlier.status, earlier.run_id, earlier.reason, rate, earlier=True
+def _with_figures(report: PointReport, result: Result) -> PointReport:
+    """What a point's row shows: samples/s, and for a generation its decode rate and median TTFT."""
+    generation = result.generation or {}
+    ttft = generation.get("ttft_s") or {}
+    return dataclasses.replace(
+        report,
+        samples_per_sec=result.summary.samples_per_sec,
+        decode_tokens_per_sec=generation.get("decode_tokens_per_sec"),
+        ttft_s=ttft.get("median"),
     )
+
+
+def _earlier_report(point: PlannedPoint, earlier: SweepPoint, store: Store) -> PointReport:
+    report = PointReport(
+        point.index, point.params, earlier.status, earlier.run_id, earlier.reason, earlier=True
+    )
+    if earlier.run_id is None:
+        return report
+    try:
+        return _with_figures(report, store.get(earlier.run_id).result)
+    except FlowrateError:
+        return report  # the run was deleted since; the point stays recorded

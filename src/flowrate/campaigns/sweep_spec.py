@@ -1,8 +1,10 @@
 """A sweep's description: grid and sweep-file parsing, the grid's points, and their plan.
 
 A sweep is a base (the options every point shares) and a grid (option -> values); its points
-are the grid's cartesian product. Keys are RunConfig field names, their flag names (batch-size,
-lr, duration, preheat, …), any problem option (m, hidden, seq_len, …) or sample_shape.
+are the grid's cartesian product. Each point runs a command (flowrate.campaigns.sweep_command):
+`flowrate run` by default, whose keys are RunConfig field names, their flag names (batch-size,
+lr, duration, preheat, …), any problem option (m, hidden, seq_len, …) or sample_shape; or
+`flowrate generate`, whose keys are GenerateConfig's (batch_size, prompt_len, new_tokens, …).
 Values are lists; ``A..B`` on an integer option doubles from A up to B (1..512 is
 1, 2, 4, …, 512).
 
@@ -26,10 +28,20 @@ import re
 import tomllib
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flowrate.campaigns.sweep_command import (
+    COMMANDS,
+    RUN,
+    SAMPLE_SHAPE,
+    PointConfig,
+    build_config,
+    check_command,
+    command_fields,
+    settle,
+)
 from flowrate.config import AUTO, Execution, Mode, OptimizerName, Precision, RunConfig
 from flowrate.errors import ConfigError
 from flowrate.results.store import point_key
@@ -38,11 +50,7 @@ if typing.TYPE_CHECKING:
     from flowrate.problems.base import Problem
 
 BATCH = "batch_size"
-SAMPLE_SHAPE = "sample_shape"
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
-# RunConfig fields a grid or base may set: all but the problem options (set one by one by key).
-RUN_KEYS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.name != "problem_options")
-_HINTS = typing.get_type_hints(RunConfig)
 # options whose values are names with aliases, each with its parser
 _NAMED: dict[str, Callable[[str], enum.Enum]] = {
     "mode": Mode.parse,
@@ -59,54 +67,50 @@ def problem_option_keys() -> tuple[str, ...]:
     return tuple(sorted({key for family in FAMILIES.values() for key in family.options}))
 
 
-def _aliases() -> dict[str, str]:
-    """Flag names that differ from their field (lr -> learning_rate, duration -> duration_s)."""
-    from flowrate.config import FLAG_NAMES
-
-    return {flag: name for name, flag in FLAG_NAMES.items()}
-
-
-def valid_keys_text() -> str:
-    return f"run options: {', '.join(RUN_KEYS)}, {SAMPLE_SHAPE}; problem options: " + ", ".join(
+def valid_keys_text(command: str = RUN) -> str:
+    own = command_fields(command)
+    return f"{command} options: {', '.join([*own.keys, *own.extra])}; problem options: " + ", ".join(
         problem_option_keys()
     )
 
 
-def canonical_key(key: str, source: str) -> str:
+def canonical_key(key: str, source: str, command: str = RUN) -> str:
     """The option a grid or base key means; an unknown one names the valid keys and a close match."""
     name = key.strip().lower().replace("-", "_")
-    aliases = _aliases()
-    if name in aliases:
-        return aliases[name]
+    own = command_fields(command)
+    if name in own.aliases:
+        return own.aliases[name]
     options = problem_option_keys()
-    if name in RUN_KEYS or name == SAMPLE_SHAPE or name in options:
+    if name in own.keys or name in own.extra or name in options:
         return name
-    known = [*RUN_KEYS, SAMPLE_SHAPE, *options, *aliases]
+    known = [*own.keys, *own.extra, *options, *own.aliases]
     close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
-    meant = [aliases.get(c, c) for c in close]
+    meant = [own.aliases.get(c, c) for c in close]
     hint = f" (did you mean {' or '.join(dict.fromkeys(meant))}?)" if meant else ""
-    raise ConfigError(source, f"unknown option {key.strip()!r}{hint}; valid keys are {valid_keys_text()}")
+    what = f"{command} sweeps have no option" if command != RUN else "unknown option"
+    raise ConfigError(source, f"{what} {key.strip()!r}{hint}; valid keys are {valid_keys_text(command)}")
 
 
 # --- values --------------------------------------------------------------------------------------
 
 
-def _kind(key: str) -> str:
+def _kind(key: str, hints: Mapping[str, Any]) -> str:
     """How a key's values are read: int, float, bool, batch (an int or 'auto'), or str."""
     if key == BATCH:
         return "batch"
-    if key not in _HINTS:
+    if key not in hints:
         return "int"  # problem options and sample_shape are integers
-    args = typing.get_args(_HINTS[key]) or (_HINTS[key],)
+    args = typing.get_args(hints[key]) or (hints[key],)
     for kind in (bool, int, float):
         if kind in args:
             return kind.__name__
     return "str"
 
 
-def parse_value(key: str, value: Any) -> list[Any]:
+def parse_value(key: str, value: Any, command: str = RUN) -> list[Any]:
     """One given value of ``key``, typed (a range ``A..B`` gives several); ConfigError(key) if bad."""
-    kind = _kind(key)
+    hints = command_fields(command).hints
+    kind = _kind(key, hints)
     if isinstance(value, str) and ".." in value:
         match = _RANGE.match(value)
         if kind not in ("int", "batch"):
@@ -115,10 +119,10 @@ def parse_value(key: str, value: Any) -> list[Any]:
             raise ConfigError(key, f"cannot read {value!r} as a range: write A..B, 1 ≤ A ≤ B (e.g. 1..512)")
         low, high = int(match[1]), int(match[2])
         return [low * 2**i for i in range((high // low).bit_length())]
-    return [_typed(key, kind, value)]
+    return [_typed(key, kind, value, key in hints)]
 
 
-def _typed(key: str, kind: str, value: Any) -> Any:
+def _typed(key: str, kind: str, value: Any, field: bool) -> Any:
     text = value.strip() if isinstance(value, str) else value
     truth = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
     try:
@@ -127,7 +131,7 @@ def _typed(key: str, kind: str, value: Any) -> Any:
         if kind == "batch" and isinstance(text, str) and text.lower() == AUTO:
             return AUTO
         if kind in ("int", "batch"):
-            if isinstance(text, str) and key not in _HINTS and text.lower() in truth:
+            if isinstance(text, str) and not field and text.lower() in truth:
                 return int(truth[text.lower()])  # problem options take true/false as 1/0, like -O
             if isinstance(value, bool | float):
                 raise ValueError
@@ -151,7 +155,7 @@ def _typed(key: str, kind: str, value: Any) -> Any:
     return text
 
 
-def parse_values(key: str, values: Any) -> tuple[Any, ...]:
+def parse_values(key: str, values: Any, command: str = RUN) -> tuple[Any, ...]:
     """A grid entry's values: a comma list, a TOML list, or ranges; duplicates dropped."""
     if isinstance(values, str):
         items: list[Any] = [v for v in values.split(",") if v.strip()]  # "1,2," is 1 and 2
@@ -159,7 +163,7 @@ def parse_values(key: str, values: Any) -> tuple[Any, ...]:
         items = list(values)
     else:
         items = [values]
-    typed = [v for item in items for v in parse_value(key, item)]
+    typed = [v for item in items for v in parse_value(key, item, command)]
     if not typed:
         raise ConfigError(key, f"the grid gives it no values; list one or more, e.g. {key}=1,2")
     return tuple(dict.fromkeys(typed))
@@ -176,19 +180,21 @@ def _blame(source: str | None) -> Iterator[None]:
         raise ConfigError(source, f"{mistake.field}: {mistake.message}") from None
 
 
-def parse_grid(entries: Iterable[tuple[str, Any]], source: str) -> dict[str, tuple[Any, ...]]:
+def parse_grid(
+    entries: Iterable[tuple[str, Any]], source: str, command: str = RUN
+) -> dict[str, tuple[Any, ...]]:
     """Grid entries (key, values) with canonical keys and typed values; a key given twice is a mistake."""
     grid: dict[str, tuple[Any, ...]] = {}
     for key, values in entries:
-        name = canonical_key(key, source)
+        name = canonical_key(key, source, command)
         if name in grid:
             raise ConfigError(source, f"{name} is given twice; give all its values at once")
         with _blame(source):
-            grid[name] = parse_values(name, values)
+            grid[name] = parse_values(name, values, command)
     return grid
 
 
-def parse_grid_flags(pairs: Iterable[str]) -> dict[str, tuple[Any, ...]]:
+def parse_grid_flags(pairs: Iterable[str], command: str = RUN) -> dict[str, tuple[Any, ...]]:
     """-g KEY=V1,V2,… flags as a grid."""
     entries = []
     for pair in pairs:
@@ -196,10 +202,10 @@ def parse_grid_flags(pairs: Iterable[str]) -> dict[str, tuple[Any, ...]]:
         if not sep or not key.strip():
             raise ConfigError("grid", f"expected KEY=V1,V2,…, got {pair!r} (e.g. -g batch_size=1..512)")
         entries.append((key, text))
-    return parse_grid(entries, "grid")
+    return parse_grid(entries, "grid", command)
 
 
-def parse_base(values: Mapping[str, Any], source: str | None = None) -> dict[str, Any]:
+def parse_base(values: Mapping[str, Any], source: str | None = None, command: str = RUN) -> dict[str, Any]:
     """Options every point shares, keyed as grid keys are (problem options one by one).
 
     ``source`` None: the values came from flags, and a mistake names the flag itself.
@@ -207,26 +213,29 @@ def parse_base(values: Mapping[str, Any], source: str | None = None) -> dict[str
     base: dict[str, Any] = {}
     for key, value in values.items():
         if key == "problem_options" and isinstance(value, Mapping):
-            base.update(parse_base(value, source))
+            base.update(parse_base(value, source, command))
             continue
-        name = canonical_key(key, source or key)
+        name = canonical_key(key, source or key, command)
         with _blame(source):
             if isinstance(value, list) or (isinstance(value, str) and ".." in value):
                 raise ConfigError(name, "a base option takes one value; put several in the grid")
-            [base[name]] = parse_value(name, value)
+            [base[name]] = parse_value(name, value, command)
     return base
 
 
 @dataclass(frozen=True)
 class SweepFile:
-    """A TOML sweep file: ``name``, a ``[base]`` table of run options and a ``[grid]`` table."""
+    """A TOML sweep file: ``name``, ``command`` (run or generate), a ``[base]`` table of the
+    command's options and a ``[grid]`` table."""
 
     name: str | None
     base: dict[str, Any]
     grid: dict[str, tuple[Any, ...]]
+    command: str = RUN
 
 
-def load_sweep_file(path: str | Path) -> SweepFile:
+def load_sweep_file(path: str | Path, command: str | None = None) -> SweepFile:
+    """The file's sweep; ``command``: the one the flags ask for (None: the file's, else run)."""
     source = "file"
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -234,17 +243,30 @@ def load_sweep_file(path: str | Path) -> SweepFile:
         raise ConfigError(source, f"cannot read {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(source, f"{path} is not valid TOML: {error}") from None
-    unknown = [k for k in data if k not in ("name", "base", "grid")]
+    unknown = [k for k in data if k not in ("name", "command", "base", "grid")]
     if unknown:
-        raise ConfigError(source, f"{path}: unknown entry {unknown[0]!r}; it may have name, [base], [grid]")
+        raise ConfigError(
+            source, f"{path}: unknown entry {unknown[0]!r}; it may have name, command, [base], [grid]"
+        )
     name = data.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ConfigError(source, f"{path}: name must be a non-empty string")
     for table in ("base", "grid"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(source, f"{path}: {table} must be a table, [{table}]")
-    base = parse_base(data.get("base", {}), source)
-    return SweepFile(name, base, parse_grid(data.get("grid", {}).items(), source))
+    command = _file_command(data.get("command"), command, path)
+    base = parse_base(data.get("base", {}), source, command)
+    return SweepFile(name, base, parse_grid(data.get("grid", {}).items(), source, command), command)
+
+
+def _file_command(written: Any, asked: str | None, path: str | Path) -> str:
+    if written is None:
+        return asked or RUN
+    if not isinstance(written, str) or written not in COMMANDS:
+        raise ConfigError("file", f"{path}: command must be {' or '.join(repr(c) for c in COMMANDS)}")
+    if asked is not None and asked != written:
+        raise ConfigError("file", f"{path} sweeps {written!r} points, the flags ask for {asked!r}")
+    return written
 
 
 # --- the spec ------------------------------------------------------------------------------------
@@ -257,13 +279,15 @@ class SweepSpec:
     base: dict[str, Any]
     grid: dict[str, tuple[Any, ...]]
     name: str | None = None  # None: "sweep-<id>"
+    command: str = RUN  # what each point runs: flowrate run or flowrate generate
 
     def __post_init__(self) -> None:
+        check_command(self.command, "command")
         if not self.grid:
             raise ConfigError(
                 "grid",
                 "the sweep grid is empty: give -g KEY=V1,V2,… (e.g. -g batch_size=1..512) or a [grid] "
-                f"table in --file; valid keys are {valid_keys_text()}",
+                f"table in --file; valid keys are {valid_keys_text(self.command)}",
             )
         for key, values in self.grid.items():
             if not values:
@@ -273,9 +297,13 @@ class SweepSpec:
 
     @property
     def sweep_id(self) -> str:
-        """A short hash of base, grid (order aside) and given name: the same sweep has the same id."""
+        """A short hash of command, base, grid (order aside) and given name: the same sweep has the
+        same id (a run sweep's hash leaves the command out, as before there were others)."""
         grid = {k: sorted(json.dumps(v) for v in values) for k, values in self.grid.items()}
-        text = json.dumps({"base": self.base, "grid": grid, "name": self.name}, sort_keys=True)
+        identity = {"base": self.base, "grid": grid, "name": self.name}
+        if self.command != RUN:
+            identity["command"] = self.command
+        text = json.dumps(identity, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property
@@ -283,24 +311,33 @@ class SweepSpec:
         return self.name or f"sweep-{self.sweep_id}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base, "grid": {k: list(v) for k, v in self.grid.items()}, "name": self.label}
+        grid = {k: list(v) for k, v in self.grid.items()}
+        return {"base": self.base, "grid": grid, "name": self.label, "command": self.command}
 
     def points(self) -> list[dict[str, Any]]:
         """The grid's points, each branch's batch sizes ascending (so an out-of-memory skips the rest)."""
         return expand_grid(self.grid)
 
     def config_for(self, params: Mapping[str, Any]) -> RunConfig:
-        """The RunConfig of one point: base, then the point's values (problem options gathered)."""
+        """The RunConfig of one point of a run sweep (base, then the point's values)."""
+        config = self.point_config(params)
+        if not isinstance(config, RunConfig):
+            raise ConfigError("command", f"a {self.command} sweep's points are not runs")
+        return config
+
+    def point_config(self, params: Mapping[str, Any]) -> PointConfig:
+        """The config of one point: base, then the point's values (problem options gathered)."""
         values = {**self.base, **params}
-        given = {k: v for k, v in values.items() if k in RUN_KEYS}
-        options = {k: v for k, v in values.items() if k not in RUN_KEYS and k != SAMPLE_SHAPE}
+        keys = command_fields(self.command).keys
+        given = {k: v for k, v in values.items() if k in keys}
+        options = {k: v for k, v in values.items() if k not in keys and k != SAMPLE_SHAPE}
         if SAMPLE_SHAPE in values:  # seq_len or image_size, as the point's problem says
             from flowrate.problems.registry import sample_shape_field
 
             options[sample_shape_field(given.get("problem", RunConfig.problem))] = values[SAMPLE_SHAPE]
         if options:
             given["problem_options"] = options
-        return RunConfig(**given)
+        return build_config(self.command, given)
 
 
 def merge_spec(
@@ -308,13 +345,14 @@ def merge_spec(
     cli_grid: Mapping[str, tuple[Any, ...]],
     file: SweepFile | None = None,
     name: str | None = None,
+    command: str = RUN,
 ) -> SweepSpec:
     """The sweep flags and a sweep file describe together: flags override the file.
 
     A flag fixes a key the file's grid varies; a -g key replaces the file's values or base. A key
     both fixed and varied in the same place is a mistake.
     """
-    file = file or SweepFile(None, {}, {})
+    file = file or SweepFile(None, {}, {}, command)
     base = {**file.base, **cli_base}
     grid = {**file.grid, **cli_grid}
     for key in sorted(set(base) & set(grid)):
@@ -327,7 +365,7 @@ def merge_spec(
             del base[key]
         else:
             raise ConfigError("file", f"{key} is in both [base] and [grid]; give it once")
-    return SweepSpec(base, grid, name or file.name)
+    return SweepSpec(base, grid, name or file.name, file.command)
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -355,7 +393,7 @@ def describe(params: Mapping[str, Any]) -> str:
 class PlannedPoint:
     index: int  # 1-based position in the sweep
     params: dict[str, Any]
-    config: RunConfig
+    config: PointConfig
 
     @functools.cached_property
     def key(self) -> str:
@@ -373,40 +411,19 @@ class PlannedPoint:
 
 
 def plan_points(spec: SweepSpec) -> list[PlannedPoint]:
-    """Every point's RunConfig, settled for its problem: a bad value fails now, naming the point.
+    """Every point's config, settled for its problem: a bad value fails now, naming the point.
 
     The ConfigError keeps the field it is about (the CLI turns it into the flag's name).
     """
-    from flowrate.problems.registry import get_problem
-
     problems: dict[str, Problem] = {}
     points = spec.points()
     planned = []
     for index, params in enumerate(points, start=1):
         try:
-            config = spec.config_for(params)
-            cache = json.dumps([config.problem, config.size, config.problem_options], sort_keys=True)
-            if cache not in problems:
-                problems[cache] = get_problem(config.problem, config.size, config.problem_options)
-            problem = problems[cache]
-            config = config.for_problem(problem.modes, problem.default_mode, problem.name)
-            _check_precision_on_cpu(config)
+            config = settle(spec.command, spec.point_config(params), problems)
         except ConfigError as mistake:
             raise ConfigError(
                 mistake.field, f"{mistake.message} (point {index} of {len(points)}: {describe(params)})"
             ) from None
         planned.append(PlannedPoint(index, params, config))
     return planned
-
-
-def _check_precision_on_cpu(config: RunConfig) -> None:
-    """A precision the CPU cannot run fails before the sweep (CUDA is left to each point's process:
-    asking the GPU here would hold memory in this process for the whole sweep)."""
-    if config.device not in ("cpu", AUTO):
-        return
-    from flowrate.execution.precision import check_supported
-    from flowrate.measure.device import resolve_device
-
-    device = resolve_device(config.device)  # asks whether CUDA is there, opens no context
-    if device.type == "cpu":
-        check_supported(config.precision, device)

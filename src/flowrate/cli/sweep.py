@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowrate.cli.executor_options import ExecutorChoice, executor_options
 from flowrate.cli.mlflow_option import mlflow_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 GRID_HELP = (
     "An option to vary and its values (repeatable): a RunConfig field or flag name "
     "(batch_size, precision, mode, problem, size, lr, seq_len, …) or a problem option (m, hidden, …). "
-    "Values are a comma list; A..B doubles from A up to B for integers (1..512 is 1,2,4,…,512)."
+    "Values are a comma list; A..B doubles from A up to B for integers (1..512 is 1,2,4,…,512). "
+    "With --generate: batch_size, prompt_len, new_tokens, repeats, warmup, precision, …"
 )
 
 
@@ -36,6 +38,12 @@ GRID_HELP = (
     help='TOML sweep file: name = "…", a [base] table of run options and a [grid] table of '
     'key = [values] (or "1..512"). Flags override it.',
 )
+@click.option(
+    "--generate",
+    is_flag=True,
+    help="Each point runs `flowrate generate` (KV-cache generation: TTFT, decode tokens/s) instead of "
+    '`flowrate run`; grid keys are its options (a sweep file says so with command = "generate").',
+)
 @click.option("--name", help="Name of the sweep (tags its runs sweep:NAME). [default: sweep-<id>]")
 @click.option(
     "--store", type=click.Path(dir_okay=False), help="Record the sweep in this store. " + STORE_HELP
@@ -45,6 +53,7 @@ GRID_HELP = (
 )
 @click.option("--retry-failed", is_flag=True, help="Run failed and skipped points of a resumed sweep again.")
 @click.option("--dry-run", is_flag=True, help="List the points (and which are recorded); run nothing.")
+@executor_options
 @mlflow_options
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress or status lines on stderr (the table still prints)."
@@ -52,6 +61,7 @@ GRID_HELP = (
 def command(
     grid: tuple[str, ...],
     sweep_file: str | None,
+    generate: bool,
     name: str | None,
     store: str | None,
     tags: tuple[str, ...],
@@ -60,6 +70,7 @@ def command(
     mlflow_uri: str | None,
     mlflow_experiment: str | None,
     quiet: bool,
+    executor: ExecutorChoice,
     sample_shape: int | None,
     **flags: Any,
 ) -> None:
@@ -69,7 +80,10 @@ def command(
     sets what varies, e.g. -g batch_size=1..512 -g precision=fp32,bf16. Within a branch batch
     sizes run ascending: a point that runs out of memory is recorded failed and the larger
     batches of its branch are recorded skipped. Running the same sweep again resumes it: points
-    already recorded are not run again (a new --name starts it afresh).
+    already recorded are not run again (a new --name starts it afresh). --generate sweeps
+    `flowrate generate` instead (e.g. -g batch_size=1,4 -g prompt_len=16,32 -g new_tokens=8).
+    --executor slurm submits each point as a job (up to --max-parallel at once) and imports the
+    Result each writes to a shared folder.
 
     Exit codes: 0 every point done (or stopped by memory); 1 some point failed otherwise; 2 bad
     input; 130 interrupted (what was recorded is kept).
@@ -79,13 +93,13 @@ def command(
     from flowrate.errors import RunFailed
     from flowrate.results.store import RunFilter, Store
 
-    spec, points = _plan(grid, sweep_file, name, flags, sample_shape)
+    spec, points = _plan(grid, sweep_file, generate, name, flags, sample_shape)
     if dry_run:
         _dry_run(spec, points, store)
         return
     mlflow = open_mlflow(mlflow_uri, mlflow_experiment)
-    outcome = _run(spec, points, store, tags, retry_failed, quiet)
-    header, rows, right_aligned = sweep_text.summary_table(outcome.reports)
+    outcome = _run(spec, points, store, tags, retry_failed, quiet, executor)
+    header, rows, right_aligned = sweep_text.summary_table(outcome.reports, spec.command)
     console.grid(sweep_text.title(outcome.name, outcome.sweep_id), header, rows, right_aligned=right_aligned)
     if mlflow is not None:  # the sweep's recorded runs, resumed ones too: MLflow skips those it has
         with Store(store, create=False) as opened:
@@ -101,6 +115,7 @@ def _run(
     tags: tuple[str, ...],
     retry_failed: bool,
     quiet: bool,
+    executor: ExecutorChoice,
 ) -> SweepOutcome:
     """Run (or resume) the sweep with its live display; an interruption says what was recorded."""
     import sys
@@ -118,7 +133,7 @@ def _run(
                 tags=tags,
                 listener=display,
                 retry_failed=retry_failed,
-                argv=sys.argv,
+                executor=executor.open(store, spec.sweep_id, sys.argv),
                 points=points,
             )
         except KeyboardInterrupt:
@@ -131,32 +146,45 @@ def _run(
 def _plan(
     grid: tuple[str, ...],
     sweep_file: str | None,
+    generate: bool,
     name: str | None,
     flags: dict[str, Any],
     sample_shape: int | None,
 ) -> tuple[SweepSpec, list[PlannedPoint]]:
     """The sweep the flags and the file describe, and its points; a mistake names the flag."""
+    from flowrate.campaigns.sweep_command import GENERATE
     from flowrate.campaigns.sweep_spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
     from flowrate.config import FLAG_NAMES
     from flowrate.errors import ConfigError
 
+    asked = GENERATE if generate else None
     try:
-        file = load_sweep_file(sweep_file) if sweep_file else None
-        spec = merge_spec(_base_from_flags(flags, sample_shape), parse_grid_flags(grid), file, name)
+        file = load_sweep_file(sweep_file, asked) if sweep_file else None
+        command = file.command if file else asked or "run"
+        base = _base_from_flags(flags, sample_shape, command)
+        spec = merge_spec(base, parse_grid_flags(grid, command), file, name, command)
         return spec, plan_points(spec)
     except ConfigError as mistake:
         raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
 
 
-def _base_from_flags(flags: dict[str, Any], sample_shape: int | None) -> dict[str, Any]:
-    """The run options given as flags (a flag left out sets nothing, so a file's base shows through)."""
+def _base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: str) -> dict[str, Any]:
+    """The options given as flags (a flag left out sets nothing, so a file's base shows through)."""
+    from flowrate.campaigns.sweep_command import GENERATE
     from flowrate.campaigns.sweep_spec import SAMPLE_SHAPE, parse_base
     from flowrate.cli.resolve import given_fields
+    from flowrate.config import Mode
+    from flowrate.errors import ConfigError
 
     if not flags.get("measure_peak"):
         flags.pop("measure_peak", None)  # an unset on/off flag is False, not "not given"
-    base = parse_base(given_fields(flags, None))
+    mode = flags.pop("mode") if command == GENERATE else None  # generation is inference
+    if mode is not None and Mode.parse(mode) != Mode.INFER:
+        raise ConfigError("--mode", "generate runs inference only: drop --mode train")
+    base = parse_base(given_fields(flags, None), None, command)
     if sample_shape is not None:
+        if command == GENERATE:
+            raise ConfigError("--sample-shape", "not a generate option: give --seq-len (the context)")
         base[SAMPLE_SHAPE] = sample_shape  # resolved per point: the problem may vary
     return base
 

@@ -51,7 +51,12 @@ def point_label(index: int, total: int, params: Mapping[str, Any]) -> str:
 def recorded_line(report: PointReport, total: int, progress: SweepProgress) -> tuple[str, bool]:
     """A point's outcome as one line, and whether it is a warning (a failure other than memory)."""
     where = point_label(report.index, total, report.params)
-    if report.status == "done":
+    if report.status == "done" and report.decode_tokens_per_sec is not None:  # a generation
+        line = (
+            f"{where}: {rate(report.decode_tokens_per_sec)} decode tokens/s, TTFT {_ms(report.ttft_s)} "
+            f"(run {report.run_id})"
+        )
+    elif report.status == "done":
         line = f"{where}: {rate(report.samples_per_sec)} samples/s (run {report.run_id})"
     elif report.status == "skipped":
         line = f"{where}: {report.reason}"
@@ -78,21 +83,31 @@ def failed_message(failed: Sequence[PointReport], total: int) -> str:
     )
 
 
-def summary_table(reports: Sequence[PointReport]) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
-    """Every point: its grid values, status, samples/s, run and a note; header, rows, right-aligned."""
+def summary_table(
+    reports: Sequence[PointReport], command: str = "run"
+) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
+    """Every point: its grid values, status, its figures, run and a note; header, rows, right-aligned.
+
+    A run's figure is samples/s; a generation's, decode tokens/s and median TTFT."""
     keys = list(reports[0].params) if reports else []
-    rows = [
-        [
-            str(r.index),
-            *(str(r.params.get(k, "")) for k in keys),
-            r.status,
-            rate(r.samples_per_sec) if r.status == "done" else "",
-            r.run_id or "",
-            _note(r),
-        ]
-        for r in reports
-    ]
-    return ["#", *keys, "status", "samples/s", "run", "note"], rows, (0, len(keys) + 2)
+    generate = command == "generate"
+    figures = ["decode tokens/s", "TTFT"] if generate else ["samples/s"]
+    rows = []
+    for r in reports:
+        if r.status != "done":
+            shown = [""] * len(figures)
+        elif generate:
+            shown = [rate(r.decode_tokens_per_sec), _ms(r.ttft_s)]
+        else:
+            shown = [rate(r.samples_per_sec)]
+        rows.append([str(r.index), *(str(r.params.get(k, "")) for k in keys), r.status, *shown])
+        rows[-1] += [r.run_id or "", _note(r)]
+    right = tuple(range(len(keys) + 2, len(keys) + 2 + len(figures)))
+    return ["#", *keys, "status", *figures, "run", "note"], rows, (0, *right)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
 def _note(report: PointReport) -> str:

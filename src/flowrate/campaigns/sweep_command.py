@@ -1,0 +1,149 @@
+"""What a campaign's points run: `flowrate run` (a RunConfig) or `flowrate generate` (a GenerateConfig).
+
+A sweep's keys are the fields of its command's config (and the zoo's problem options), so each
+command has its own valid keys, their types and flag aliases. A point crosses a process boundary
+(a spawned child, a Slurm job) as a job: the command's name and its config as plain data, never a
+pickled object, and is rebuilt on the other side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+from flowrate.config import RunConfig
+from flowrate.errors import ConfigError
+
+if typing.TYPE_CHECKING:
+    from flowrate.harness.generate import GenerateConfig
+    from flowrate.problems.base import Problem
+
+    PointConfig: TypeAlias = RunConfig | GenerateConfig
+else:
+    PointConfig: TypeAlias = Any
+
+# a function that gives back the kind of config it was given
+SameConfig = TypeVar("SameConfig", bound="RunConfig | GenerateConfig")
+
+RUN = "run"
+GENERATE = "generate"
+COMMANDS = (RUN, GENERATE)
+SAMPLE_SHAPE = "sample_shape"
+
+
+@dataclass(frozen=True)
+class CommandFields:
+    """The config fields a grid or base may set for one command (problem options aside)."""
+
+    command: str
+    keys: tuple[str, ...]
+    hints: Mapping[str, Any]  # field -> type, to read a value given as text
+    aliases: Mapping[str, str]  # flag name -> field (lr -> learning_rate, duration -> duration_s)
+
+    @property
+    def extra(self) -> tuple[str, ...]:
+        """Keys that are not config fields: sample_shape (seq_len or image side) for runs."""
+        return (SAMPLE_SHAPE,) if self.command == RUN else ()
+
+
+@functools.cache
+def command_fields(command: str) -> CommandFields:
+    check_command(command, "command")
+    if command == RUN:
+        from flowrate.config import FLAG_NAMES
+
+        keys = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "problem_options")
+        aliases = {flag: name for name, flag in FLAG_NAMES.items()}
+        return CommandFields(RUN, keys, typing.get_type_hints(RunConfig), aliases)
+    from flowrate.harness.generate import GenerateConfig  # imports torch: only when asked
+
+    keys = tuple(f.name for f in dataclasses.fields(GenerateConfig) if f.name != "problem_options")
+    return CommandFields(GENERATE, keys, typing.get_type_hints(GenerateConfig), {"duration": "duration_s"})
+
+
+def check_command(command: str, source: str) -> None:
+    if command not in COMMANDS:
+        raise ConfigError(source, f"unknown command {command!r}; a sweep runs {' or '.join(COMMANDS)}")
+
+
+def build_config(command: str, given: dict[str, Any]) -> PointConfig:
+    """The config of one point from its fields (problem options under ``problem_options``)."""
+    if command == RUN:
+        return RunConfig(**given)
+    from flowrate.harness.generate import GenerateConfig
+
+    return GenerateConfig(**given)
+
+
+def settle(command: str, config: Any, problems: dict[str, Problem]) -> PointConfig:
+    """A point's config checked against its problem (built once per shape, kept in ``problems``):
+    a bad value fails before the sweep runs anything."""
+    from flowrate.problems.registry import get_problem
+
+    cache = json.dumps([command, config.problem, config.size, config.problem_options], sort_keys=True)
+    if cache not in problems:
+        problems[cache] = get_problem(config.problem, config.size, config.problem_options)
+    problem = problems[cache]
+    if command == GENERATE:
+        from flowrate.harness.generate_model import lengths, shape_of
+
+        lengths(shape_of(problem), config.prompt_len, config.new_tokens)  # a causal LM, and it fits
+        return config
+    config = config.for_problem(problem.modes, problem.default_mode, problem.name)
+    _check_precision_on_cpu(config)
+    return config
+
+
+def _check_precision_on_cpu(config: RunConfig) -> None:
+    """A precision the CPU cannot run fails before the sweep (CUDA is left to each point's process:
+    asking the GPU here would hold memory in this process for the whole sweep)."""
+    from flowrate.config import AUTO
+
+    if config.device not in ("cpu", AUTO):
+        return
+    from flowrate.execution.precision import check_supported
+    from flowrate.measure.device import resolve_device
+
+    device = resolve_device(config.device)  # asks whether CUDA is there, opens no context
+    if device.type == "cpu":
+        check_supported(config.precision, device)
+
+
+# --- a point as a job: plain data across a process boundary ---------------------------------------
+
+
+def to_job(config: PointConfig) -> dict[str, Any]:
+    """``{"command": …, "config": {…}}``: JSON-able, what a fresh process or a cluster job receives."""
+    if isinstance(config, RunConfig):
+        return {"command": RUN, "config": config.to_dict()}
+    return {"command": GENERATE, "config": dataclasses.asdict(config)}
+
+
+def from_job(job: Mapping[str, Any]) -> PointConfig:
+    check_command(job["command"], "job")
+    if job["command"] == RUN:
+        return RunConfig.from_dict(job["config"])
+    return build_config(GENERATE, dict(job["config"]))
+
+
+def run_job(job: Mapping[str, Any], argv: list[str] | None, tensorboard: str | None = None) -> Any:
+    """Run one job in this process and return its Result (raises what the run raises)."""
+    config = from_job(job)
+    if isinstance(config, RunConfig):
+        from flowrate.harness.api import run_config
+
+        return run_config(config, argv=argv, tensorboard=tensorboard)
+    from flowrate.harness.generate import run_generation
+    from flowrate.problems.registry import get_problem
+
+    return run_generation(config, get_problem(config.problem, config.size, config.problem_options), argv=argv)
+
+
+def with_problem(config: SameConfig, problem: str) -> SameConfig:
+    """``config`` with another problem spec (a user problem's path made absolute)."""
+    return dataclasses.replace(config, problem=problem)
