@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flowrate.results.metrics import get_metric
 from flowrate.results.store import RunFilter, Store
 
 GENERATE = (
@@ -47,6 +48,24 @@ def test_a_generate_sweep_records_generations_and_resumes(run_cli, results_store
     assert again.stdout.count("recorded earlier") == 2 and "decode tokens/s" in again.stdout
     with Store(results_store, create=False) as store:
         assert len(store.runs()) == 2  # nothing ran again
+
+    # the generation figures are metrics by name: read from the runs, ranked by pareto
+    g = by_batch[2].generation
+    assert get_metric("decode-tokens-per-sec").value(by_batch[2]) == g["decode_tokens_per_sec"]
+    assert get_metric("ttft_ms").value(by_batch[2]) == pytest.approx(g["ttft_s"]["median"] * 1e3)
+    assert get_metric("tpot_ms").value(by_batch[2]) == pytest.approx(g["tpot_s"]["median"] * 1e3)
+    assert get_metric("prefill_tokens_per_sec").value(by_batch[2]) == g["prefill_tokens_per_sec"]
+    ranked = run_cli(
+        "pareto",
+        "--tag",
+        "sweep:decode",
+        "--objective",
+        "decode_tokens_per_sec:max",
+        "--objective",
+        "ttft_ms:min",
+    )
+    assert ranked.code == 0, ranked.stderr
+    assert "decode tokens/s" in ranked.stdout and "TTFT median" in ranked.stdout
 
 
 def test_a_sweep_file_can_say_generate(run_cli, tmp_path: Path, results_store: Path) -> None:  # type: ignore[no-untyped-def]

@@ -127,9 +127,53 @@ SERVING_METRICS: dict[str, Metric] = {
 }
 
 
+def _generation(*path: str, scale: float = 1.0) -> Callable[[Result], float | None]:
+    """A `flowrate generate` run's figure at ``path`` in its generation section, times ``scale``."""
+
+    def read(result: Result) -> float | None:
+        value: object = result.generation
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        number = _optional_float(value)
+        return None if number is None else number * scale
+
+    return read
+
+
+# `flowrate generate` figures (harness/generate.py's section), for sweeps over generation: ranked,
+# plotted and searched by name; kept out of METRICS for the same reason as the serving ones
+GENERATION_METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        Metric(
+            "decode_tokens_per_sec", "decode tokens/s", "tokens/s", True, _generation("decode_tokens_per_sec")
+        ),
+        Metric(
+            "prefill_tokens_per_sec",
+            "prefill tokens/s",
+            "tokens/s",
+            True,
+            _generation("prefill_tokens_per_sec"),
+        ),
+        Metric("ttft_ms", "TTFT median", "ms", False, _generation("ttft_s", "median", scale=1e3)),
+        Metric("tpot_ms", "TPOT median", "ms", False, _generation("tpot_s", "median", scale=1e3)),
+        Metric("prefill_mfu", "prefill MFU", "", True, _generation("prefill_mfu")),
+        Metric(
+            "decode_bandwidth_utilization",
+            "decode bandwidth used",
+            "",
+            True,
+            _generation("decode_bandwidth_utilization"),
+        ),
+    ]
+}
+# every metric a command can be asked for by name
+NAMED_METRICS: dict[str, Metric] = {**METRICS, **SERVING_METRICS, **GENERATION_METRICS}
+
+
 def get_metric(name: str) -> Metric:
     """The metric called ``name`` (dashes or underscores), or an error listing the known ones."""
     key = name.strip().lower().replace("-", "_")
-    if key not in METRICS:
-        raise FlowrateError(f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}")
-    return METRICS[key]
+    if key not in NAMED_METRICS:
+        raise FlowrateError(f"unknown metric {name!r}; known metrics: {', '.join(NAMED_METRICS)}")
+    return NAMED_METRICS[key]
