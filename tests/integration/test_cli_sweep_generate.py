@@ -66,6 +66,8 @@ def test_a_generate_sweep_records_generations_and_resumes(run_cli, results_store
     )
     assert ranked.code == 0, ranked.stderr
     assert "decode tokens/s" in ranked.stdout and "TTFT median" in ranked.stdout
+    shown = run_cli("show", by_batch[2].run_id)
+    assert shown.code == 0 and f"flowrate generate {by_batch[2].run_id}" in shown.stdout
 
 
 def test_a_sweep_file_can_say_generate(run_cli, tmp_path: Path, results_store: Path) -> None:  # type: ignore[no-untyped-def]
