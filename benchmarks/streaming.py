@@ -156,6 +156,7 @@ def optimizer_table(title: str, new_rates: list[float], old_rates: list[float], 
         ("old: .float() + torch.optim.AdamW + refresh", old_rates, OLD_BYTES_PER_PARAMETER),
     ):
         fractions = [r * ADAMW_BYTES_PER_PARAMETER / b for r, b in zip(rates, bounds, strict=True)]
+        issue_fractions = [r * OLD_BYTES_PER_PARAMETER / b for r, b in zip(rates, bounds, strict=True)]
         worst = max(worst, *fractions)
         median = statistics.median(rates)
         rows.append(
@@ -166,17 +167,30 @@ def optimizer_table(title: str, new_rates: list[float], old_rates: list[float], 
                 str(per),
                 f"{median * per / 1e9:.1f}",
                 f"**{statistics.median(fractions):.2f}** ({min(fractions):.2f}–{max(fractions):.2f})",
+                f"{statistics.median(issue_fractions):.2f}",
             ]
         )
     bound = statistics.median(bounds) / ADAMW_BYTES_PER_PARAMETER
     table(
         f"{title}; bound = each round's largest ÷ {ADAMW_BYTES_PER_PARAMETER} bytes, "
         f"median {bound / 1e9:.2f} B params/s",
-        ["path", "median B params/s", "range", "bytes/param it moves", "GB/s moved", "÷ bound, per round"],
+        [
+            "path",
+            "median B params/s",
+            "range",
+            "bytes/param it moves",
+            "GB/s moved",
+            f"÷ bound ({ADAMW_BYTES_PER_PARAMETER} B/param), per round",
+            f"÷ the issue's bound ({OLD_BYTES_PER_PARAMETER} B/param)",
+        ],
         rows,
     )
     ratio = statistics.median(new_rates) / statistics.median(old_rates)
-    print(f"\none pass ÷ old path: **{ratio:.2f}×** (target: one pass ÷ bound ≥ 0.80)")
+    print(
+        f"\none pass ÷ old path: **{ratio:.2f}×** (target: one pass ÷ bound ≥ 0.80; issue 15 sets the bound "
+        f"at about {OLD_BYTES_PER_PARAMETER} bytes per parameter, the three-pass traffic; the strict one "
+        f"divides by the {ADAMW_BYTES_PER_PARAMETER} bytes the one pass still moves)"
+    )
     # the update moves 30 bytes per 28 counted (its bf16 output is written without being read: a
     # cache reads those lines first), so it may pass the bound by 7% and no more
     if worst > 1.1:
