@@ -25,6 +25,7 @@ COMMANDS = {
     "noise": "flowrate.cli.noise",
     "history": "flowrate.cli.history",
     "sweep": "flowrate.cli.sweep",
+    "explore": "flowrate.cli.explore",
     "pareto": "flowrate.cli.pareto",
     "plot": "flowrate.cli.plot",
     "report": "flowrate.cli.report",

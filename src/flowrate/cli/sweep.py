@@ -161,14 +161,14 @@ def _plan(
     try:
         file = load_sweep_file(sweep_file, asked) if sweep_file else None
         command = file.command if file else asked or "run"
-        base = _base_from_flags(flags, sample_shape, command)
+        base = base_from_flags(flags, sample_shape, command)
         spec = merge_spec(base, parse_grid_flags(grid, command), file, name, command)
         return spec, plan_points(spec)
     except ConfigError as mistake:
         raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
 
 
-def _base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: str) -> dict[str, Any]:
+def base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: str) -> dict[str, Any]:
     """The options given as flags (a flag left out sets nothing, so a file's base shows through)."""
     from flowrate.campaigns.sweep_command import GENERATE
     from flowrate.campaigns.sweep_spec import SAMPLE_SHAPE, parse_base

@@ -1,0 +1,445 @@
+"""`flowrate explore`'s engine: a multi-objective Optuna study over a search space, with rungs.
+
+Optuna proposes configurations (ask), a batch of up to ``max_parallel`` evaluations runs at once
+(an Executor's batch, or a recorded table's lookups), and each outcome is told back (tell).
+Every configuration is first measured at the lowest rung (flowrate.campaigns.explore_fidelity);
+those that could still be on the frontier are promoted to longer runs, before new ones are
+asked for. The study's trials are the configurations at the lowest rung (what the sampler learns
+from); measurements at higher rungs are trials of a second study, ``<name>/rungs``.
+
+Why the sampler per space (choose_sampler): a Gaussian process models a small, all-numeric space
+well from few points and picks the next by expected hypervolume gain, but its kernel on
+categories is crude and each proposal costs a model fit; TPE handles categorical axes natively,
+is cheap per proposal and works from a handful of points; NSGA-II needs generations of a
+population, so it pays only with a budget of hundreds of runs.
+
+Why it resumes: the study lives in an SQLite file beside the results store (explore_run.py), its
+name a hash of the space, objectives, constraints and rungs, and every outcome is told as soon as
+it is known. The same exploration started again loads the study: recorded evaluations are not
+run again, and a configuration whose run was cut off by a kill is proposed again first.
+
+Out-of-memory points are infeasible (a violated constraint), not errors; points Optuna proposes a
+second time are answered from the first measurement without running.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from flowrate.campaigns.explore_fidelity import Measured, first_front
+from flowrate.campaigns.explore_objectives import violations
+from flowrate.campaigns.explore_plan import (
+    DONE,
+    OOM,
+    Budget,
+    Evaluate,
+    Evaluated,
+    Evaluation,
+    ExploreSpec,
+    Outcome,
+    default_initial,
+)
+from flowrate.campaigns.explore_space import Axis, SearchSpace
+from flowrate.errors import ConfigError
+from flowrate.results.store import point_key
+
+if TYPE_CHECKING:
+    import optuna
+
+_DUPLICATES = 10  # proposals in a row already measured before one is drawn from the unmeasured
+
+
+class ExploreListener(Protocol):
+    def begin(self, study: str, sampler: str, recorded: int, resumed: bool) -> None: ...
+
+    def recorded(self, evaluated: Evaluated, runs: int, seconds: float) -> None: ...
+
+
+class _Silent:
+    def begin(self, study: str, sampler: str, recorded: int, resumed: bool) -> None:
+        pass
+
+    def recorded(self, evaluated: Evaluated, runs: int, seconds: float) -> None:
+        pass
+
+
+@dataclass
+class ExploreOutcome:
+    study: str
+    sampler: str
+    evaluations: list[Evaluated]
+    frontier: list[Evaluated]  # the full-length non-dominated points, best first on the first objective
+    runs: int
+    seconds: float
+    exhausted: bool = False  # every point of the space was measured before the budget ran out
+
+
+def choose_sampler(space: SearchSpace, budget: Budget, initial: int, seed: int, kind: str = "auto") -> Any:
+    """The sampler for this space (module docstring says why), seeded; ``kind`` forces one."""
+    import optuna
+
+    numeric = all(a.numeric for a in space.axes)
+    if kind == "auto":
+        runs = budget.runs or 0
+        kind = "nsga2" if runs >= 300 else "gp" if numeric and space.size <= 4096 else "tpe"
+    common: dict[str, Any] = {"seed": seed}  # constraints: set on each trial (_tell)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if kind == "gp":
+            return optuna.samplers.GPSampler(n_startup_trials=initial, **common)
+        if kind == "nsga2":
+            return optuna.samplers.NSGAIISampler(population_size=max(initial, 20), **common)
+        if kind == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.TPESampler(n_startup_trials=initial, multivariate=True, **common)
+
+
+def _distribution(axis: Axis) -> Any:
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if axis.log2:  # searched by the exponent: 1 and 2 are as far apart as 256 and 512
+        return IntDistribution(0, len(axis.values) - 1)
+    if axis.numeric:
+        return IntDistribution(axis.values[0], axis.values[-1])
+    return CategoricalDistribution(axis.values)
+
+
+def _param(axis: Axis) -> str:
+    return f"{axis.name}:log2" if axis.log2 else axis.name
+
+
+class Exploration:
+    """One exploration: its studies loaded (or created), run until the budget is spent."""
+
+    def __init__(
+        self,
+        spec: ExploreSpec,
+        evaluate: Evaluate,
+        *,
+        budget: Budget,
+        seed: int = 0,
+        initial: int | None = None,
+        storage: str | None = None,  # an Optuna storage URL; None keeps the study in memory
+        max_parallel: int = 1,
+        sampler: str = "auto",
+        listener: ExploreListener | None = None,
+    ) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.spec, self.evaluate, self.budget = spec, evaluate, budget
+        self.initial = default_initial(spec.space) if initial is None else initial
+        check_budget(budget, self.initial)
+        self.max_parallel = max(1, max_parallel)
+        self.listener = listener or _Silent()
+        self.sampler = choose_sampler(spec.space, budget, self.initial, seed, sampler)
+        self.random = random.Random(seed)
+        self.axes = {_param(a): a for a in spec.space.axes}
+        self.distributions = {name: _distribution(a) for name, a in self.axes.items()}
+        directions = [
+            optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
+            for o in spec.objectives
+        ]
+        name = spec.study_name
+        self.study = optuna.create_study(
+            study_name=name, storage=storage, directions=directions, sampler=self.sampler, load_if_exists=True
+        )
+        self.rungs = optuna.create_study(
+            study_name=f"{name}/rungs", storage=storage, directions=directions, load_if_exists=True
+        )
+        self.resumed = _check_identity(self.study, spec)
+        self.done: list[dict[str, Evaluated]] = [{} for _ in spec.fidelity.durations]
+        self._load()
+
+    # --- state --------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """What earlier sessions measured; a trial a kill left running is proposed again first."""
+        import optuna
+
+        for trial in self.study.get_trials(deepcopy=False):
+            if trial.state == optuna.trial.TrialState.RUNNING:
+                self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+                self.study.enqueue_trial(trial.params, skip_if_exists=True)
+            elif "status" in trial.user_attrs and "duplicate_of" not in trial.user_attrs:
+                self._remember(self._evaluated(trial, earlier=True))
+        for trial in self.rungs.get_trials(deepcopy=False):
+            self._remember(self._evaluated(trial, earlier=True))
+
+    def _evaluated(self, trial: optuna.trial.FrozenTrial, earlier: bool = False) -> Evaluated:
+        params = self._decode(trial.params)
+        rung = int(trial.user_attrs.get("rung", 0))
+        outcome = Outcome.from_attrs(trial.user_attrs)
+        found = tuple(trial.user_attrs.get("constraints", [0.0])[1:])
+        return Evaluated(
+            point_key(params), params, rung, self.spec.fidelity.durations[rung], outcome, found, earlier
+        )
+
+    def _remember(self, evaluated: Evaluated) -> None:
+        self.done[evaluated.rung][evaluated.key] = evaluated
+
+    @property
+    def evaluations(self) -> list[Evaluated]:
+        return [e for rung in self.done for e in rung.values()]
+
+    def spent(self) -> tuple[int, float]:
+        """Runs made and the seconds they took, over every session."""
+        evaluations = self.evaluations
+        return len(evaluations), sum(e.outcome.cost_s for e in evaluations)
+
+    def _decode(self, raw: dict[str, Any]) -> dict[str, Any]:
+        params = {}
+        for name, axis in self.axes.items():
+            value = raw[name]
+            params[axis.name] = axis.values[value] if axis.log2 else value
+        return params
+
+    def _encode(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {n: a.values.index(params[a.name]) if a.log2 else params[a.name] for n, a in self.axes.items()}
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> ExploreOutcome:
+        """Measure until the budget is spent or every point of the space is measured."""
+        self.listener.begin(
+            self.spec.study_name, type(self.sampler).__name__, len(self.evaluations), self.resumed
+        )
+        exhausted = False
+        while True:
+            room = min(self.budget.room(*self.spent()), self.max_parallel)
+            if room == 0:
+                break
+            batch: list[tuple[Evaluation, optuna.trial.Trial | None]] = [
+                (e, None) for e in self._promotions()[:room]
+            ]
+            pending = {point_key(e.params) for e, _ in batch}
+            while len(batch) < room:
+                proposal = self._ask(pending)
+                if proposal is None:
+                    break
+                trial, params = proposal
+                pending.add(point_key(params))
+                batch.append((Evaluation(params, self.spec.fidelity.durations[0], 0), trial))
+            if not batch:
+                exhausted = True
+                break
+            outcomes = self.evaluate([e for e, _ in batch])
+            for (evaluation, told), outcome in zip(batch, outcomes, strict=True):
+                self._record(evaluation, outcome, told)
+        runs, seconds = self.spent()
+        return ExploreOutcome(
+            self.spec.study_name,
+            type(self.sampler).__name__,
+            self.evaluations,
+            self.frontier(),
+            runs,
+            seconds,
+            exhausted,
+        )
+
+    def _ask(self, pending: set[str]) -> tuple[optuna.trial.Trial, dict[str, Any]] | None:
+        """A new point to measure at the lowest rung, or None when every point is measured.
+
+        A point already measured is answered from its measurement (the sampler learns it again,
+        nothing runs); after a run of those, an unmeasured point is drawn at random instead.
+        """
+        import optuna
+
+        measured = self.done[0]
+        for attempt in range(_DUPLICATES + 1):
+            if attempt == _DUPLICATES:
+                fresh = self._unmeasured(pending)
+                if fresh is None:
+                    return None
+                self.study.enqueue_trial(self._encode(fresh))
+            trial = self.study.ask(self.distributions)
+            params = self._decode(trial.params)
+            key = point_key(params)
+            earlier = measured.get(key)
+            if earlier is None and key not in pending:
+                return trial, params
+            if earlier is None:  # proposed twice in one batch: nothing to answer with yet
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                continue
+            trial.set_user_attr("duplicate_of", key)  # costs nothing: not a run of the budget
+            self._tell(trial, earlier.outcome, earlier.violations)
+        return None
+
+    def _unmeasured(self, pending: set[str]) -> dict[str, Any] | None:
+        """A point of the space not measured yet nor pending, drawn with the study's seed."""
+        import itertools
+
+        taken = set(self.done[0]) | pending
+        if len(taken) >= self.spec.space.size:
+            return None
+        axes = self.spec.space.axes
+        for _ in range(1000):  # a large space: random draws find an unmeasured point at once
+            params = {a.name: self.random.choice(a.values) for a in axes}
+            if point_key(params) not in taken:
+                return params
+        every = (
+            dict(zip([a.name for a in axes], combo, strict=True))
+            for combo in itertools.product(*(a.values for a in axes))
+        )
+        return next((p for p in every if point_key(p) not in taken), None)
+
+    def _promotions(self) -> list[Evaluation]:
+        """Points to measure at the next rung: those nothing at their rung beats beyond noise, the
+        highest rungs first (their full-length runs complete the frontier), once the initial
+        design is measured."""
+        if len(self.done[0]) < self.initial:
+            return []
+        objectives = self.spec.objectives
+        promoted = []
+        for rung in reversed(range(self.spec.fidelity.top)):
+            feasible = [e for e in self.done[rung].values() if e.feasible]
+            front = first_front(
+                [Measured(e.key, e.gains(objectives), e.noise(objectives)) for e in feasible],
+                self.spec.fidelity.z,
+            )
+            keys = {m.key for m in front}
+            for evaluated in feasible:
+                if evaluated.key in keys and evaluated.key not in self.done[rung + 1]:
+                    promoted.append(
+                        Evaluation(evaluated.params, self.spec.fidelity.durations[rung + 1], rung + 1)
+                    )
+        return promoted
+
+    def _record(self, evaluation: Evaluation, outcome: Outcome, trial: optuna.trial.Trial | None) -> None:
+        import optuna
+
+        found: tuple[float, ...] = ()
+        if outcome.status == DONE:
+            found = tuple(violations(self.spec.constraints, outcome.values))
+        evaluated = Evaluated(
+            point_key(evaluation.params),
+            evaluation.params,
+            evaluation.rung,
+            evaluation.duration_s,
+            outcome,
+            found,
+        )
+        if trial is not None:
+            self._tell(trial, outcome, found)
+        else:
+            attrs = {
+                **outcome.to_attrs(),
+                "rung": evaluation.rung,
+                "constraints": self._constraint_list(outcome, found),
+            }
+            done = outcome.status == DONE
+            self.rungs.add_trial(
+                optuna.trial.create_trial(
+                    params=self._encode(evaluation.params),
+                    distributions=self.distributions,
+                    values=self._values(outcome) if done else None,
+                    state=optuna.trial.TrialState.COMPLETE if done else optuna.trial.TrialState.FAIL,
+                    user_attrs=attrs,
+                )
+            )
+        self._remember(evaluated)
+        self.listener.recorded(evaluated, *self.spent())
+
+    def _tell(self, trial: optuna.trial.Trial, outcome: Outcome, found: tuple[float, ...]) -> None:
+        """Tell the sampler an outcome: a failure as failed, out of memory as infeasible."""
+        import optuna
+
+        for key, value in {
+            **outcome.to_attrs(),
+            "rung": 0,
+            "constraints": self._constraint_list(outcome, found),
+        }.items():
+            trial.set_user_attr(key, value)
+        if outcome.status in (DONE, OOM):
+            self.study.tell(trial, self._values(outcome))
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    @property
+    def _constraint_names(self) -> list[str]:
+        return ["out_of_memory", *(str(c) for c in self.spec.constraints)]
+
+    def _constraint_list(self, outcome: Outcome, found: tuple[float, ...]) -> list[float]:
+        """Optuna's constraint values (≤ 0 holds): out of memory first, then each constraint's."""
+        if outcome.status == OOM:
+            return [1.0] + [0.0] * len(self.spec.constraints)
+        return [-1.0, *found]
+
+    def _values(self, outcome: Outcome) -> list[float]:
+        """The objectives' values; an out-of-memory point (infeasible) gets the worst measured."""
+        if outcome.status == DONE:
+            return [float(outcome.values[o.name]) for o in self.spec.objectives]
+        measured = [e for e in self.done[0].values() if e.outcome.status == DONE]
+        worst = []
+        for o in self.spec.objectives:
+            seen = [e.outcome.values[o.name] for e in measured]
+            worst.append((min(seen) if o.maximize else max(seen)) if seen else 0.0)
+        return worst
+
+    def frontier(self) -> list[Evaluated]:
+        """The non-dominated feasible points measured at full length (1% ties, as `flowrate pareto`)."""
+        objectives = self.spec.objectives
+        top = [e for e in self.done[self.spec.fidelity.top].values() if e.feasible]
+        front = {
+            m.key
+            for m in first_front(
+                [Measured(e.key, e.gains(objectives), (0.0,) * len(objectives)) for e in top]
+            )
+        }
+        kept = [e for e in top if e.key in front]
+        return sorted(kept, key=lambda e: -e.gains(objectives)[0])
+
+
+def check_budget(budget: Budget, initial: int) -> None:
+    if budget.runs is not None and budget.runs < initial:
+        raise ConfigError(
+            "budget",
+            f"{budget.runs} runs is less than the initial design ({initial}): give more, or less --initial",
+        )
+
+
+def _check_identity(study: optuna.study.Study, spec: ExploreSpec) -> bool:
+    """Whether the study was there already (a resume); a name held for another exploration is refused."""
+    import json
+
+    identity = json.dumps(spec.identity(), sort_keys=True, default=str)
+    held = study.user_attrs.get("identity")
+    if held is None:
+        study.set_user_attr("identity", identity)
+        return bool(study.trials)
+    if held != identity:
+        raise ConfigError(
+            "name",
+            f"{spec.study_name} names another exploration (other space, objectives or durations): "
+            "choose another --name",
+        )
+    return True
+
+
+def explore(
+    spec: ExploreSpec,
+    evaluate: Evaluate,
+    *,
+    budget: Budget,
+    seed: int = 0,
+    initial: int | None = None,
+    storage: str | None = None,
+    max_parallel: int = 1,
+    sampler: str = "auto",
+    listener: ExploreListener | None = None,
+) -> ExploreOutcome:
+    """Run (or resume) the exploration ``spec`` until ``budget`` is spent; see Exploration."""
+    return Exploration(
+        spec,
+        evaluate,
+        budget=budget,
+        seed=seed,
+        initial=initial,
+        storage=storage,
+        max_parallel=max_parallel,
+        sampler=sampler,
+        listener=listener,
+    ).run()

@@ -1,0 +1,91 @@
+"""Multi-fidelity for an exploration: the rungs of run length, and who is promoted up them.
+
+Successive halving over duration: every configuration first runs short (the lowest rung), and
+only those that could still be on the frontier run longer, up to the full duration. Each rung
+is ``eta`` times longer than the one below. A configuration at rung k is promoted when nothing
+else measured at rung k dominates it beyond noise: rank 0 of the rung's non-dominated sorting
+(multi-objective ASHA's rule, never a weighted sum of objectives). A short run's figure is
+noisier, and a configuration only a little behind another at rung k may still lead at full
+length, so a configuration is out only when another is better on every objective with
+confidence (beats: ``Z`` standard errors of both measurements, beyond the 1% a measurement
+resolves); one within noise of the leaders runs longer to tell.
+
+Also here: the hypervolume that the efficiency benchmark scores a search by (exact, by slicing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+TIE = 0.01  # figures within 1% of each other are equal (flowrate.analysis.pareto's TIE)
+Z = 1.0  # standard errors a difference must exceed to be told apart from noise
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """The durations configurations run at, shortest first; the last is the full duration."""
+
+    durations: tuple[float, ...]
+    eta: int = 3
+    z: float = Z  # standard errors a promotion's comparison allows for
+
+    @classmethod
+    def ladder(cls, duration_s: float, min_duration_s: float | None, eta: int = 3, z: float = Z) -> Fidelity:
+        """Rungs duration/eta^k down to min_duration (one rung: no multi-fidelity)."""
+        if min_duration_s is None or min_duration_s >= duration_s:
+            return cls((duration_s,), eta, z)
+        steps = math.floor(math.log(duration_s / min_duration_s, eta) + 1e-9)
+        if steps < 1:  # shorter, but not eta times shorter: two rungs anyway
+            return cls((min_duration_s, duration_s), eta, z)
+        return cls(tuple(duration_s / eta**k for k in range(steps, -1, -1)), eta, z)
+
+    @property
+    def top(self) -> int:
+        return len(self.durations) - 1
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A configuration's figures at one rung, oriented so that larger is better, with their noise."""
+
+    key: str
+    gains: tuple[float, ...]  # each objective's value, negated where smaller is better
+    noise: tuple[float, ...]  # each figure's standard error (0 when unknown)
+
+
+def beats(a: Measured, b: Measured, z: float = Z, tie: float = TIE) -> bool:
+    """Whether a dominates b even allowing for noise: nowhere possibly worse (by more than the
+    1% a measurement resolves, once ``z`` standard errors of both are allowed for), and somewhere
+    surely better (by more than both). Without noise: dominance with 1% ties."""
+    better = False
+    for x, y, nx, ny in zip(a.gains, b.gains, a.noise, b.noise, strict=True):
+        noise = z * math.hypot(nx, ny)
+        resolution = tie * max(abs(x), abs(y))
+        if x - y < noise - resolution:
+            return False
+        better = better or x - y > noise + resolution
+    return better
+
+
+def first_front(points: Sequence[Measured], z: float = Z, tie: float = TIE) -> list[Measured]:
+    """Rank 0 of non-dominated sorting: the points nothing beats (in the given order)."""
+    return [p for p in points if not any(beats(q, p, z, tie) for q in points if q is not p)]
+
+
+def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
+    """The volume that ``points`` (to be minimized) dominate up to ``reference``: exact, by slicing
+    along the last objective (small sets: a search's points, a grid's frontier)."""
+    inside = [tuple(p) for p in points if all(x < r for x, r in zip(p, reference, strict=True))]
+    if not inside:
+        return 0.0
+    if len(reference) == 1:
+        return reference[0] - min(p[0] for p in inside)
+    inside.sort(key=lambda p: p[-1])
+    volume = 0.0
+    for i, point in enumerate(inside):
+        upper = inside[i + 1][-1] if i + 1 < len(inside) else reference[-1]
+        if upper > point[-1]:
+            volume += (upper - point[-1]) * hypervolume([q[:-1] for q in inside[: i + 1]], reference[:-1])
+    return volume

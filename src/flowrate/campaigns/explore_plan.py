@@ -1,0 +1,167 @@
+"""An exploration's description and its records: the spec, the budget, one evaluation and its outcome.
+
+The engine (flowrate.campaigns.explore) hands batches of Evaluations (a point and the duration
+to run it at) to an evaluate function and gets one Outcome back per evaluation. The real
+function runs each point as a recorded run through an Executor (explore_run.py); a test or the
+efficiency benchmark passes one that reads a recorded table, so the search can be scored
+without starting a process.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowrate.campaigns.explore_fidelity import Fidelity
+from flowrate.campaigns.explore_objectives import Constraint, Objective, measured_names
+from flowrate.campaigns.explore_space import SearchSpace, study_id
+from flowrate.errors import ConfigError
+
+DONE = "done"
+OOM = "oom"  # out of memory: infeasible, not an error
+FAILED = "failed"
+_HOURS = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|min|s)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much an exploration may spend: a number of runs, or seconds of wall time (all sessions)."""
+
+    runs: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        """``12`` (runs) or ``2h``, ``90m``, ``600s`` (wall time)."""
+        text = str(text).strip()
+        if text.isdigit() and int(text) > 0:
+            return cls(runs=int(text))
+        match = _HOURS.match(text)
+        if match is None or float(match[1]) <= 0:
+            raise ConfigError(
+                "budget", f"cannot read {text!r}: give a number of runs (12) or a time (2h, 90m, 600s)"
+            )
+        unit = match[2].lower()
+        return cls(seconds=float(match[1]) * (3600 if unit == "h" else 60 if unit.startswith("m") else 1))
+
+    def room(self, runs: int, seconds: float) -> int:
+        """How many more runs may start after ``runs`` runs that took ``seconds``."""
+        if self.runs is not None:
+            return max(self.runs - runs, 0)
+        return 1 << 30 if self.seconds is None or seconds < self.seconds else 0
+
+    def __str__(self) -> str:
+        return f"{self.runs} runs" if self.runs is not None else f"{self.seconds:g} s"
+
+
+@dataclass(frozen=True)
+class ExploreSpec:
+    """What an exploration searches: the space, what it optimizes, what it must respect, and how
+    long each rung runs. Its identity (not the seed, budget or sampler) names its study."""
+
+    space: SearchSpace
+    objectives: tuple[Objective, ...]
+    constraints: tuple[Constraint, ...] = ()
+    fidelity: Fidelity = field(default_factory=lambda: Fidelity((10.0,)))
+    name: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            **self.space.identity(),
+            "objectives": [str(o) for o in self.objectives],
+            "constraints": [str(c) for c in self.constraints],
+            "durations": list(self.fidelity.durations),
+        }
+
+    @property
+    def study_name(self) -> str:
+        return self.name or f"explore-{study_id(self.identity())}"
+
+    @property
+    def metrics(self) -> list[str]:
+        return measured_names(self.objectives, self.constraints)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One point to run at one rung's duration."""
+
+    params: dict[str, Any]
+    duration_s: float
+    rung: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an evaluation went: its figures (metric name -> value) with their standard errors, what
+    it cost (seconds), and its recorded run."""
+
+    status: str  # DONE, OOM or FAILED
+    values: dict[str, float] = field(default_factory=dict)
+    noise: dict[str, float] = field(default_factory=dict)
+    cost_s: float = 0.0
+    run_id: str | None = None
+    reason: str | None = None
+
+    def to_attrs(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "values": self.values,
+            "noise": self.noise,
+            "cost_s": self.cost_s,
+            "run_id": self.run_id,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any]) -> Outcome:
+        return cls(
+            attrs["status"],
+            attrs["values"],
+            attrs["noise"],
+            attrs["cost_s"],
+            attrs["run_id"],
+            attrs["reason"],
+        )
+
+
+Evaluate = Callable[[Sequence[Evaluation]], list[Outcome]]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """An evaluation as the study recorded it (in this session or an earlier one)."""
+
+    key: str
+    params: dict[str, Any]
+    rung: int
+    duration_s: float
+    outcome: Outcome
+    violations: tuple[float, ...] = ()  # per constraint, ≤ 0 where it holds
+    earlier: bool = False
+
+    @property
+    def feasible(self) -> bool:
+        return self.outcome.status == DONE and all(v <= 0 for v in self.violations)
+
+    def objective_values(self, objectives: Sequence[Objective]) -> tuple[float, ...]:
+        return tuple(self.outcome.values[o.name] for o in objectives)
+
+    def gains(self, objectives: Sequence[Objective]) -> tuple[float, ...]:
+        """Each objective oriented so that larger is better."""
+        return tuple(
+            v if o.maximize else -v
+            for v, o in zip(self.objective_values(objectives), objectives, strict=True)
+        )
+
+    def noise(self, objectives: Sequence[Objective]) -> tuple[float, ...]:
+        return tuple(self.outcome.noise.get(o.name, 0.0) for o in objectives)
+
+
+def default_initial(space: SearchSpace) -> int:
+    """The initial design (points sampled at random before the model guides the search): twice
+    the axes, at least 4, and never more than a fifth of the space."""
+    return max(1, min(max(4, 2 * len(space.axes)), math.ceil(space.size / 5)))

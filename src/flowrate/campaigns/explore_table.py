@@ -1,0 +1,212 @@
+"""A recorded grid as an evaluate function: how a search is scored without running anything.
+
+A grid table (JSON, written by measuring every point of a grid once: benchmarks/data/) holds
+each point's parameters, its figures' recorded mean and spread, its wall time and whether it ran
+out of memory, plus the grid's run duration and the start-up cost of one run. Replaying it, an
+evaluation of a point draws each figure from a normal distribution around the recorded mean
+with the recorded spread (seeded); a shorter run's figure is drawn with the spread scaled up by
+sqrt(full duration / its duration), as the standard error of a mean over fewer steps grows, and
+costs the start-up plus its share of the point's timed wall time.
+
+A search is scored by the hypervolume of the points it measured at full length, taken at their
+recorded means (what it found, not how lucky its draws were), as a fraction of the grid
+frontier's: reference point the grid's worst value of each objective, 10% of the range further.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flowrate.campaigns.explore import Exploration
+from flowrate.campaigns.explore_fidelity import Fidelity, hypervolume
+from flowrate.campaigns.explore_objectives import Objective
+from flowrate.campaigns.explore_plan import (
+    DONE,
+    FAILED,
+    OOM,
+    Budget,
+    Evaluated,
+    Evaluation,
+    ExploreSpec,
+    Outcome,
+)
+from flowrate.campaigns.explore_space import Axis, SearchSpace
+from flowrate.errors import FlowrateError
+from flowrate.results.store import point_key
+
+
+@dataclass(frozen=True)
+class TablePoint:
+    params: dict[str, Any]
+    figures: dict[str, tuple[float, float]]  # metric -> (mean, spread)
+    wall_s: float
+    status: str  # "done" or "oom"
+
+
+@dataclass(frozen=True)
+class GridTable:
+    duration_s: float
+    startup_s: float
+    points: dict[str, TablePoint]  # by point key
+    source: dict[str, Any]  # problem, hardware, command, date: as recorded
+
+    def space(self) -> SearchSpace:
+        """The grid as a search space: each varied key an axis (doubling or contiguous integers
+        numeric, anything else a list); keys with one value are the base."""
+        keys = list(next(iter(self.points.values())).params)
+        axes, base = [], {}
+        for key in keys:
+            values = sorted({p.params[key] for p in self.points.values()}, key=lambda v: (str(type(v)), v))
+            if len(values) == 1:
+                base[key] = values[0]
+                continue
+            ints = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+            doubling = ints and all(b == 2 * a for a, b in itertools.pairwise(values))
+            contiguous = ints and values == list(range(values[0], values[-1] + 1))
+            axes.append(Axis(key, tuple(values), doubling or contiguous, doubling and not contiguous))
+        return SearchSpace(base, tuple(axes))
+
+
+def load_table(path: str | Path) -> GridTable:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        points = {}
+        for row in data["points"]:
+            figures = {
+                k: (float(v["mean"]), _spread(v))
+                for k, v in row.items()
+                if isinstance(v, dict) and "mean" in v
+            }
+            points[point_key(row["params"])] = TablePoint(
+                row["params"], figures, float(row["wall_s"]), row["status"]
+            )
+        source = {k: data.get(k) for k in ("problem", "hardware", "command", "date")}
+        return GridTable(float(data["duration_s"]), float(data["startup_s"]), points, source)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise FlowrateError(f"cannot read the grid table {path}: {error}") from None
+
+
+def _spread(figure: dict[str, Any]) -> float:
+    """A figure's recorded spread: its between-run sd, else (a grid measured once) the within-run
+    sd of its intervals, wider than a run's mean varies (a cautious stand-in), else 0."""
+    for key in ("sd", "interval_sd"):
+        if figure.get(key) is not None:
+            return float(figure[key])
+    return 0.0
+
+
+class TableEvaluator:
+    """An evaluate function over a recorded grid (module docstring): seeded, and counting its cost."""
+
+    def __init__(self, table: GridTable, params_base: dict[str, Any], seed: int) -> None:
+        self.table = table
+        self.base = params_base  # the grid's fixed keys, which a space's points leave out
+        self.random = random.Random(seed)
+
+    def __call__(self, batch: Sequence[Evaluation]) -> list[Outcome]:
+        return [self.one(e) for e in batch]
+
+    def one(self, evaluation: Evaluation) -> Outcome:
+        table = self.table
+        point = table.points.get(point_key({**self.base, **evaluation.params}))
+        if point is None:
+            return Outcome(FAILED, reason="not in the grid table")
+        share = evaluation.duration_s / table.duration_s
+        cost = table.startup_s + max(point.wall_s - table.startup_s, 0.0) * share
+        if point.status != DONE:
+            return Outcome(OOM, cost_s=cost, reason="out of memory (recorded)")
+        widen = math.sqrt(1 / share)
+        values, noise = {}, {}
+        for name, (mean, spread) in point.figures.items():
+            noise[name] = spread * widen
+            values[name] = self.random.gauss(mean, noise[name])
+        return Outcome(DONE, values, noise, cost)
+
+
+def _minimized(values: Sequence[float], objectives: Sequence[Objective]) -> tuple[float, ...]:
+    return tuple(-v if o.maximize else v for v, o in zip(values, objectives, strict=True))
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """Hypervolume of sets of the grid's points, as a fraction of the whole grid's."""
+
+    table: GridTable
+    objectives: tuple[Objective, ...]
+    reference: tuple[float, ...]
+    grid_volume: float
+
+    @classmethod
+    def of(cls, table: GridTable, objectives: Sequence[Objective]) -> Scorer:
+        done = [p for p in table.points.values() if p.status == DONE]
+        means = [_minimized([p.figures[o.name][0] for o in objectives], objectives) for p in done]
+        reference = []
+        for i in range(len(objectives)):
+            column = [m[i] for m in means]
+            reference.append(max(column) + 0.1 * (max(column) - min(column)))
+        volume = hypervolume(means, reference)
+        return cls(table, tuple(objectives), tuple(reference), volume)
+
+    def fraction(self, keys: Sequence[str]) -> float:
+        """The hypervolume of these points (their recorded means) over the grid's."""
+        points = [self.table.points[k] for k in keys if self.table.points[k].status == DONE]
+        means = [_minimized([p.figures[o.name][0] for o in self.objectives], self.objectives) for p in points]
+        return hypervolume(means, self.reference) / self.grid_volume
+
+
+def trace(
+    scorer: Scorer, evaluations: Sequence[Evaluated], top: int, base: dict[str, Any]
+) -> list[tuple[float, float]]:
+    """(compute seconds spent, hypervolume fraction of the full-length points so far) after each
+    evaluation, in the order they ran."""
+    spent, full, curve = 0.0, [], []
+    for evaluated in evaluations:
+        spent += evaluated.outcome.cost_s
+        if evaluated.rung == top and evaluated.outcome.status == DONE:
+            full.append(point_key({**base, **evaluated.params}))
+        curve.append((spent, scorer.fraction(full) if full else 0.0))
+    return curve
+
+
+def time_to(curve: Sequence[tuple[float, float]], target: float) -> float:
+    """The compute seconds at which the curve first reaches ``target`` (inf if never)."""
+    return next((t for t, v in curve if v >= target - 1e-12), math.inf)
+
+
+class _Log:
+    """The evaluations in the order they ran (an ExploreListener)."""
+
+    def __init__(self) -> None:
+        self.items: list[Evaluated] = []
+
+    def begin(self, study: str, sampler: str, recorded: int, resumed: bool) -> None:
+        pass
+
+    def recorded(self, evaluated: Evaluated, runs: int, seconds: float) -> None:
+        self.items.append(evaluated)
+
+
+def search_curve(
+    table: GridTable,
+    objectives: Sequence[Objective],
+    *,
+    seed: int,
+    budget: Budget,
+    sampler: str = "auto",
+    fidelity: Fidelity | None = None,
+) -> list[tuple[float, float]]:
+    """One seeded search over the table (in memory): its trace (compute seconds, hypervolume fraction)."""
+    space = table.space()
+    fidelity = fidelity or Fidelity((table.duration_s,))
+    spec = ExploreSpec(space, tuple(objectives), fidelity=fidelity)
+    log = _Log()
+    evaluate = TableEvaluator(table, space.base, seed)
+    Exploration(spec, evaluate, budget=budget, seed=seed, sampler=sampler, listener=log).run()
+    return trace(Scorer.of(table, objectives), log.items, fidelity.top, space.base)

@@ -1,0 +1,203 @@
+"""`flowrate explore`: a multi-objective search over run options, each point a recorded run.
+
+The search itself (Optuna's study, the rungs of run length, resume) lives in
+flowrate.campaigns.explore; this module reads the flags and a --space-file, checks everything
+before the first run, shows each evaluation as it is recorded and prints the frontier
+(cli/explore_text.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from flowrate.cli.executor_options import ExecutorChoice, executor_options
+from flowrate.cli.options import STORE_HELP, checked_tags, run_options
+
+if TYPE_CHECKING:
+    from flowrate.campaigns.explore_plan import Budget, ExploreSpec
+
+SPACE_HELP = (
+    "An option to search and its values (repeatable): A..B every integer from A to B, A..B:log2 "
+    "doubling from A (1..512:log2 is 1,2,4,…,512), or a comma list (precision=fp32,bf16, compile=0,1)."
+)
+DEFAULT_OBJECTIVES = ("samples_per_sec:max", "peak_memory_bytes:min")
+DEFAULT_BUDGET = "12"
+
+
+@click.command("explore")
+@run_options
+@click.option("--space", "space", multiple=True, metavar="KEY=VALUES", help=SPACE_HELP)
+@click.option(
+    "--space-file",
+    type=click.Path(dir_okay=False),
+    help='TOML file: a [space] table (key = "1..512:log2" or [values]), an optional [base] of run '
+    "options and an optional [explore] table (objectives, constraints, budget, name, seed, initial). "
+    "Flags override it.",
+)
+@click.option(
+    "--objective",
+    "objectives",
+    multiple=True,
+    metavar="METRIC[:max|:min]",
+    help="What to optimize (repeatable), a metric of `flowrate pareto`'s table. "
+    f"[default: {' and '.join(DEFAULT_OBJECTIVES)}]",
+)
+@click.option(
+    "--constraint",
+    "constraints",
+    multiple=True,
+    metavar="METRIC<VALUE",
+    help="A bound a point must respect (repeatable), e.g. peak_memory<16GiB, samples_per_sec>=100.",
+)
+@click.option(
+    "--budget", help=f"Runs (12) or wall time (2h, 90m) over all sessions. [default: {DEFAULT_BUDGET}]"
+)
+@click.option(
+    "--min-duration",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Multi-fidelity: the shortest rung's duration in seconds; rungs triple up to --duration, and "
+    "only points that could still be on the frontier run longer. [default: every run full length]",
+)
+@click.option(
+    "--initial", type=click.IntRange(1), help="Points sampled at random before the model guides the search."
+)
+@click.option(
+    "--sampler",
+    type=click.Choice(["auto", "tpe", "gp", "nsga2", "random"]),
+    default="auto",
+    show_default=True,
+    help="Optuna's sampler; auto: gp for a small all-numeric space, nsga2 for 300+ runs, else tpe.",
+)
+@click.option("--name", help="Name of the study (tags its runs explore:NAME). [default: explore-<id>]")
+@click.option("--store", type=click.Path(dir_okay=False), help="Record the runs in this store. " + STORE_HELP)
+@click.option("-t", "--tag", "tags", multiple=True, callback=checked_tags, help="Label every recorded run.")
+@executor_options
+@click.option("--json", "as_json", is_flag=True, help="Print the frontier as JSON on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+def command(
+    space: tuple[str, ...],
+    space_file: str | None,
+    objectives: tuple[str, ...],
+    constraints: tuple[str, ...],
+    budget: str | None,
+    min_duration: float | None,
+    initial: int | None,
+    sampler: str,
+    name: str | None,
+    store: str | None,
+    tags: tuple[str, ...],
+    executor: ExecutorChoice,
+    as_json: bool,
+    quiet: bool,
+    sample_shape: int | None,
+    **flags: Any,
+) -> None:
+    """Search run options for the frontier of several objectives, each point a recorded run.
+
+    Every `flowrate run` option sets the base all points share (--seed also seeds the search);
+    --space KEY=VALUES (or a --space-file) sets what is searched. Optuna proposes points a batch
+    at a time; each runs in a fresh process and is recorded as a run tagged explore:NAME (and
+    rung:K), so runs, compare, pareto and report work on it. A point that runs out of memory is
+    infeasible, not a failure. Running the same exploration again resumes it: its study is kept
+    beside the store (<store>.explore.db) and recorded points are not run again.
+
+    Exit codes: 0 a frontier was found; 1 no point ran; 2 bad input; 130 interrupted.
+    """
+    import sys
+
+    from flowrate.campaigns.explore import check_budget, explore
+    from flowrate.campaigns.explore_plan import default_initial
+    from flowrate.campaigns.explore_run import run_evaluator, study_storage
+    from flowrate.cli import console, explore_text
+    from flowrate.errors import RunFailed
+    from flowrate.results.store import Store, store_path
+
+    spec, plan = _plan(
+        space, space_file, objectives, constraints, budget, min_duration, name, flags, sample_shape
+    )
+    seed, initial = plan["seed"], initial or plan["initial"] or default_initial(spec.space)
+    check_budget(plan["budget"], initial)  # before the store or the study is opened
+    with Store(store) as opened:
+        runner = executor.open(store, spec.study_name, sys.argv)
+        evaluate = run_evaluator(spec, runner, opened, tags)
+        display = explore_text.Display(spec, plan["budget"], quiet)
+        outcome = explore(
+            spec,
+            evaluate,
+            budget=plan["budget"],
+            seed=seed,
+            initial=initial,
+            storage=study_storage(store_path(store)),
+            max_parallel=runner.max_parallel,
+            sampler=sampler,
+            listener=display,
+        )
+    if as_json:
+        console.data(explore_text.to_json(spec, outcome))
+    else:
+        header, rows = explore_text.frontier_table(spec, outcome)
+        console.grid(
+            explore_text.title(spec, outcome), header, rows, right_aligned=explore_text.figure_columns(spec)
+        )
+    if not outcome.frontier:
+        raise RunFailed(explore_text.no_frontier(outcome))
+
+
+def _plan(
+    space: tuple[str, ...],
+    space_file: str | None,
+    objectives: tuple[str, ...],
+    constraints: tuple[str, ...],
+    budget: str | None,
+    min_duration: float | None,
+    name: str | None,
+    flags: dict[str, Any],
+    sample_shape: int | None,
+) -> tuple[ExploreSpec, dict[str, Any]]:
+    """The exploration the flags and the file describe, checked before anything runs."""
+    from flowrate.campaigns.explore_fidelity import Fidelity
+    from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
+    from flowrate.campaigns.explore_plan import ExploreSpec
+    from flowrate.campaigns.explore_space import load_space_file, merge_space, parse_space_flags
+    from flowrate.campaigns.sweep_command import RUN
+    from flowrate.cli.sweep import base_from_flags  # the base a sweep's flags give: the same here
+    from flowrate.config import FLAG_NAMES, RunConfig
+    from flowrate.errors import ConfigError
+
+    try:
+        file = load_space_file(space_file) if space_file else None
+        settings = file.settings if file else {}
+        base = base_from_flags(flags, sample_shape, RUN)
+        duration = base.pop("duration_s", None) or (file.base.pop("duration_s", None) if file else None)
+        duration = duration or RunConfig.duration_s
+        if "steps" in base and min_duration is not None:
+            raise ConfigError(
+                "steps", "fixes the step count, so runs cannot be shortened: drop it or --min-duration"
+            )
+        search = merge_space(parse_space_flags(space), base, file)
+        search.check()
+        spec = ExploreSpec(
+            search,
+            parse_objectives(objectives or settings.get("objectives") or DEFAULT_OBJECTIVES),
+            parse_constraints(constraints or settings.get("constraints") or ()),
+            Fidelity.ladder(duration, min_duration),
+            name or settings.get("name"),
+        )
+        plan = {
+            "budget": _budget(budget or str(settings.get("budget", DEFAULT_BUDGET))),
+            "seed": int(
+                flags_seed if (flags_seed := base.get("seed")) is not None else settings.get("seed", 0)
+            ),
+            "initial": settings.get("initial"),
+        }
+        return spec, plan
+    except ConfigError as mistake:
+        raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
+
+
+def _budget(text: str) -> Budget:
+    from flowrate.campaigns.explore_plan import Budget
+
+    return Budget.parse(text)

@@ -1,0 +1,62 @@
+"""`flowrate explore` end to end: real points in real processes, recorded as tagged runs; the same
+exploration again resumes without running a recorded point; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flowrate.results.store import RunFilter, Store
+
+TINY = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--preheat", "1", "--duration", "0.2")
+SPACE = ("--space", "batch_size=2..16:log2", "--space", "precision=fp32,bf16")
+
+
+@pytest.mark.slow
+def test_explore_records_tagged_runs_prints_a_frontier_and_resumes(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    first = run_cli("explore", *TINY, *SPACE, "--budget", "4", "--initial", "4", "--json", "-q")
+    assert first.code == 0, first.stderr
+    document = json.loads(first.stdout)
+    study = document["study"]
+    assert document["runs"] == 4 and len(document["evaluations"]) == 4 and document["frontier"]
+    with Store(results_store, create=False) as store:
+        runs = store.runs(RunFilter(tag=f"explore:{study}"))
+    assert len(runs) == 4 and all(set(r.tags) == {f"explore:{study}", "rung:0"} for r in runs)
+    assert {e["run_id"] for e in document["evaluations"]} == {r.run_id for r in runs}
+    assert {r.run_id for r in runs} >= {e["run_id"] for e in document["frontier"]}
+    assert results_store.with_name("flowrate.explore.db").exists()  # the study, beside the store
+
+    again = run_cli("explore", *TINY, *SPACE, "--budget", "5", "--initial", "4")
+    assert again.code == 0, again.stderr
+    assert "resuming: 4 evaluations recorded" in again.stderr
+    assert again.stderr.count("rung 0 (0.2 s)") == 1  # one new point, the earlier four not rerun
+    with Store(results_store, create=False) as store:
+        runs = store.runs(RunFilter(tag=f"explore:{study}"))
+    assert len(runs) == 5 and len({(r.batch_size, r.precision) for r in runs}) == 5
+    listed = run_cli("runs", "--tag", f"explore:{study}")
+    assert listed.code == 0 and all(r.run_id in listed.stdout for r in runs)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((), "the search space is empty"),
+        (("--space", "batch_size=8..2"), "low end is above its high end"),
+        (
+            ("--space", "batch_size=2..8", "--batch-size", "4"),
+            "both a flag (--batch-size) and a --space axis",
+        ),
+        (("--space", "batch_size=2..8", "--objective", "speed"), "unknown metric 'speed'"),
+        (("--space", "batch_size=2..8", "--constraint", "power<3"), "unknown metric 'power'"),
+        (("--space", "batch_size=2..8", "--budget", "2", "--initial", "3"), "less than the initial design"),
+        (("--space", "precision=fp32,fp8"), "fp8"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2_before_any_run(run_cli, results_store: Path, args, says) -> None:  # type: ignore[no-untyped-def]
+    outcome = run_cli("explore", *TINY, *args)
+    assert outcome.code == 2, outcome.stderr
+    assert says in outcome.stderr and len(outcome.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in outcome.stderr
+    assert not results_store.exists()  # nothing ran, nothing was recorded

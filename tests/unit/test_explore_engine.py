@@ -1,0 +1,169 @@
+"""The exploration engine driven by a recorded table (no processes): budget, no point measured
+twice, out of memory as infeasible, rungs and promotion, resume from an SQLite study."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from explore_grid import synthetic_table
+
+from flowrate.campaigns.explore import Exploration
+from flowrate.campaigns.explore_fidelity import Fidelity, Measured, beats, first_front, hypervolume
+from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
+from flowrate.campaigns.explore_plan import DONE, OOM, Budget, Evaluated, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.explore_table import GridTable, TableEvaluator, load_table
+from flowrate.errors import ConfigError
+from flowrate.results.store import point_key
+
+OBJECTIVES = parse_objectives(["samples_per_sec:max", "peak_memory_bytes:min"])
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> GridTable:
+    import json
+
+    path = tmp_path_factory.mktemp("grid") / "grid.json"
+    path.write_text(json.dumps(synthetic_table()), encoding="utf-8")
+    return load_table(path)
+
+
+class Recording:
+    """An evaluate function over the table that keeps every batch it was given."""
+
+    def __init__(self, table: GridTable, seed: int = 0) -> None:
+        self.inner = TableEvaluator(table, table.space().base, seed)
+        self.batches: list[list[Evaluation]] = []
+
+    def __call__(self, batch: Sequence[Evaluation]) -> list[Outcome]:
+        self.batches.append(list(batch))
+        return self.inner(batch)
+
+    @property
+    def evaluations(self) -> list[Evaluation]:
+        return [e for batch in self.batches for e in batch]
+
+
+def _spec(table: GridTable, fidelity: Fidelity | None = None, constraints: Sequence[str] = ()) -> ExploreSpec:
+    return ExploreSpec(
+        table.space(), OBJECTIVES, parse_constraints(constraints), fidelity or Fidelity((table.duration_s,))
+    )
+
+
+def test_a_search_spends_its_budget_in_batches_and_never_measures_a_point_twice(table: GridTable) -> None:
+    evaluate = Recording(table)
+    outcome = Exploration(_spec(table), evaluate, budget=Budget(runs=30), seed=3, max_parallel=4).run()
+    keys = [point_key(e.params) for e in evaluate.evaluations]
+    assert len(keys) == 30 == outcome.runs and len(set(keys)) == 30
+    assert [len(b) for b in evaluate.batches] == [4] * 7 + [2]
+    assert outcome.seconds == pytest.approx(
+        sum(
+            table.startup_s
+            + table.points[point_key({**table.space().base, **e.params})].wall_s
+            - table.startup_s
+            for e in evaluate.evaluations
+        )
+    )
+    # the frontier: feasible, full length, and nothing in it dominated by another of it
+    assert outcome.frontier and all(e.feasible and e.rung == 0 for e in outcome.frontier)
+    gains = [Measured(e.key, e.gains(OBJECTIVES), (0.0, 0.0)) for e in outcome.frontier]
+    assert first_front(gains, 0) == gains
+
+
+def test_a_space_smaller_than_the_budget_is_measured_whole_and_said_so(table: GridTable) -> None:
+    small = {
+        k: p
+        for k, p in table.points.items()
+        if p.params["size"] == "debug" and p.params["threads"] == 2 and not p.params["compile"]
+    }
+    grid = GridTable(table.duration_s, table.startup_s, small, table.source)
+    evaluate = Recording(grid)
+    outcome = Exploration(_spec(grid), evaluate, budget=Budget(runs=40), seed=0, initial=4).run()
+    assert outcome.exhausted and outcome.runs == grid.space().size == 14
+    assert len({point_key(e.params) for e in evaluate.evaluations}) == 14
+
+
+def test_out_of_memory_and_broken_constraints_are_infeasible_not_on_the_frontier(table: GridTable) -> None:
+    spec = _spec(table, constraints=["peak_memory<300MB"])
+    outcome = Exploration(spec, Recording(table), budget=Budget(runs=112), seed=1).run()
+    ooms = [e for e in outcome.evaluations if e.outcome.status == OOM]
+    assert len(ooms) == 2 and not any(e.feasible for e in ooms)  # mini fp32 compiled batch 64, 1 or 2 threads
+    assert all(e.outcome.values["peak_memory_bytes"] < 300e6 for e in outcome.frontier)
+    heavy = [
+        e
+        for e in outcome.evaluations
+        if e.outcome.status == DONE and e.outcome.values["peak_memory_bytes"] > 300e6
+    ]
+    assert heavy and all(not e.feasible and e.violations[0] > 0 for e in heavy)
+
+
+def test_budget_below_the_initial_design_is_refused_before_anything_runs(table: GridTable) -> None:
+    evaluate = Recording(table)
+    with pytest.raises(ConfigError, match="less than the initial design"):
+        Exploration(_spec(table), evaluate, budget=Budget(runs=3), initial=5)
+    assert evaluate.batches == []
+
+
+def test_only_points_nothing_beats_at_their_rung_run_longer(table: GridTable) -> None:
+    fidelity = Fidelity.ladder(table.duration_s, table.duration_s / 3)
+    assert fidelity.durations == (table.duration_s / 3, table.duration_s)
+    evaluate = Recording(table)
+    exploration = Exploration(_spec(table, fidelity), evaluate, budget=Budget(runs=40), seed=2)
+    exploration.run()
+    short = {e.key: e for e in exploration.done[0].values() if e.feasible}
+    promoted = [e for e in evaluate.evaluations if e.rung == 1]
+    assert promoted and all(e.duration_s == table.duration_s for e in promoted)
+    # each promoted point was unbeaten among the short runs measured before it was promoted
+    seen: list[Evaluated] = []
+    for evaluation in evaluate.evaluations:
+        key = point_key(evaluation.params)
+        if evaluation.rung == 1:
+            before = [Measured(e.key, e.gains(OBJECTIVES), e.noise(OBJECTIVES)) for e in seen]
+            mine = next(m for m in before if m.key == key)
+            assert not any(beats(m, mine, fidelity.z) for m in before)
+        else:
+            seen.append(short.get(key) or exploration.done[0][key])
+    assert len(promoted) < len(short)
+
+
+def test_noise_keeps_a_point_in_the_race_that_plain_dominance_would_drop() -> None:
+    fast = Measured("a", (1440.0, -275.0), (0.0, 0.0))
+    close = Measured("b", (1477.0, -350.0), (0.0, 0.0))
+    assert not beats(fast, close)  # plain dominance: b is faster, so it stays anyway
+    slow = Measured("c", (1400.0, -350.0), (75.0, 1.0))
+    assert beats(fast, Measured("c", (1400.0, -350.0), (0.0, 0.0)))
+    assert not beats(fast, slow)  # 40 samples/s behind with a standard error of 75: may be ahead
+
+
+def test_hypervolume_is_exact() -> None:
+    assert hypervolume([(1.0, 2.0), (2.0, 1.0)], (3.0, 3.0)) == 3.0
+    assert hypervolume([(1.0, 2.0), (2.0, 1.0), (2.5, 2.5)], (3.0, 3.0)) == 3.0  # dominated: adds nothing
+    assert hypervolume([(1.0, 1.0, 1.0)], (2.0, 3.0, 4.0)) == 6.0
+    assert hypervolume([(4.0, 0.0)], (3.0, 3.0)) == 0.0
+
+
+def test_a_killed_exploration_resumes_from_its_sqlite_study(table: GridTable, tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    first = Recording(table)
+    Exploration(_spec(table), first, budget=Budget(runs=8), seed=4, initial=4, storage=storage).run()
+    # a kill mid-run leaves a trial running: its point is proposed again first
+    probe = Exploration(_spec(table), first, budget=Budget(runs=8), initial=4, storage=storage)
+    stale = point_key(probe._decode(probe.study.ask(probe.distributions).params))
+    second = Recording(table)
+    again = Exploration(_spec(table), second, budget=Budget(runs=12), seed=4, initial=4, storage=storage)
+    assert again.resumed and len(again.evaluations) == 8
+    outcome = again.run()
+    assert outcome.runs == 12 and len(second.evaluations) == 4
+    earlier = {point_key(e.params) for e in first.evaluations}
+    assert not earlier & {point_key(e.params) for e in second.evaluations}
+    assert stale == point_key(second.evaluations[0].params) or stale in earlier
+
+
+def test_a_name_held_by_another_exploration_is_refused(table: GridTable, tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    named = ExploreSpec(table.space(), OBJECTIVES, name="mine")
+    Exploration(named, Recording(table), budget=Budget(runs=4), initial=4, storage=storage).run()
+    other = ExploreSpec(table.space(), OBJECTIVES[:1], name="mine")
+    with pytest.raises(ConfigError, match="names another exploration"):
+        Exploration(other, Recording(table), budget=Budget(runs=4), initial=4, storage=storage)
