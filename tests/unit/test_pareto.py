@@ -131,3 +131,44 @@ def test_pareto_from_the_command_line(run_cli, results_store: Path) -> None:  # 
     assert [entry["run_id"] for entry in data["front"]] == ["aaaa0003"]
     bad = run_cli("pareto", "--objective", "sampels_per_sec")
     assert bad.code == 2 and "unknown metric 'sampels_per_sec'" in bad.stderr  # bad input
+
+
+def test_the_oracle_view_from_the_command_line(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    """Per precision, the best batch size with its pooled between-run interval; a beaten one listed with
+    --dominated; JSON with each figure's half-width; an axis that does not vary refused."""
+    with Store(results_store) as store:
+        for name, precision, batch, rates in [
+            ("bbbb0001", "fp32", 8, (100, 104)),
+            ("bbbb0003", "fp32", 16, (60, 62)),
+            ("bbbb0005", "bf16", 8, (300, 306)),
+        ]:
+            for i, rate in enumerate(rates):
+                result = make_result(
+                    rate, batch_size=batch, precision=precision, run_id=f"{name[:-1]}{int(name[-1]) + i}"
+                )
+                store.add(result, ["grid"])
+    table = run_cli("pareto", "grid", "--by", "precision", "--objective", "samples_per_sec")
+    assert table.code == 0, table.stderr
+    assert "Best configuration per precision (max samples/s): 3 configurations" in table.stdout
+    lines = [line for line in table.stdout.splitlines() if "bbbb" in line]
+    assert len(lines) == 2  # one best per precision; the beaten fp32 batch is not listed
+    assert (
+        "bf16" in lines[0]
+        and "batch_size=8" in lines[0]
+        and "303" in lines[0]
+        and "pooled, 2 runs" in lines[0]
+    )
+    # the between-run CV pooled over the 3 configurations (3 degrees of freedom): 2.24%;
+    # t(3) · 2.24% · 303 / √2 = 15.26
+    assert "303 ± 15.26" in lines[0]
+    assert "varies by 2.2% between runs" in table.stderr
+    assert "dominated" in table.stderr  # the rule is stated
+    shown = run_cli("pareto", "grid", "--by", "precision", "--objective", "samples_per_sec", "--dominated")
+    assert "bbbb0003 +1" in shown.stdout and "dominated" in shown.stdout
+    data = json.loads(run_cli("pareto", "grid", "--by", "batch_size", "--json").stdout)
+    assert data["axis"] == "batch_size" and [s["value"] for s in data["slices"]] == [8, 16]
+    best = data["slices"][0]["best"]
+    assert best["runs"] == ["bbbb0005", "bbbb0006"] and best["settings"]["precision"] == "bf16"
+    assert best["samples_per_sec"]["value"] == 303 and best["samples_per_sec"]["source"] == "pooled"
+    bad = run_cli("pareto", "grid", "--by", "optimizer")
+    assert bad.code == 2 and "--by optimizer: every selected run has optimizer=adamw" in bad.stderr

@@ -86,34 +86,8 @@ def dominates(a: Sequence[float], b: Sequence[float], maximize: Sequence[bool], 
 
 def pareto_front(runs: Sequence[StoredRun], objectives: Sequence[Objective] | None = None) -> ParetoResult:
     """Split ``runs`` into the frontier and the dominated, over ``objectives`` (default: see module)."""
-    if not runs:
-        raise FlowrateError("no runs to rank: record some with `flowrate run` or `flowrate sweep`")
-    notes: list[str] = []
-    if objectives is None:
-        objectives = _default_objectives(runs, notes)
-    if not objectives:
-        raise FlowrateError("give at least one objective, e.g. --objective samples_per_sec:max")
-    names = [o.name for o in objectives]
-    if len(set(names)) != len(names):
-        raise FlowrateError(f"an objective is named twice: {', '.join(names)}")
-
-    values: dict[str, tuple[float, ...]] = {}
-    candidates: list[StoredRun] = []
-    excluded: list[tuple[StoredRun, str]] = []
-    for run in runs:
-        vector = [o.metric.value(run.result) for o in objectives]
-        missing = [o.metric.label for o, v in zip(objectives, vector, strict=True) if v is None]
-        if missing:
-            excluded.append((run, f"no {', '.join(missing)} recorded"))
-            continue
-        values[run.run_id] = tuple(float(v) for v in vector if v is not None)
-        candidates.append(run)
-    if not candidates:
-        raise FlowrateError(
-            "no run records every objective ("
-            + ", ".join(str(o) for o in objectives)
-            + "): choose objectives the runs have"
-        )
+    objectives, notes = choose_objectives(runs, objectives)
+    values, candidates, excluded = measured(runs, objectives)
 
     maximize = [o.maximize for o in objectives]
     front: list[StoredRun] = []
@@ -131,6 +105,47 @@ def pareto_front(runs: Sequence[StoredRun], objectives: Sequence[Objective] | No
             "own problem"
         )
     return ParetoResult(list(objectives), front, dominated, values, excluded, notes)
+
+
+def choose_objectives(
+    runs: Sequence[StoredRun], objectives: Sequence[Objective] | None
+) -> tuple[list[Objective], list[str]]:
+    """The objectives given (checked), or the defaults these runs record; and notes on what was left out."""
+    if not runs:
+        raise FlowrateError("no runs to rank: record some with `flowrate run` or `flowrate sweep`")
+    notes: list[str] = []
+    if objectives is None:
+        objectives = _default_objectives(runs, notes)
+    if not objectives:
+        raise FlowrateError("give at least one objective, e.g. --objective samples_per_sec:max")
+    names = [o.name for o in objectives]
+    if len(set(names)) != len(names):
+        raise FlowrateError(f"an objective is named twice: {', '.join(names)}")
+    return list(objectives), notes
+
+
+def measured(
+    runs: Sequence[StoredRun], objectives: Sequence[Objective]
+) -> tuple[dict[str, tuple[float, ...]], list[StoredRun], list[tuple[StoredRun, str]]]:
+    """Each run's value per objective; the runs that record them all; the others, with why."""
+    values: dict[str, tuple[float, ...]] = {}
+    candidates: list[StoredRun] = []
+    excluded: list[tuple[StoredRun, str]] = []
+    for run in runs:
+        vector = [o.metric.value(run.result) for o in objectives]
+        missing = [o.metric.label for o, v in zip(objectives, vector, strict=True) if v is None]
+        if missing:
+            excluded.append((run, f"no {', '.join(missing)} recorded"))
+            continue
+        values[run.run_id] = tuple(float(v) for v in vector if v is not None)
+        candidates.append(run)
+    if not candidates:
+        raise FlowrateError(
+            "no run records every objective ("
+            + ", ".join(str(o) for o in objectives)
+            + "): choose objectives the runs have"
+        )
+    return values, candidates, excluded
 
 
 def _beaten(

@@ -1,4 +1,5 @@
-"""The Pareto frontier as a scatter: every ranked run a point, the frontier highlighted.
+"""The Pareto frontier as a scatter: every ranked run a point, the frontier highlighted; and the
+oracle view (flowrate.analysis.oracle): each axis value's frontier in its own colour.
 
 A ranking compares runs of one problem only (flowrate.analysis.pareto), so the scatter draws
 each problem in a panel of its own, with its own scales: a frontier is read against its rivals.
@@ -7,12 +8,15 @@ each problem in a panel of its own, with its own scales: a frontier is read agai
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from flowrate.analysis import canvas
 from flowrate.analysis.grouping import by_problem
+from flowrate.analysis.oracle import AxisSlice, ConfigPoint, OracleView
 from flowrate.analysis.pareto import Objective, ParetoResult
 from flowrate.errors import FlowrateError
 from flowrate.results.store import StoredRun
@@ -127,3 +131,75 @@ def _draw_front(
             xytext=(5, 5),
             fontsize="x-small",
         )
+
+
+def oracle_scatter(view: OracleView) -> Figure:
+    """The oracle view on its first two objectives: each value of the axis in its own colour, its
+    frontier joined (a staircase when ranked on two), each point with its 95% interval as error
+    bars, the best on the first objective a star, the dominated hollow; one panel per problem."""
+    if len(view.objectives) < 2:
+        raise FlowrateError("the oracle plot needs two objectives, e.g. samples/s and peak memory")
+    x, y = view.objectives[0], view.objectives[1]
+    heading = f"Best configuration per {view.axis}: {x} against {y}"
+    problems = sorted({s.problem for s in view.slices})
+    colours = matplotlib.colormaps["tab10"]
+    values = list(dict.fromkeys(str(s.value) for s in view.slices))  # one colour per value, in order
+    fig = canvas.new_figure()
+    for ax, problem in zip(canvas.facets(fig, len(problems)), problems, strict=True):
+        drawn = [s for s in view.slices if s.problem == problem]
+        for part in drawn:
+            colour = colours(values.index(str(part.value)) % 10)
+            _draw_slice(ax, view, part, colour)
+        every = [p.estimates for s in drawn for p in [*s.front, *s.dominated]]
+        canvas.log_axis_if_wide(ax, [e[0].value for e in every], "x")
+        canvas.log_axis_if_wide(ax, [e[1].value for e in every], "y")
+        ax.set_xlabel(f"{canvas.axis_label(x.metric)}  ({'higher' if x.maximize else 'lower'} is better)")
+        ax.set_ylabel(f"{canvas.axis_label(y.metric)}  ({'higher' if y.maximize else 'lower'} is better)")
+        canvas.tick_format(ax, x.metric, "x")
+        canvas.tick_format(ax, y.metric, "y")
+        canvas.fit_panel(ax)
+        ax.grid(True, alpha=0.3)
+        canvas.title(ax, heading if len(problems) == 1 else problem, canvas.columns_of(ax))
+        canvas.legend(ax, len(drawn))
+    if len(problems) > 1:
+        canvas.heading(fig, f"{heading}: one panel per problem")
+    canvas.footnote(
+        fig, "bars: 95% intervals; star: best on the first objective; hollow: dominated beyond noise"
+    )
+    return fig
+
+
+def _draw_slice(ax: Axes, view: OracleView, part: AxisSlice, colour: Any) -> None:
+    """One axis value's configurations in one colour."""
+
+    def xy(points: Sequence[ConfigPoint]) -> tuple[list[float], list[float], list[float], list[float]]:
+        return (
+            [p.estimates[0].value for p in points],
+            [p.estimates[1].value for p in points],
+            [p.estimates[0].half_width for p in points],
+            [p.estimates[1].half_width for p in points],
+        )
+
+    ordered = sorted(part.front, key=lambda p: (p.estimates[0].value, p.estimates[1].value))
+    fx, fy, fxe, fye = xy(ordered)
+    label = canvas.plain(f"{view.axis}={part.value} ({len(part.front)} on its frontier)")
+    ax.errorbar(fx, fy, xerr=fxe, yerr=fye, fmt="o", color=colour, ms=5, capsize=2, lw=0.8, label=label)
+    if len(ordered) > 1:
+        if len(view.objectives) == 2:  # as _draw_front's staircase
+            ax.step(
+                fx,
+                fy,
+                where="pre" if view.objectives[0].maximize else "post",
+                color=colour,
+                alpha=0.6,
+                lw=1.2,
+            )
+        else:
+            ax.plot(fx, fy, color=colour, alpha=0.4, lw=1, ls="--")
+    best = part.best.estimates
+    on_front = any(p is part.best for p in part.front)  # the best can be dominated: then hollow
+    face, edge = (colour, "black") if on_front else ("white", colour)
+    ax.scatter([best[0].value], [best[1].value], marker="*", s=160, color=face, edgecolor=edge, zorder=4)
+    if part.dominated:
+        dx, dy, _, _ = xy(part.dominated)
+        ax.scatter(dx, dy, facecolors="none", edgecolors=colour, s=22, alpha=0.6, lw=0.8)

@@ -74,6 +74,7 @@ CASES = [
     Case("runs-refs-and-filters", ("export", RUN_A, "--tag", "nightly"), USAGE, ("not both",)),
     Case("pareto-unknown-objective", ("pareto", "--objective", "nosuch"), USAGE, ("nosuch",)),
     Case("pareto-bad-direction", ("pareto", "--objective", "mfu:sideways"), USAGE, ("sideways",)),
+    Case("pareto-by-unknown-option", ("pareto", "--by", "colour"), USAGE, ("--by colour",)),
     Case("plot-unknown-metric", ("plot", "throughput", "--metric", "nosuch"), USAGE, ("nosuch",)),
     Case("compare-unknown-test", ("compare", RUN_A, RUN_A, "--test", "ttest"), USAGE, ("--test",)),
     Case("export-unknown-format", ("export", "--format", "xml"), USAGE, ("--format",)),
