@@ -60,3 +60,24 @@ def test_bad_input_is_one_line_and_exit_2_before_any_run(run_cli, results_store:
     assert says in outcome.stderr and len(outcome.stderr.strip().splitlines()) == 1
     assert "Traceback" not in outcome.stderr
     assert not results_store.exists()  # nothing ran, nothing was recorded
+
+
+@pytest.mark.slow
+def test_short_rungs_run_fewer_steps_and_the_front_runs_full_length(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    base = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--preheat", "1", "--min-steps", "6")
+    rungs = ("--duration", "0.6", "--min-duration", "0.2")
+    done = run_cli("explore", *base, *rungs, *SPACE, "--budget", "5", "--initial", "4", "--json", "-q")
+    assert done.code == 0, done.stderr
+    study = json.loads(done.stdout)["study"]
+    with Store(results_store, create=False) as store:
+        runs = store.runs(RunFilter(tag=f"explore:{study}"))
+    by_rung = {rung: [r for r in runs if f"rung:{rung}" in r.tags] for rung in (0, 1)}
+    assert len(by_rung[0]) == 4 and len(by_rung[1]) == 1 and len(runs) == 5
+    # a rung a third of the duration long runs a third of the minimum steps (at least 2)
+    for rung, duration, min_steps in ((0, 0.2, 2), (1, 0.6, 6)):
+        configs = [r.result.config for r in by_rung[rung]]
+        assert all(
+            c["duration_s"] == pytest.approx(duration) and c["min_steps"] == min_steps for c in configs
+        )
+    short = {(r.batch_size, r.precision) for r in by_rung[0]}
+    assert {(r.batch_size, r.precision) for r in by_rung[1]} <= short  # only measured points promoted

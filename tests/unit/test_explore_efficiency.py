@@ -59,7 +59,10 @@ def test_over_twenty_seeds_explore_reaches_95_percent_in_18_and_beats_random(
 
 @pytest.mark.skipif(not REAL_TABLE.exists(), reason="no recorded grid table (benchmarks/record_grid.py)")
 @pytest.mark.xfail(
-    reason="interim recorded table (one repeat): explore reaches 95% in 9/20 seeds", strict=False
+    reason="recorded table (2 repeats, between-run CV 0.56 from a shared machine): explore reaches 95% "
+    "in 13/20 seeds (75/100 over seeds 0-99, random 53/100); its top points' means differ by less "
+    "than their standard errors, so which of them holds 95% is noise (see RESULTS.md)",
+    strict=False,
 )
 def test_the_acceptance_on_the_recorded_grid(capsys: pytest.CaptureFixture[str]) -> None:
     _acceptance(load_table(REAL_TABLE), capsys)

@@ -5,7 +5,8 @@ Optuna proposes configurations (ask), a batch of up to ``max_parallel`` evaluati
 Every configuration is first measured at the lowest rung (flowrate.campaigns.explore_fidelity);
 those that could still be on the frontier are promoted to longer runs, before new ones are
 asked for. The study's trials are the configurations at the lowest rung (what the sampler learns
-from); measurements at higher rungs are trials of a second study, ``<name>/rungs``.
+from); measurements at higher rungs are trials of a second study, ``<name>/rungs``. A new study
+starts from a space-filling design (explore_plan.space_filling), then the sampler proposes.
 
 Why the sampler per space (choose_sampler): a Gaussian process models a small, all-numeric space
 well from few points and picks the next by expected hypervolume gain, but its kernel on
@@ -41,6 +42,7 @@ from flowrate.campaigns.explore_plan import (
     ExploreSpec,
     Outcome,
     default_initial,
+    space_filling,
 )
 from flowrate.campaigns.explore_space import Axis, SearchSpace
 from flowrate.errors import ConfigError
@@ -153,6 +155,9 @@ class Exploration:
         self.resumed = _check_identity(self.study, spec)
         self.done: list[dict[str, Evaluated]] = [{} for _ in spec.fidelity.durations]
         self._load()
+        if not self.study.trials and sampler != "random":  # a new study: a space-filling start
+            for params in space_filling(spec.space, self.initial, self.random):
+                self.study.enqueue_trial(self._encode(params))
 
     # --- state --------------------------------------------------------------------------------
 
@@ -163,7 +168,7 @@ class Exploration:
         for trial in self.study.get_trials(deepcopy=False):
             if trial.state == optuna.trial.TrialState.RUNNING:
                 self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-                self.study.enqueue_trial(trial.params, skip_if_exists=True)
+                self.study.enqueue_trial(trial.params)  # skip_if_exists would see the failed trial
             elif "status" in trial.user_attrs and "duplicate_of" not in trial.user_attrs:
                 self._remember(self._evaluated(trial, earlier=True))
         for trial in self.rungs.get_trials(deepcopy=False):
@@ -357,10 +362,6 @@ class Exploration:
             self.study.tell(trial, self._values(outcome))
         else:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-
-    @property
-    def _constraint_names(self) -> list[str]:
-        return ["out_of_memory", *(str(c) for c in self.spec.constraints)]
 
     def _constraint_list(self, outcome: Outcome, found: tuple[float, ...]) -> list[float]:
         """Optuna's constraint values (≤ 0 holds): out of memory first, then each constraint's."""

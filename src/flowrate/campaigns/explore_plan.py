@@ -10,6 +10,7 @@ without starting a process.
 from __future__ import annotations
 
 import math
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from flowrate.campaigns.explore_fidelity import Fidelity
 from flowrate.campaigns.explore_objectives import Constraint, Objective, measured_names
 from flowrate.campaigns.explore_space import SearchSpace, study_id
 from flowrate.errors import ConfigError
+from flowrate.results.store import point_key
 
 DONE = "done"
 OOM = "oom"  # out of memory: infeasible, not an error
@@ -162,6 +164,24 @@ class Evaluated:
 
 
 def default_initial(space: SearchSpace) -> int:
-    """The initial design (points sampled at random before the model guides the search): twice
-    the axes, at least 4, and never more than a fifth of the space."""
+    """The initial design (points measured before the model guides the search): twice the axes,
+    at least 4, and never more than a fifth of the space."""
     return max(1, min(max(4, 2 * len(space.axes)), math.ceil(space.size / 5)))
+
+
+def space_filling(space: SearchSpace, count: int, rng: random.Random) -> list[dict[str, Any]]:
+    """An initial design of ``count`` points spread over the space: a Latin hypercube over each
+    axis's values (every value about equally often, in a random pairing across axes), so the
+    model starts from every value of every axis, which independent random draws often miss in a
+    design this small. A point drawn twice is kept once."""
+    columns = []
+    for axis in space.axes:
+        size = len(axis.values)
+        column = [axis.values[min(int((i + rng.random()) * size / count), size - 1)] for i in range(count)]
+        rng.shuffle(column)
+        columns.append(column)
+    points: dict[str, dict[str, Any]] = {}
+    for row in zip(*columns, strict=True):
+        params = {axis.name: value for axis, value in zip(space.axes, row, strict=True)}
+        points.setdefault(point_key(params), params)
+    return list(points.values())

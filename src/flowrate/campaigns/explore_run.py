@@ -17,7 +17,9 @@ from pathlib import Path
 from flowrate.campaigns.child import OOM as CHILD_OOM
 from flowrate.campaigns.child import ChildOutcome
 from flowrate.campaigns.executor import Executor
+from flowrate.campaigns.explore_fidelity import loop_steps
 from flowrate.campaigns.explore_plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
+from flowrate.config import RunConfig
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
@@ -55,7 +57,7 @@ def run_evaluator(
     names = spec.metrics
 
     def evaluate(batch: Sequence[Evaluation]) -> list[Outcome]:
-        configs = [spec.space.config_for(e.params, e.duration_s) for e in batch]
+        configs = [rung_config(spec, e) for e in batch]
         began = clock()
         children = executor.run_many(configs)
         share = (clock() - began) / max(len(batch), 1)  # each point's part of the batch's wall time
@@ -65,6 +67,17 @@ def run_evaluator(
         ]
 
     return evaluate
+
+
+def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> RunConfig:
+    """The run of one evaluation: the point at its rung's duration, a short rung with
+    proportionally fewer preheat and minimum timed steps (explore_fidelity.loop_steps)."""
+    config = spec.space.config_for(evaluation.params, evaluation.duration_s)
+    share = evaluation.duration_s / spec.fidelity.durations[-1]
+    if share >= 1:
+        return config
+    preheat, min_steps = loop_steps(share, config.preheat_steps, config.min_steps)
+    return config.replace(preheat_steps=preheat, min_steps=min_steps)
 
 
 def _outcome(

@@ -1,12 +1,19 @@
 """A recorded grid as an evaluate function: how a search is scored without running anything.
 
-A grid table (JSON, written by measuring every point of a grid once: benchmarks/data/) holds
-each point's parameters, its figures' recorded mean and spread, its wall time and whether it ran
-out of memory, plus the grid's run duration and the start-up cost of one run. Replaying it, an
-evaluation of a point draws each figure from a normal distribution around the recorded mean
-with the recorded spread (seeded); a shorter run's figure is drawn with the spread scaled up by
-sqrt(full duration / its duration), as the standard error of a mean over fewer steps grows, and
-costs the start-up plus its share of the point's timed wall time.
+A grid table (JSON, written by measuring every point of a grid: benchmarks/data/) holds each
+point's parameters, its figures' recorded mean and spread, its wall time and whether it ran out
+of memory, plus the grid's run duration, preheat and minimum steps (keys, else its recorded
+command's flags, else flowrate run's defaults). Replaying it, an evaluation of a point draws
+each figure from a normal distribution around the recorded mean with the recorded spread
+(seeded).
+
+A run's cost, as flowrate run spends it: the point's own start-up (process, imports, model
+build: its recorded wall time less what it measured), its preheat steps, and its timed steps,
+which last the duration or the minimum steps, whichever is longer; a step's time is the batch
+over the recorded throughput. A shorter rung runs the rung's duration and its fewer steps
+(explore_fidelity.loop_steps, as explore_run runs it for real), and its figure is drawn with the
+spread scaled up by sqrt(full timed time / its timed time), as the standard error of a mean
+over fewer steps grows.
 
 A search is scored by the hypervolume of the points it measured at full length, taken at their
 recorded means (what it found, not how lucky its draws were), as a fraction of the grid
@@ -19,13 +26,14 @@ import itertools
 import json
 import math
 import random
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_fidelity import Fidelity, hypervolume
+from flowrate.campaigns.explore_fidelity import Fidelity, hypervolume, loop_steps
 from flowrate.campaigns.explore_objectives import Objective
 from flowrate.campaigns.explore_plan import (
     DONE,
@@ -38,6 +46,7 @@ from flowrate.campaigns.explore_plan import (
     Outcome,
 )
 from flowrate.campaigns.explore_space import Axis, SearchSpace
+from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.results.store import point_key
 
@@ -49,6 +58,12 @@ class TablePoint:
     wall_s: float
     status: str  # "done" or "oom"
 
+    @property
+    def step_s(self) -> float:
+        """One step's time: the batch over the recorded throughput (0 when the table cannot tell)."""
+        batch, rate = self.params.get("batch_size"), self.figures.get("samples_per_sec", (0.0, 0.0))[0]
+        return batch / rate if isinstance(batch, int) and rate > 0 else 0.0
+
 
 @dataclass(frozen=True)
 class GridTable:
@@ -56,6 +71,23 @@ class GridTable:
     startup_s: float
     points: dict[str, TablePoint]  # by point key
     source: dict[str, Any]  # problem, hardware, command, date: as recorded
+    preheat_steps: int = RunConfig.preheat_steps
+    min_steps: int = RunConfig.min_steps
+
+    def timed_s(self, point: TablePoint, duration_s: float, min_steps: int) -> float:
+        return max(duration_s, min_steps * point.step_s)
+
+    def cost(self, point: TablePoint, duration_s: float) -> tuple[float, float]:
+        """What a run of ``point`` at ``duration_s`` costs (module docstring), and its timed
+        seconds over a full run's."""
+        full = self.preheat_steps * point.step_s + self.timed_s(point, self.duration_s, self.min_steps)
+        startup = max(point.wall_s - full, 0.0)
+        if duration_s >= self.duration_s:
+            return point.wall_s, 1.0
+        preheat, min_steps = loop_steps(duration_s / self.duration_s, self.preheat_steps, self.min_steps)
+        timed = self.timed_s(point, duration_s, min_steps)
+        share = timed / self.timed_s(point, self.duration_s, self.min_steps)
+        return startup + preheat * point.step_s + timed, share
 
     def space(self) -> SearchSpace:
         """The grid as a search space: each varied key an axis (doubling or contiguous integers
@@ -88,9 +120,26 @@ def load_table(path: str | Path) -> GridTable:
                 row["params"], figures, float(row["wall_s"]), row["status"]
             )
         source = {k: data.get(k) for k in ("problem", "hardware", "command", "date")}
-        return GridTable(float(data["duration_s"]), float(data["startup_s"]), points, source)
+        preheat, min_steps = _loop_options(data)
+        return GridTable(
+            float(data["duration_s"]), float(data["startup_s"]), points, source, preheat, min_steps
+        )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise FlowrateError(f"cannot read the grid table {path}: {error}") from None
+
+
+def _loop_options(data: dict[str, Any]) -> tuple[int, int]:
+    """The grid's preheat and minimum timed steps: the table's keys, else its command's flags,
+    else flowrate run's defaults."""
+    words = shlex.split(str(data.get("command") or ""))
+
+    def flag(name: str, default: int) -> int:
+        return int(words[words.index(name) + 1]) if name in words[:-1] else default
+
+    return (
+        int(data.get("preheat_steps") or flag("--preheat", RunConfig.preheat_steps)),
+        int(data.get("min_steps") or flag("--min-steps", RunConfig.min_steps)),
+    )
 
 
 def _spread(figure: dict[str, Any]) -> float:
@@ -118,8 +167,7 @@ class TableEvaluator:
         point = table.points.get(point_key({**self.base, **evaluation.params}))
         if point is None:
             return Outcome(FAILED, reason="not in the grid table")
-        share = evaluation.duration_s / table.duration_s
-        cost = table.startup_s + max(point.wall_s - table.startup_s, 0.0) * share
+        cost, share = table.cost(point, evaluation.duration_s)
         if point.status != DONE:
             return Outcome(OOM, cost_s=cost, reason="out of memory (recorded)")
         widen = math.sqrt(1 / share)

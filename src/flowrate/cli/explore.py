@@ -57,11 +57,14 @@ DEFAULT_BUDGET = "12"
 @click.option(
     "--min-duration",
     type=click.FloatRange(min=0, min_open=True),
-    help="Multi-fidelity: the shortest rung's duration in seconds; rungs triple up to --duration, and "
-    "only points that could still be on the frontier run longer. [default: every run full length]",
+    help="Multi-fidelity: the shortest rung's duration in seconds; rungs triple up to --duration (a "
+    "shorter rung also runs proportionally fewer --preheat and --min-steps, at least 2), and only points "
+    "that could still be on the frontier run longer. [default: every run full length]",
 )
 @click.option(
-    "--initial", type=click.IntRange(1), help="Points sampled at random before the model guides the search."
+    "--initial",
+    type=click.IntRange(1),
+    help="Points of the initial design (spread over the space) before the model guides the search.",
 )
 @click.option(
     "--sampler",
