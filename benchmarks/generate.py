@@ -1,7 +1,7 @@
 """`flowrate generate`'s decode tokens/s against a hand-written greedy loop over the same cache.
 
-Per case, on one model in one process, one generation of each kind per round, alternating for
---rounds rounds after a warmup round (median of each):
+Per case, on one model in one process, one generation of each kind per round, in an order that
+flips every round, for --rounds rounds after a warmup round (median of each):
 
   flowrate   generate_once with its synchronized per-token clock, the loop run_generation times for
              `flowrate generate`: decode tokens/s = B × (n_out − 1) / (E2E − TTFT)
@@ -120,15 +120,19 @@ def generate_rate(case: Case, decoder: gm.Decoder, prompts: torch.Tensor) -> flo
 
 
 def measure(case: Case, rounds: int) -> None:
-    """Alternating one generation of each kind per round (after one warmup each): median rates."""
+    """One generation of each kind per round, the order flipped every round (after one warmup
+    round): median rates."""
     with torch.inference_mode():
         decoder, prompts = _model(case)
         kinds = {"flowrate": flowrate_rate, "hand": hand_rate}
         if case.problem.startswith("hf:"):
             kinds["generate"] = generate_rate
         rates: dict[str, list[float]] = {name: [] for name in kinds}
+        order = list(kinds.items())
         for round_ in range(rounds + 1):
-            for name, rate in kinds.items():
+            # the order flips every round (A B C, C B A, …): whatever the kind before leaves behind
+            # (caches, allocator, clocks) falls on each kind alike
+            for name, rate in order if round_ % 2 == 0 else reversed(order):
                 value = rate(case, decoder, prompts)
                 if round_:
                     rates[name].append(value)
