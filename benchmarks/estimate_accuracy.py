@@ -3,7 +3,12 @@
 Calibrates the device first (`flowrate estimate --calibrate`, into a temporary file unless
 --calibration names one), then for each model family at its debug size and at a small realistic
 size, training and inference: the cost model's prediction (flowrate.estimate) beside a real
-measurement (flowrate.benchmark, GlobalRate). Target: within ±30% on a CPU.
+measurement (flowrate.benchmark, GlobalRate). Two sets: the 20 original cases (CASES), and
+held-out shapes (HELD_OUT: other layer counts, widths, sequence lengths, image sizes and batch
+sizes per family) that no one looked at while the cost model was written. Nothing is fitted on
+either set: the calibration's micro-measurements (tiny ops, a chain of autograd nodes, empty
+modules, optimizer updates over k tensors, GEMM and copy ladders) are the model's only fit.
+Targets on a CPU: 19 of the 20 original cases and 90% of the held-out ones within ±25%.
 
 Other processes on the machine slow a measurement down without slowing the prediction: before
 each measurement the script waits for the CPUs to be idle, counts the CPU time other processes
@@ -49,12 +54,24 @@ CASES: list[tuple[str, str, dict[str, int], int | None]] = [
     ("resnet50", "debug", {}, None),
     ("resnet50", "default", {}, 2),  # ResNet-50 at 224², batch 2
 ]
-WITHIN = 0.30
+# Shapes the cost model was never checked on while it was written: the held-out set.
+HELD_OUT: list[tuple[str, str, dict[str, int], int | None]] = [
+    ("fc_mnist", "debug", {"hidden": 128}, 64),
+    ("fc_mnist", "default", {"hidden": 1024}, 32),
+    ("transformer", "debug", {"layers": 4, "hidden": 128, "heads": 4}, 2),
+    ("transformer", "mini", {"layers": 2, "seq_len": 64}, 16),
+    ("bert-base", "debug", {"seq_len": 16}, 8),
+    ("bert-base", "default", {"seq_len": 32}, 4),
+    ("roberta-large", "debug", {"seq_len": 48}, 2),
+    ("resnet50", "debug", {"image_size": 64}, 2),
+]
+WITHIN = (0.25, 0.30)
 DISTURBED = 0.10  # share of one CPU other processes may use while a row is measured
 
 
 @dataclass
 class Row:
+    held_out: bool
     problem: str
     size: str
     mode: str
@@ -65,7 +82,7 @@ class Row:
     disturbed: float  # CPU share other processes used during the measurement
 
 
-def wait_until_idle(threshold: float = 8.0, seconds: int = 3, limit_s: float = 300.0) -> None:
+def wait_until_idle(limit_s: float, threshold: float = 8.0, seconds: int = 3) -> None:
     """Until the machine's CPU use stays under ``threshold``% for ``seconds`` in a row."""
     quiet, start = 0, time.monotonic()
     while quiet < seconds and time.monotonic() - start < limit_s:
@@ -77,11 +94,11 @@ def _busy(times: Any) -> float:
 
 
 def measure(
-    name: str, size: str, options: dict[str, int], mode: str, batch: int, seconds: float
+    name: str, size: str, options: dict[str, int], mode: str, batch: int, args: argparse.Namespace
 ) -> tuple[float, float]:
     """GlobalRate of a real run, and the CPU share other processes used meanwhile."""
     me = psutil.Process()
-    wait_until_idle()
+    wait_until_idle(args.idle_wait)
     system, own, start = _busy(psutil.cpu_times()), _busy(me.cpu_times()), time.perf_counter()
     result = flowrate.benchmark(
         name,
@@ -89,7 +106,7 @@ def measure(
         problem_options=options,
         mode=mode,
         batch_size=batch,
-        duration_s=seconds,
+        duration_s=args.seconds,
         min_steps=3,
         preheat_steps=3,
     )
@@ -99,8 +116,9 @@ def measure(
 
 
 def row(
-    name: str, size: str, options: dict[str, int], batch: int | None, mode: str, args: argparse.Namespace
+    case: tuple[str, str, dict[str, int], int | None], held_out: bool, mode: str, args: argparse.Namespace
 ) -> Row:
+    name, size, options, batch = case
     problem = get_problem(name, size, options)
     config = RunConfig(problem=name, size=size, problem_options=options, mode=mode)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
@@ -109,10 +127,22 @@ def row(
         trace_for(config, problem, batch_size), local_device(torch.device("cpu"))
     ).samples_per_sec
     for _ in range(args.retries):
-        measured, disturbed = measure(name, size, options, mode, batch_size, args.seconds)
+        measured, disturbed = measure(name, size, options, mode, batch_size, args)
         if disturbed < DISTURBED:
             break
-    return Row(name, size, mode, batch_size, predicted, measured, predicted / measured, disturbed)
+    return Row(held_out, name, size, mode, batch_size, predicted, measured, predicted / measured, disturbed)
+
+
+def summary(rows: list[Row], name: str) -> str:
+    """'original: 19 of 20 within ±25%, 20 within ±30%; median |error| 8%, worst 1.27'."""
+    errors = [abs(r.ratio - 1) for r in rows]
+    within = ", ".join(f"{sum(e <= w for e in errors)} within ±{w:.0%}" for w in WITHIN)
+    worst = max(rows, key=lambda r: abs(r.ratio - 1))
+    return (
+        f"{name}: {len(rows)} cases, {within}; median |error| {statistics.median(errors):.0%}, "
+        f"median ratio {statistics.median(r.ratio for r in rows):.2f}, worst {worst.ratio:.2f} "
+        f"({worst.problem}/{worst.size} {worst.mode})"
+    )
 
 
 def main() -> None:
@@ -121,13 +151,16 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=3, help="measurements of a disturbed row")
     parser.add_argument("--calibration", help="use this calibration file instead of calibrating")
     parser.add_argument("--json", dest="json_path", help="also write the rows to this file")
+    parser.add_argument(
+        "--idle-wait", type=float, default=300.0, help="longest wait for idle CPUs, in seconds"
+    )
     args = parser.parse_args()
     if args.calibration:
         os.environ[CALIBRATION_ENV] = args.calibration
     else:
         os.environ[CALIBRATION_ENV] = os.path.join(tempfile.mkdtemp(prefix="flowrate-"), "calibration.json")
         for _ in range(args.retries + 2):
-            wait_until_idle()
+            wait_until_idle(args.idle_wait)
             started = time.perf_counter()
             calibration = calibrate(torch.device("cpu"))
             print(
@@ -138,23 +171,20 @@ def main() -> None:
         save_calibration(calibration)
     device = local_device(torch.device("cpu"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {device.name}: {device.basis}")
-    print(f"{'problem':26} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6}")
+    print(f"{'problem':40} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6}")
     rows = []
-    for name, size, options, batch in CASES:
-        for mode in ("train", "infer"):
-            r = row(name, size, options, batch, mode, args)
-            rows.append(r)
-            label = f"{name}/{size}" + "".join(f" {k}={v}" for k, v in options.items())
-            mark = "  (disturbed)" if r.disturbed >= DISTURBED else ""
-            figures = f"{r.batch_size:>5} {r.predicted:>11.4g} {r.measured:>11.4g} {r.ratio:>6.2f}"
-            print(f"{label:26} {mode:6} {figures}{mark}", flush=True)
-    errors = [abs(r.ratio - 1) for r in rows]
-    within = sum(e <= WITHIN for e in errors)
-    worst = max(rows, key=lambda r: abs(r.ratio - 1)).ratio
-    print(
-        f"{within} of {len(rows)} within ±{WITHIN:.0%}; median |error| {statistics.median(errors):.0%}, "
-        f"median ratio {statistics.median(r.ratio for r in rows):.2f}, worst {worst:.2f}"
-    )
+    cases = [(case, False) for case in CASES] + [(case, True) for case in HELD_OUT]
+    for (case, held_out), mode in ((c, m) for c in cases for m in ("train", "infer")):
+        r = row(case, held_out, mode, args)
+        rows.append(r)
+        name, size, options, _ = case
+        label = f"{name}/{size}" + "".join(f" {k}={v}" for k, v in options.items())
+        label += " [held out]" if held_out else ""
+        mark = "  (disturbed)" if r.disturbed >= DISTURBED else ""
+        figures = f"{r.batch_size:>5} {r.predicted:>11.4g} {r.measured:>11.4g} {r.ratio:>6.2f}"
+        print(f"{label:40} {mode:6} {figures}{mark}", flush=True)
+    for held_out in (False, True):
+        print(summary([r for r in rows if r.held_out == held_out], "held-out" if held_out else "original"))
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as out:
             json.dump([asdict(r) for r in rows], out, indent=2)

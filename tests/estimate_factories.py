@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import flowrate
-from flowrate.estimate.calibration import Calibration
+from flowrate.estimate.calibration import Calibration, machine_fingerprint
 from flowrate.estimate.devices import DeviceModel
 from flowrate.measure.env import device_name
 
@@ -51,6 +51,7 @@ def cpu_calibration(flops: float = 50e9, bandwidth: float = 20e9, overhead: floa
         torch_version=torch.__version__,
         measured_at="2026-11-21T00:00:00+00:00",
         memory_capacity=24e9,
+        fingerprint=machine_fingerprint(torch.device("cpu")),
     )
 
 

@@ -181,7 +181,7 @@ def test_every_run_records_its_estimate_and_check_compares_them(run_cli, calibra
     first = run_cli("run", *DEBUG, *RUN, "--json", "-t", "est")
     assert first.code == 0, first.stderr
     estimate = first.json()["estimate"]
-    assert estimate["samples_per_sec"] > 0 and estimate["cost_model"] == "roofline-1"
+    assert estimate["samples_per_sec"] > 0 and estimate["cost_model"] == "roofline-2"
     assert estimate["reason"] is None
     assert estimate["samples_per_sec"] == pytest.approx(first.json()["batch_size"] / estimate["step_s"])
     second = run_cli("run", "-p", "fc_mnist", "--size", "debug", *RUN, "-t", "est")

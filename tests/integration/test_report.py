@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from estimate_factories import cpu_calibration
 from factories import make_result
 from flowrate.analysis.report import render_report
 from flowrate.analysis.report_plots import MAX_RATE_PLOTS
+from flowrate.estimate.calibration import save_calibration
 from flowrate.results.schema import Result
 from flowrate.results.store import Store, StoredRun
 
@@ -95,9 +97,15 @@ def test_the_report_escapes_records_and_shows_every_section(tmp_path: Path, run_
     assert_escaped(page)
     assert_self_contained(page)
     assert "<title>nightly &lt;b&gt;&amp;&lt;/b&gt;</title>" in page
-    for section in ("runs", "pareto", "throughput", "energy", "rates", "environment", "warnings"):
+    for section in ("runs", "pareto", "oracle", "throughput", "energy", "rates", "environment", "warnings"):
         assert f'<section id="{section}">' in page
-    assert page.count('<img class="plot" src="data:image/png;base64,') == 3 + len(runs)
+    assert page.count('<img class="plot" src="data:image/png;base64,') == 4 + len(runs)
+    oracle = page.split('<table id="oracle">')[1].split("</table>")[0]
+    assert "<th>tied within noise</th>" in oracle
+    assert oracle.count("</th>") == oracle.split("</tr>")[1].count("</td>")  # a header per column
+    best = oracle.split("<tr>")[2:]
+    assert [row.split("<td>")[2].split("</td>")[0] for row in best] == ["bf16", "fp32"]  # one best each
+    assert all("batch_size=64" in row and "within one run" in row for row in best)
     for result in runs:
         assert f'<code id="run-{result.run_id}">{result.run_id}</code>' in page
     assert "Environment 1 (6 runs)" in page and "Environment 2" not in page
@@ -189,6 +197,7 @@ def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # typ
     executable = chromium_or_skip()
     from playwright.sync_api import Request, Route, sync_playwright
 
+    save_calibration(cpu_calibration())  # the real runs record the cost model's prediction
     record_real_runs(run_cli)
     store_crafted(crafted())
     with Store() as store:
@@ -227,24 +236,41 @@ def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # typ
                 "#runs tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
             )
             front = page.eval_on_selector_all("#pareto tbody tr", "rows => rows.length")
+            oracle = page.eval_on_selector_all(
+                "#oracle tbody tr", "rows => rows.map(r => r.cells[1].innerText.trim())"
+            )
             env_rows = page.eval_on_selector_all("[id^=env-] tr", "rows => rows.length")
             injected = page.evaluate(
                 "document.querySelectorAll('script, img[src=x], svg[onload], [onerror], [onload]').length"
             )
             headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.innerText)")
+            drift = page.eval_on_selector_all(
+                "#estimate tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
+            )
+            drift_plots = page.eval_on_selector_all("#estimate img", "imgs => imgs.map(i => i.naturalWidth)")
             shot = tmp_path / "report.png"
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
 
-    # plots: Pareto, throughput, samples/J, and Rate/GlobalRate for each run; all decoded
-    assert len(images) == 3 + len(runs)
+    # plots: Pareto, the oracle view, throughput, samples/J, Rate/GlobalRate for each run, and the
+    # predicted ÷ measured figure of the one machine whose runs recorded a prediction; all decoded
+    assert len(images) == 5 + len(runs)
+    assert drift_plots == [1200]
+    # the estimate table: every run, the two real ones with a recorded ratio, oldest first
+    assert len(drift) == len(runs)
+    predicted = [row for row in drift if row[5] != "—"]
+    assert len(predicted) == 2
+    assert all(float(row[5]) > 0 and row[6].startswith("recorded") for row in predicted)
+    assert "Estimate against measurement" in headings
     assert all(complete and width == 1200 and height == 750 for complete, width, height in images), images
     # the runs table: one row per run, newest first, no empty cell
     assert [row[0] for row in rows] == [r.run_id for r in runs]
     assert all(len(row) == 14 and all(row) for row in rows), rows
     assert front >= 1 and env_rows >= 8
+    assert oracle == ["bf16", "fp32"]  # the best configuration per precision
     assert "Measurement warnings" in headings and "Pareto frontier" in headings
+    assert "Best configuration per option" in headings
     # nothing fetched, nothing run, nothing injected
     assert fetched == []
     assert console_errors == [] and page_errors == []

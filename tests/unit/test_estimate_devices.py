@@ -11,6 +11,7 @@ import torch
 from estimate_factories import cpu_calibration
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.estimate import calibration as cal
+from flowrate.estimate import overheads
 from flowrate.estimate.devices import (
     DEFAULT_EFFICIENCY,
     EstimateUnavailable,
@@ -105,6 +106,8 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cal, "THIN", (1, 16))
     monkeypatch.setattr(cal, "ELEMENTWISE_SIZE", 1 << 16)
     monkeypatch.setattr(cal, "OPTIMIZER_PARAMETERS", 1 << 12)
+    monkeypatch.setattr(overheads, "OPTIMIZER_GRID", ((1, 64), (8, 64), (4, 1 << 12)))
+    monkeypatch.setattr(overheads, "BLOCKS", (1, 3))
     measured = cal.calibrate(torch.device("cpu"), seconds_per_point=0.003)
     for op_class in (
         "matmul",
@@ -125,3 +128,10 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
     assert set(measured.launch_overhead_s) == {"train", "infer"}
     assert all(0 < s < math.inf for s in measured.launch_overhead_s.values())
     assert measured.threads == torch.get_num_threads() and measured.device_type == "cpu"
+    # the overhead terms: each measured (a quiet machine could show a zero residual, never less)
+    terms = measured.overheads
+    assert terms is not None and set(terms.dispatch_s) == set(overheads.DISPATCH_CLASSES)
+    assert all(0 < s < math.inf for s in terms.dispatch_s.values())  # magnitudes: on a GPU
+    assert terms.autograd_node_s >= 0 and terms.module_s >= 0 and set(terms.step_s) == {"train", "infer"}
+    assert set(terms.optimizer) == {"adamw", "sgd"}
+    assert measured.fingerprint == cal.machine_fingerprint(torch.device("cpu"))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate._version import __version__
-from flowrate.analysis import plots_history, plots_serving, report_plots
+from flowrate.analysis import plots_estimate, plots_history, plots_serving, report_oracle, report_plots
 from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
@@ -229,10 +229,12 @@ details summary { cursor: pointer; color: var(--muted); font-size: 0.9em; }
 _SECTIONS = [
     ("runs", "Runs"),
     ("pareto", "Pareto frontier"),
+    ("oracle", "Best configuration per option"),
     ("throughput", "Throughput against batch size"),
     ("energy", "Energy"),
     ("rates", "Rate and GlobalRate over time"),
     ("history", "History and steps"),
+    ("estimate", "Estimate against measurement"),
     ("serving", "Serving"),
     ("environment", "Environment"),
     ("warnings", "Measurement warnings"),
@@ -247,10 +249,12 @@ def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate 
     body = {
         "runs": _runs_table(stored),
         "pareto": report_plots.pareto(stored),
+        "oracle": report_oracle.section(stored),
         "throughput": report_plots.throughput(stored),
         "energy": report_plots.energy(stored),
         "rates": report_plots.rates(stored),
         "history": plots_history.section([r.result for r in stored]),
+        "estimate": plots_estimate.section(stored),
         "serving": plots_serving.section([r.result for r in stored]),
         "environment": _environments(stored),
         "warnings": _warnings(stored),

@@ -132,8 +132,9 @@ def _check(
 ) -> None:
     import json
 
+    from flowrate.analysis.estimate_drift import drift, recompute_with_calibration
     from flowrate.cli import console
-    from flowrate.cli.estimate_text import CHECK_HEADER, check_rows
+    from flowrate.cli.estimate_text import CHECK_HEADER, DRIFT_HEADER, check_rows, drift_json, drift_tables
     from flowrate.cli.select import select_runs
     from flowrate.results.store import RunFilter
 
@@ -156,14 +157,22 @@ def _check(
     )
     runs = select_runs(selection["store"], refs, where)
     rows, summary = check_rows(runs)
+    groups = drift(runs, recompute_with_calibration())
     if as_json:
         console.data(
             json.dumps(
-                {"runs": [dict(zip(CHECK_HEADER, row, strict=True)) for row in rows], "summary": summary},
+                {
+                    "runs": [dict(zip(CHECK_HEADER, row, strict=True)) for row in rows],
+                    "summary": summary,
+                    "machines": drift_json(groups),
+                },
                 indent=2,
             )
         )
         return
     console.grid("predicted against measured samples/s", CHECK_HEADER, rows, right_aligned=(4, 6, 7, 8))
     for line in summary:
+        console.detail(line)
+    for title, drift_rows, line in drift_tables(groups):
+        console.grid(title, DRIFT_HEADER, drift_rows, right_aligned=(3, 4, 5))
         console.detail(line)

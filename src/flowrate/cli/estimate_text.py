@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
+    from flowrate.analysis.estimate_drift import MachineDrift
     from flowrate.estimate.report import CompileReport
     from flowrate.results.store import StoredRun
 
@@ -130,11 +131,8 @@ def _estimate_lines(report: CompileReport) -> list[str]:
     phases = ", ".join(f"{name} {seconds / step:.0%}" for name, seconds in e.phase_s.items() if seconds)
     lines = [
         _row("estimate", f"{rate(e.samples_per_sec)} samples/s{tokens} (step {short_duration(step)})"),
-        _row(
-            "",
-            f"time: compute-bound {e.compute_bound_s / step:.0%}, memory-bound "
-            f"{e.memory_bound_s / step:.0%}, launch overhead {e.overhead_s / step:.0%}; {phases}",
-        ),
+        _row("", "time: " + ", ".join(f"{name} {seconds / step:.0%}" for name, seconds in e.terms.items())),
+        _row("", f"phases: {phases}"),
     ]
     s = report.streaming
     if s is None:
@@ -169,7 +167,7 @@ def _block_lines(report: CompileReport) -> list[str]:
     total = sum(row.seconds or 0.0 for row in report.block_rows)
     columns = ("parameters", "fwd FLOP", "bwd FLOP", "bytes", "activ.")
     header = f"{'#':>3}  {'block':<14}" + "".join(f"{c:>11}" for c in columns)
-    header += f"{'time':>8}" if total else ""
+    header += f"{'time':>8}  bound by" if total else ""
     lines = [_row("per block", header)]
     for row in report.block_rows:
         text = (
@@ -177,7 +175,7 @@ def _block_lines(report: CompileReport) -> list[str]:
             f"{si(row.backward_flops):>11}{si(row.bytes, 'B'):>11}{gib(row.activation_bytes):>11}"
         )
         if total:
-            text += f"{(row.seconds or 0.0) / total:>8.0%}"
+            text += f"{(row.seconds or 0.0) / total:>8.0%}  {row.dominant or ''}"
         lines.append(_row("", text))
     return lines
 
@@ -227,3 +225,50 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
     for reason, n in missing.items():
         summary.append(f"{n} run(s) without an estimate: {reason}")
     return rows, summary
+
+
+DRIFT_HEADER = ("recorded", "run", "configuration", "predicted", "measured", "ratio", "prediction")
+
+
+def drift_tables(groups: list[MachineDrift]) -> list[tuple[str, list[list[str]], str]]:
+    """Per machine, oldest run first: (title, rows, summary line) of predicted ÷ measured."""
+    from flowrate.analysis.html import when
+
+    tables = []
+    for group in groups:
+        rows = [
+            [
+                when(p.created_at, zone=False) if p.created_at else "?",
+                p.run_id[:8],
+                p.configuration,
+                rate(p.predicted),
+                rate(p.measured),
+                f"{p.ratio:.2f}" if p.ratio is not None else "—",
+                p.source + (f" [{p.cost_model}]" if p.cost_model and p.ratio is not None else ""),
+            ]
+            for p in group.points
+        ]
+        tables.append((f"predicted ÷ measured over time on {group.label}", rows, group.summary()))
+    return tables
+
+
+def drift_json(groups: list[MachineDrift]) -> list[dict[str, Any]]:
+    return [
+        {
+            "machine": g.machine,
+            "runs": [
+                {
+                    "run": p.run_id,
+                    "recorded": p.created_at,
+                    "configuration": p.configuration,
+                    "predicted": p.predicted,
+                    "measured": p.measured,
+                    "ratio": p.ratio,
+                    "prediction": p.source,
+                    "cost_model": p.cost_model,
+                }
+                for p in g.points
+            ],
+        }
+        for g in groups
+    ]

@@ -15,7 +15,11 @@ problems over a ladder of sizes, because small operations reach a small share of
 - **parameters/s** of the fused AdamW and SGD updates;
 - the **launch overhead**: the time per kernel of a step of a tiny model (LayerNorm, Linear,
   GELU and a residual add, 16 wide, batch 1), whose arithmetic is nothing, run the way a model
-  runs (modules, autograd, the optimizer), once training and once for inference.
+  runs (modules, autograd, the optimizer), once training and once for inference; it prices a
+  device whose calibration has no overhead terms;
+- the **overhead terms** (flowrate.estimate.overheads): dispatch per op class, autograd per
+  node, per module call, the optimizer's per-step, per-tensor and per-byte cost, and the fixed
+  cost of a training step, each from its own micro-measurement.
 
 A point's rate leaves out the bare cost of one call (the time of a 1 x 1 GEMM), which the cost
 model adds back per kernel as the launch overhead. The ops are timed directly rather than through
@@ -25,7 +29,10 @@ takes the fastest of three rounds: other processes on the machine can only slow 
 Results are kept per device name (as ``flowrate.measure.env.device_name`` gives it) in a JSON file:
 ``$FLOWRATE_CALIBRATION``, else ``$XDG_CACHE_HOME/flowrate/calibration.json``, else
 ``~/.cache/flowrate/calibration.json``. A CPU's rates depend on its thread count, which is kept
-with them.
+with them, with the machine's fingerprint (host, device, CPU model, threads: the fields that
+flowrate.results.noise groups runs of one machine by) and the torch version. This machine's
+device uses its entry only when the fingerprint matches (else a warning says so and the entry is
+left unused); an entry from an older torch is used with a warning that suggests recalibrating.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +50,7 @@ import torch
 
 from flowrate.config import Precision
 from flowrate.errors import FlowrateError
+from flowrate.estimate.overheads import Overheads, measure_overheads
 from flowrate.estimate.probes import (
     OtherProcesses,
     Points,
@@ -62,11 +71,12 @@ from flowrate.estimate.probes import (
 from flowrate.execution.precision import check_supported, matmul_settings
 from flowrate.io import write_atomic
 from flowrate.measure.device import local_capacity, synchronizer
-from flowrate.measure.env import device_name
+from flowrate.measure.env import collect_environment, device_name
+from flowrate.results.schema import environment_fingerprint
 
 CALIBRATION_ENV = "FLOWRATE_CALIBRATION"
-# History of the file format: 1, the first.
-CALIBRATION_VERSION = 1
+# History of the file format: 1, the first; 2, the overhead terms and the machine's fingerprint.
+CALIBRATION_VERSION = 2
 
 # The ladders, per device type: square GEMM sides; conv2d channels (3x3, batch and image side
 # fixed); attention sequence lengths (8 heads of 64); copy sizes in bytes.
@@ -115,9 +125,14 @@ class Calibration:
     # CPU time other processes used while it measured, as a share of one CPU: above ~0.1 the
     # rates are likely low (other work slowed the measurement down)
     disturbed: float = 0.0
+    overheads: Overheads | None = None  # the framework's terms (flowrate.estimate.overheads)
+    # the machine it was measured on (machine_fingerprint); empty: unknown
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["overheads"] = self.overheads.to_dict() if self.overheads is not None else None
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
@@ -138,7 +153,59 @@ class Calibration:
             measured_at=str(data["measured_at"]),
             memory_capacity=data.get("memory_capacity"),
             disturbed=float(data.get("disturbed", 0.0)),
+            overheads=Overheads.from_dict(data["overheads"]) if data.get("overheads") else None,
+            fingerprint=dict(data.get("fingerprint") or {}),
         )
+
+
+class CalibrationWarning(UserWarning):
+    """A calibration that does not fit this machine or this torch; the message says what to do."""
+
+
+def machine_fingerprint(device: torch.device) -> dict[str, Any]:
+    """What identifies the machine, as flowrate.results.noise.machine() reads it from a result."""
+    environment = collect_environment(device, argv=[])
+    fingerprint = environment_fingerprint(environment)
+    return {
+        "hostname": environment.get("hostname"),
+        "device_name": fingerprint["device_name"],
+        "cpu_model": fingerprint["cpu_model"],
+        "num_threads": fingerprint["num_threads"],
+    }
+
+
+def local_calibration(device: torch.device, path: str | os.PathLike[str] | None = None) -> Calibration | None:
+    """This machine's calibration of ``device``, or None. One measured on another machine (its
+    fingerprint differs) is warned about and not used; one from another torch is used with a
+    warning that suggests recalibrating."""
+    calibration = load_calibrations(path).get(device_name(device))
+    if calibration is None:
+        return None
+    again = "run `flowrate estimate --calibrate` here"
+    here = machine_fingerprint(device)
+    differ = [
+        f"{key} {calibration.fingerprint.get(key)!r}, here {value!r}"
+        for key, value in here.items()
+        if calibration.fingerprint.get(key) != value
+    ]
+    if differ:
+        warnings.warn(
+            CalibrationWarning(
+                f"the calibration of {calibration.device} was measured on another machine "
+                f"({'; '.join(differ)}): not used; {again}"
+            ),
+            stacklevel=2,
+        )
+        return None
+    if calibration.torch_version != torch.__version__:
+        warnings.warn(
+            CalibrationWarning(
+                f"the calibration of {calibration.device} was measured under torch "
+                f"{calibration.torch_version}, this is {torch.__version__}: its rates may be stale; {again}"
+            ),
+            stacklevel=2,
+        )
+    return calibration
 
 
 def calibration_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -209,6 +276,12 @@ def calibrate(
     note(
         f"per-kernel overhead: train {overhead['train'] * 1e6:.3g} µs, infer {overhead['infer'] * 1e6:.3g} µs"
     )
+    overheads = measure_overheads(device, timer)
+    dispatch = ", ".join(f"{name} {s * 1e6:.3g}" for name, s in overheads.dispatch_s.items())
+    note(
+        f"dispatch µs per op: {dispatch}; autograd {overheads.autograd_node_s * 1e6:.3g} µs per node, "
+        f"{overheads.module_s * 1e6:.3g} µs per module call"
+    )
     return Calibration(
         device=device_name(device),
         device_type=kind,
@@ -223,6 +296,8 @@ def calibrate(
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         memory_capacity=local_capacity(device),
         disturbed=others.share(),
+        overheads=overheads,
+        fingerprint=machine_fingerprint(device),
     )
 
 

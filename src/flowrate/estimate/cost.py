@@ -15,8 +15,17 @@ the sum; samples/s = batch size / step time. Which rate prices an op's work:
   of their elements over the measured elements/s and their bytes over the bandwidth;
 - the fused optimizer: parameters over the measured update rate (its traffic included);
 - everything else: bytes over the bandwidth measured for copies of that size (in cache when small);
-- the launch overhead per kernel is measured per mode (training, inference) on a tiny model, so it
-  holds the framework's per-op work (module calls, autograd) as well as the launch itself.
+- the framework's time, where the device's calibration has overhead terms
+  (flowrate.estimate.overheads): each op (views and metadata included) pays the dispatch of its
+  class; training adds autograd's cost per node (each forward op on a tensor that requires
+  grad, and each trained parameter tensor's AccumulateGrad) and the step's fixed cost; every
+  nn.Module call costs its own; and the optimizer's step replaces its ops' roofline with
+  a + b·k + c·bytes over its k tensors and their bytes;
+- without overhead terms (a datasheet GPU, a hand-made model), one launch overhead per kernel
+  by mode, which then holds the framework's work as well as the launch itself.
+
+The step's time is the sum of its terms (StepEstimate.terms): compute and memory (each op's
+larger roofline time), dispatch (or launch), autograd, modules, optimizer and step.
 
 A device known only from its datasheet (no calibration) has one rate per precision and one
 bandwidth, each at DEFAULT_EFFICIENCY of the peak, and no elementwise or optimizer rates.
@@ -39,6 +48,7 @@ from dataclasses import dataclass, field
 from flowrate.config import Mode
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
 from flowrate.estimate.ops import BACKWARD, FORWARD, OPTIMIZER, Op
+from flowrate.estimate.overheads import Overheads
 from flowrate.estimate.trace import StepTrace
 
 # Parameters per second a host optimizer updates: DeepSpeed's CPU Adam, 11.6 B parameters in
@@ -62,10 +72,14 @@ class OpCost:
 
 
 def op_cost(op: Op, device: DeviceModel, mode: str = "train") -> OpCost:
-    """The roofline time of one op on ``device`` in a step of ``mode`` (train or infer)."""
+    """The roofline time of one op on ``device`` in a step of ``mode`` (train or infer), with its
+    dispatch (a device with overhead terms) or launch overhead (one without)."""
+    overheads = device.overheads
+    if overheads is not None and op.phase == OPTIMIZER:
+        return OpCost(0.0, 0.0, 0.0)  # the optimizer's term prices its whole step
     if not op.kernel:
-        return OpCost(0.0, 0.0, 0.0)
-    overhead = device.launch_overhead_s[mode]
+        return OpCost(0.0, 0.0, overheads.dispatch(op.dispatch) if overheads is not None else 0.0)
+    overhead = device.launch_overhead_s[mode] if overheads is None else overheads.dispatch(op.dispatch)
     optimizer = _OPTIMIZERS.get(op.key, "")
     if op.kind == "optimizer" and optimizer in device.optimizer:
         # the measured update rate already includes its memory traffic
@@ -77,6 +91,34 @@ def op_cost(op: Op, device: DeviceModel, mode: str = "train") -> OpCost:
         compute = op.elements / device.elementwise[op.key]
     memory = op.bytes / device.bandwidth_rate(op.bytes) if op.bytes else 0.0
     return OpCost(compute, memory, overhead)
+
+
+TERMS = ("compute", "memory", "dispatch", "autograd", "modules", "optimizer", "step")
+
+
+def framework_terms(trace: StepTrace, overheads: Overheads) -> dict[int | None, dict[str, float]]:
+    """Autograd's nodes and the module calls, by block (None: outside every block), and the
+    optimizer's and the step's fixed time outside every block."""
+    train = trace.mode is Mode.TRAIN
+    nodes: dict[int | None, int] = dict(trace.trained_tensors) if train else {}
+    for op in trace.ops:
+        if op.node:
+            nodes[op.block] = nodes.get(op.block, 0) + 1
+    blocks = set(nodes) | set(trace.module_calls) | {None}
+    terms = {
+        block: {
+            "autograd": nodes.get(block, 0) * overheads.autograd_node_s,
+            "modules": trace.module_calls.get(block, 0) * overheads.module_s,
+        }
+        for block in blocks
+    }
+    if train:
+        cost = overheads.optimizer.get(trace.optimizer.value)
+        tensors = sum(trace.trained_tensors.values())
+        weights = trace.parameters * trace.weight_element_size
+        terms[None]["optimizer"] = cost.seconds(tensors, weights) if cost is not None else 0.0
+    terms[None]["step"] = overheads.step_s.get(trace.mode.value, 0.0)
+    return terms
 
 
 @dataclass(frozen=True)
@@ -92,32 +134,46 @@ class StepEstimate:
     kernels: int
     compute_bound_s: float  # time in ops whose FLOPs outlast their bytes
     memory_bound_s: float  # time in ops whose bytes outlast their FLOPs
-    overhead_s: float  # launch overhead of every kernel
+    overhead_s: float  # every term but compute and memory: the framework's time
     phase_s: dict[str, float]  # forward, backward, optimizer
     block_s: list[float] | None  # forward + backward per block (None: no blocks)
+    # seconds per term (TERMS; dispatch is "launch" without overhead terms), summing to step_s
+    terms: dict[str, float] = field(default_factory=dict)
+    block_terms: list[dict[str, float]] | None = None  # the terms of each block
 
 
 def estimate_step(
     trace: StepTrace, device: DeviceModel, tokens_per_sample: int | None = None
 ) -> StepEstimate:
-    """Time one step of ``trace`` on ``device`` with the roofline of each op."""
+    """Time one step of ``trace`` on ``device``: each op's roofline and dispatch, and the
+    framework's terms (see the module's docstring)."""
     mode = trace.mode.value
-    costs = [(op, op_cost(op, device, mode)) for op in trace.ops]
-    compute = sum(c.compute_s for _, c in costs if c.compute_s >= c.memory_s and c.compute_s > 0)
-    memory = sum(c.memory_s for _, c in costs if c.memory_s > c.compute_s)
-    overhead = sum(c.overhead_s for _, c in costs)
-    step = sum(c.seconds for _, c in costs)
+    launch = "dispatch" if device.overheads is not None else "launch"
+    extra = framework_terms(trace, device.overheads) if device.overheads is not None else {}
+    by_block: dict[int | None, dict[str, float]] = {}
+    phases = {phase: 0.0 for phase in (FORWARD, BACKWARD, OPTIMIZER)}
+    for op in trace.ops:
+        cost = op_cost(op, device, mode)
+        terms = by_block.setdefault(op.block, {})
+        bound = "compute" if cost.compute_s >= cost.memory_s and cost.compute_s > 0 else "memory"
+        terms[bound] = terms.get(bound, 0.0) + max(cost.compute_s, cost.memory_s)
+        terms[launch] = terms.get(launch, 0.0) + cost.overhead_s
+        phases[op.phase] += cost.seconds
+    for block, terms in extra.items():
+        for name, seconds in terms.items():
+            by_block.setdefault(block, {})[name] = by_block.get(block, {}).get(name, 0.0) + seconds
+        phases[FORWARD] += terms.get("modules", 0.0)
+        phases[BACKWARD if trace.mode is Mode.TRAIN else FORWARD] += terms.get("step", 0.0)
+        phases[BACKWARD] += terms.get("autograd", 0.0)
+        phases[OPTIMIZER] += terms.get("optimizer", 0.0)
+    totals = {name: sum(t.get(name, 0.0) for t in by_block.values()) for name in (*TERMS, "launch")}
+    totals = {name: seconds for name, seconds in totals.items() if seconds > 0}
+    step = sum(totals.values())
     if step <= 0:
         raise EstimateUnavailable("the step runs no kernels: nothing to estimate")
-    phases = {phase: 0.0 for phase in (FORWARD, BACKWARD, OPTIMIZER)}
-    for op, cost in costs:
-        phases[op.phase] += cost.seconds
-    block_s = None
+    block_terms = None
     if trace.blocks is not None:
-        block_s = [0.0] * len(trace.blocks)
-        for op, cost in costs:
-            if op.block is not None and op.phase != OPTIMIZER:
-                block_s[op.block] += cost.seconds
+        block_terms = [by_block.get(i, {}) for i in range(len(trace.blocks))]
     samples = trace.batch_size / step
     return StepEstimate(
         device=device.name,
@@ -127,11 +183,13 @@ def estimate_step(
         samples_per_sec=samples,
         tokens_per_sec=samples * tokens_per_sample if tokens_per_sample else None,
         kernels=trace.kernels(),
-        compute_bound_s=compute,
-        memory_bound_s=memory,
-        overhead_s=overhead,
+        compute_bound_s=totals.get("compute", 0.0),
+        memory_bound_s=totals.get("memory", 0.0),
+        overhead_s=step - totals.get("compute", 0.0) - totals.get("memory", 0.0),
         phase_s=phases,
-        block_s=block_s,
+        block_s=[sum(t.values()) for t in block_terms] if block_terms is not None else None,
+        terms=totals,
+        block_terms=block_terms,
     )
 
 
@@ -227,4 +285,11 @@ def _block_seconds(
             forward[op.block] += seconds
         else:
             backward[op.block] += seconds
+    extra = framework_terms(trace, device.overheads) if device.overheads is not None else {}
+    for block, terms in extra.items():
+        if block is None:
+            outside += terms["autograd"] + terms["modules"] + terms.get("step", 0.0)
+        else:
+            forward[block] += terms["modules"]
+            backward[block] += terms["autograd"]
     return forward, backward, outside

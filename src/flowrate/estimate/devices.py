@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 import torch
 
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.estimate.calibration import Calibration, load_calibrations
+from flowrate.estimate.calibration import Calibration, load_calibrations, local_calibration
+from flowrate.estimate.overheads import Overheads
 from flowrate.measure.device import local_capacity
 from flowrate.measure.peaks import PRECISION_KEYS, DevicePeak, find_device, known_devices
 
@@ -60,6 +61,7 @@ class DeviceModel:
     source: str | None = None  # the datasheet, when the peak table has the device
     elementwise: Mapping[str, float] = field(default_factory=dict)  # op key -> elements/s
     optimizer: Mapping[str, float] = field(default_factory=dict)  # fused update -> parameters/s
+    overheads: Overheads | None = None  # the framework's terms (calibrated devices only)
 
     def flop_rate(self, key: str, flops: float, op_class: str = "matmul", thin: int = 0) -> float:
         """Achieved FLOP/s of an op of ``flops`` FLOPs at precision ``key``: the class's rate at that
@@ -158,13 +160,18 @@ def _calibrated(
         memory_capacity=_first(capacity, peak.memory_capacity if peak else None, calibration.memory_capacity),
         basis=(
             f"{where} on {calibration.device} ({calibration.threads} threads, "
-            f"{calibration.measured_at[:10]}), {overhead.get('train', 0) * 1e6:.3g} µs per kernel training, "
-            f"{overhead.get('infer', 0) * 1e6:.3g} "
-            "inferring"
+            f"{calibration.measured_at[:10]}), "
+            + (
+                calibration.overheads.describe()
+                if calibration.overheads is not None
+                else f"{overhead.get('train', 0) * 1e6:.3g} µs per kernel training, "
+                f"{overhead.get('infer', 0) * 1e6:.3g} inferring"
+            )
         ),
         source=peak.source if peak is not None else None,
         elementwise=dict(calibration.elementwise),
         optimizer=dict(calibration.optimizer),
+        overheads=calibration.overheads,
     )
 
 
@@ -177,7 +184,7 @@ def local_device(device: torch.device) -> DeviceModel:
     from flowrate.measure.env import device_name
 
     name = device_name(device)
-    return device_model(name, find_device(name), load_calibrations().get(name), local_capacity(device))
+    return device_model(name, find_device(name), local_calibration(device), local_capacity(device))
 
 
 def target_device(text: str) -> DeviceModel:

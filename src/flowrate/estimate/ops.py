@@ -61,6 +61,15 @@ class Op:
     # the smallest dimension of a matmul (m, n, k), a convolution's output pixels (batch x
     # H_out x W_out); 0 for other ops
     thin: int = 0
+    # the class whose dispatch cost it pays (flowrate.estimate.overheads.DISPATCH_CLASSES, or
+    # optimizer); "" for what never reaches the dispatcher in a real run (fake tensors' device
+    # queries, the profiler's markers)
+    dispatch: str = ""
+    # whether it makes an autograd node: a forward op, with grad enabled, on a tensor that
+    # requires grad
+    node: bool = False
+    # tensors it updates (the fused optimizer); 0 for other ops
+    tensors: int = 0
 
 
 def is_kernel(func: Any) -> bool:
@@ -90,6 +99,38 @@ def _argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: st
 
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_int_mm"}
+# Kernels that copy or gather data (dispatched like a copy), and kernels that make a tensor from
+# nothing (dispatched like an elementwise op); other kernels without the pointwise tag are
+# reductions, normalisations, softmaxes, losses and pooling.
+_COPY = {
+    "clone",
+    "_to_copy",
+    "copy_",
+    "cat",
+    "stack",
+    "index_select",
+    "embedding",
+    "embedding_dense_backward",
+    "constant_pad_nd",
+    "repeat",
+    "index",
+    "gather",
+}
+_FACTORIES = {
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "arange",
+    "zeros",
+    "ones",
+    "full",
+    "scalar_tensor",
+    "fill_",
+    "zero_",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+}
 _CONV = {"convolution", "_convolution", "convolution_backward", "cudnn_convolution", "mkldnn_convolution"}
 
 
@@ -114,6 +155,20 @@ def _classify(
     if name.startswith("gelu") and _argument(func, args, kwargs, "approximate") == "tanh":
         name += "[tanh]"
     return "elementwise", name, elements
+
+
+def dispatch_class(func: Any, kind: str) -> str:
+    """The class whose dispatch cost a kernel pays (see Op.dispatch)."""
+    if kind.startswith(("matmul", "conv", "attention")):
+        return "matmul"
+    if kind == "optimizer":
+        return "optimizer"
+    name = func.overloadpacket.__name__
+    if name in _COPY:
+        return "copy"
+    if torch.Tag.pointwise in func.tags or name in _FACTORIES:
+        return "elementwise"
+    return "reduction"
 
 
 def _thinnest(kind: str, name: str, args: tuple[Any, ...], outputs: list[torch.Tensor]) -> int:
@@ -169,6 +224,7 @@ class OpRecorder(TorchDispatchMode):
         self.ops: list[Op] = []
         self.saved_by_block: dict[int | None, int] = {}
         self.working_bytes = 0
+        self.module_calls: dict[int | None, int] = {}
         self._saved: set[StorageWeakRef] = set()
 
     @contextlib.contextmanager
@@ -180,6 +236,12 @@ class OpRecorder(TorchDispatchMode):
     def _block(self) -> int | None:
         found = [self.block_of[name] for name in self.tracker.parents if name in self.block_of]
         return max(found) if found else None
+
+    def module_called(self, module: Any, args: Any) -> None:
+        """A global forward pre-hook: count the module call in the block running it."""
+        if self.phase != OPTIMIZER:
+            block = self._block()
+            self.module_calls[block] = self.module_calls.get(block, 0) + 1
 
     def pack(self, tensor: torch.Tensor) -> torch.Tensor:
         """saved_tensors_hooks' pack: count each saved storage once, parameters not at all."""
@@ -212,10 +274,22 @@ class OpRecorder(TorchDispatchMode):
         if phase == FORWARD and torch._C._current_graph_task_id() != -1:
             phase = BACKWARD
         kernel = is_kernel(func)
+        inputs = tensors_in((args, kwargs))
+        # factories (the seed of backward's ones) make no node whatever their input
+        node = (
+            aten
+            and phase == FORWARD
+            and torch.is_grad_enabled()
+            and packet.__name__ not in _FACTORIES
+            and any(t.requires_grad for t in inputs)
+        )
         if not kernel:
-            self.ops.append(Op(str(func), phase, self._block(), 0, 0, "fp32", False))
+            dispatch = "view" if aten else ""
+            self.ops.append(
+                Op(str(func), phase, self._block(), 0, 0, "fp32", False, dispatch=dispatch, node=node)
+            )
             return out
-        inputs, outputs = tensors_in((args, kwargs)), tensors_in(out)
+        outputs = tensors_in(out)
         if not outputs:  # an op that only mutates its arguments (the fused optimizer) writes them
             outputs = _mutated(func, args, kwargs)
         flops = _flops(func, args, kwargs, out)
@@ -233,7 +307,23 @@ class OpRecorder(TorchDispatchMode):
         precision = _FLOAT_KEYS.get(floats[0], "fp32") if floats else "fp32"
         if precision == "fp32" and self.tf32:
             precision = "tf32"
+        tensors = len(tensors_in(args[0])) if kind == "optimizer" else 0
         self.ops.append(
-            Op(str(func), phase, self._block(), flops, moved, precision, True, kind, key, elements, thin)
+            Op(
+                str(func),
+                phase,
+                self._block(),
+                flops,
+                moved,
+                precision,
+                True,
+                kind,
+                key,
+                elements,
+                thin,
+                dispatch_class(func, kind),
+                node,
+                tensors,
+            )
         )
         return out

@@ -23,7 +23,8 @@ from flowrate.estimate.trace import StepTrace, trace_step
 from flowrate.problems.base import Problem
 
 # The cost model's version, recorded with every estimate: bump it when predictions change.
-COST_MODEL = "roofline-1"
+# roofline-2: the framework's overhead terms (flowrate.estimate.overheads) beside the roofline.
+COST_MODEL = "roofline-2"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class BlockRow:
     bytes: int
     activation_bytes: int
     seconds: float | None  # estimated forward + backward time (None without an estimate)
+    # seconds per cost term (flowrate.estimate.cost.TERMS) and the largest of them
+    terms: dict[str, float] | None = None
+    dominant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ def _device(device: DeviceModel | None, capacity: float | None) -> dict[str, Any
         "best_bandwidth": max(rate for _, rate in device.bandwidth),
         "host_link_bandwidth": device.host_link_bandwidth,
         "launch_overhead_s": device.launch_overhead_s,
+        "overheads": device.overheads.to_dict() if device.overheads is not None else None,
         "memory_capacity": capacity,
         "ridge_point": {key: rate / bandwidth for key, rate in rates.items()} if bandwidth else {},
     }
@@ -186,6 +191,7 @@ def _block_rows(trace: StepTrace, estimate: StepEstimate | None) -> list[BlockRo
     rows = []
     for block in trace.blocks:
         ops = [op for op in trace.ops if op.block == block.index]
+        terms = estimate.block_terms[block.index] if estimate and estimate.block_terms else None
         rows.append(
             BlockRow(
                 index=block.index,
@@ -196,6 +202,8 @@ def _block_rows(trace: StepTrace, estimate: StepEstimate | None) -> list[BlockRo
                 bytes=sum(op.bytes for op in ops),
                 activation_bytes=block.saved_bytes,
                 seconds=estimate.block_s[block.index] if estimate and estimate.block_s else None,
+                terms=terms,
+                dominant=max(terms, key=lambda name: terms[name]) if terms else None,
             )
         )
     return rows

@@ -19,6 +19,9 @@ optimizer's update — and records (flowrate.estimate.ops):
   kernel. A tensor's bytes are its elements x element size, capped by its storage (an expanded
   bias counts once).
 - Views and metadata ops (view, transpose, detach, split, …) move no data and launch no kernel.
+- The framework's work that the overhead terms (flowrate.estimate.overheads) price: each op's
+  dispatch class, whether it makes an autograd node, the ``nn.Module`` calls per block and the
+  trained parameter tensors per block (one AccumulateGrad node each).
 
 Memory: activations are the bytes autograd saves for backward (``saved_tensors_hooks``, each
 storage once, parameters and buffers left out); the working set is the largest single op's
@@ -34,7 +37,7 @@ import functools
 import logging
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +96,10 @@ class StepTrace:
     saved_bytes: int  # activations saved for backward (0 for inference)
     working_bytes: int  # the largest single op's non-parameter inputs plus outputs
     blocks: tuple[BlockTrace, ...] | None  # None: the problem declares no blocks
+    # block index (None: outside every block) -> nn.Module calls in the forward
+    module_calls: dict[int | None, int] = field(default_factory=dict)
+    # block index -> trained parameter tensors (each an AccumulateGrad node; empty for inference)
+    trained_tensors: dict[int | None, int] = field(default_factory=dict)
 
     @property
     def optimizer_states(self) -> int:
@@ -145,8 +152,12 @@ def trace_step(
         inputs = _BlockInputs(blocks or [])
         with ModuleTracker() as tracker:
             recorder = OpRecorder(tracker, block_names, keep, precision is Precision.TF32)
-            with recorder, inputs:
-                _run_step(problem, model, batch, opt, recorder, _autocast(precision))
+            calls = nn.modules.module.register_module_forward_pre_hook(recorder.module_called)
+            try:
+                with recorder, inputs:
+                    _run_step(problem, model, batch, opt, recorder, _autocast(precision))
+            finally:
+                calls.remove()
     return StepTrace(
         mode=mode,
         precision=precision,
@@ -159,7 +170,20 @@ def trace_step(
         saved_bytes=sum(recorder.saved_by_block.values()),
         working_bytes=recorder.working_bytes,
         blocks=None if blocks is None else _block_traces(blocks, block_names, inputs, recorder),
+        module_calls=dict(recorder.module_calls),
+        trained_tensors=_trained_tensors(model, blocks or []) if mode is Mode.TRAIN else {},
     )
+
+
+def _trained_tensors(model: nn.Module, blocks: Sequence[nn.Module]) -> dict[int | None, int]:
+    """Parameter tensors that get a gradient, by the block holding them (None: outside blocks)."""
+    owner = {id(p): i for i, block in enumerate(blocks) for p in block.parameters()}
+    counts: dict[int | None, int] = {}
+    for p in model.parameters():
+        if p.requires_grad:
+            block = owner.get(id(p))
+            counts[block] = counts.get(block, 0) + 1
+    return counts
 
 
 def _build(problem: Problem, mode: Mode, precision: Precision, batch_size: int) -> tuple[nn.Module, Any]:
