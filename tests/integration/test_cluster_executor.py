@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import submitit
+from test_cli_sweep import OOM_PROBLEM  # batch 4 and up run out of memory
 
 from factories import make_result
 from flowrate.campaigns.child import OOM
@@ -31,26 +32,6 @@ from flowrate.campaigns.sweep_spec import merge_spec, parse_grid_flags
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.results.store import Store
-
-OOM_PROBLEM = """
-import torch
-
-from flowrate.problems.registry import get_problem
-
-
-def make():
-    problem = get_problem("fc_mnist", "debug")
-    make_batch = problem.make_batch
-
-    def too_big(batch_size, device, generator):
-        if batch_size >= 4:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (a test)")
-        return make_batch(batch_size, device, generator)
-
-    problem.make_batch = too_big
-    return problem
-"""
-
 
 # what sacct says of the jobs of test_the_sbatch_script_a_batch_would_submit, once resumed
 SACCT = "JobID|State|NodeList\n4242_0|RUNNING|node1\n4242_1|FAILED|node2\n"
