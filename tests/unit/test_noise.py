@@ -12,11 +12,14 @@ from flowrate.results.noise import (
     ProcessPoint,
     configuration_key,
     history_for,
+    history_in_store,
     noise_of,
     noise_table,
     process_points,
+    session_of,
 )
 from flowrate.results.schema import Result
+from flowrate.results.store import Store
 
 
 def made(
@@ -27,8 +30,10 @@ def made(
     return factories.make_result(interval_rates=rates, run_id=run_id, environment=code, batch_size=batch_size)
 
 
-def point(value: float, commit: str, within: float = 0.05, intervals: int = 25) -> ProcessPoint:
-    return ProcessPoint("r", value, within, intervals, "2026-11-20T10:00:00+00:00", commit, False)
+def point(
+    value: float, commit: str, within: float = 0.05, intervals: int = 25, session: str | None = None
+) -> ProcessPoint:
+    return ProcessPoint("r", value, within, intervals, "2026-11-20T10:00:00+00:00", commit, False, session)
 
 
 def test_a_run_is_one_process_and_a_repeat_result_is_several() -> None:
@@ -88,3 +93,40 @@ def test_history_for_leaves_out_the_compared_runs_and_other_configurations() -> 
     ]
     pooled = history_for(split, [split[0]])
     assert pooled is not None and pooled.runs == 3 and pooled.cv < 0.01
+
+
+def test_a_session_is_a_compare_run_or_a_repeat_result() -> None:
+    assert session_of(["nightly", "compare:3f9a01bc:B"]) == "compare:3f9a01bc"
+    assert session_of(["compare", "compare:x", "compare:a:b:c"]) is None  # not `compare --run`'s tags
+    assert process_points(made(1000.0, "a1"))[0].session is None
+    assert process_points(made(1000.0, "a1"), "compare:s1")[0].session == "compare:s1"
+    repeated = dataclasses.replace(
+        made(1000.0, "a2"), repeat={"runs": [{"run_id": "p1", "median_samples_per_sec": 990.0}]}
+    )
+    assert process_points(repeated)[0].session == "repeat:a2"
+
+
+def test_drift_between_sessions_is_not_noise() -> None:
+    # one commit, two sessions 10% apart (the machine drifted between them): each session's
+    # runs differ by ±1%, which is the noise an interleaved comparison sees
+    first = [point(v, "a", session="compare:s1") for v in (100.0, 101.0, 99.0)]
+    second = [point(v, "a", session="compare:s2") for v in (110.0, 111.1, 108.9)]
+    between, _, _ = noise_of(first + second)
+    assert between == pytest.approx(0.01)  # √((2 · 0.01² + 2 · 0.01²) / 4)
+    # without sessions the drift counts: the six values' spread about their mean 105, 5 d.f.
+    unsessioned = [dataclasses.replace(p, session=None) for p in first + second]
+    squares = (5**2 + 4**2 + 6**2 + 5**2 + 6.1**2 + 3.9**2) / 105**2
+    assert noise_of(unsessioned)[0] == pytest.approx((squares / 5) ** 0.5)
+
+
+def test_history_in_store_pools_each_comparison_apart(tmp_path) -> None:
+    store = tmp_path / "runs.db"
+    sessions = {"s1": (1000.0, 1010.0, 990.0), "s2": (1100.0, 1111.0, 1089.0)}
+    with Store(store) as opened:
+        for name, values in sessions.items():
+            for i, value in enumerate(values):
+                opened.add(made(value, f"{name}r{i}"), tags=[f"compare:{name}:{'AB'[i % 2]}"])
+    compared = [made(1000.0, "new1"), made(1000.0, "new2")]
+    known = history_in_store(store, compared[:1], compared[1:])
+    assert known == History(cv=pytest.approx(0.01), runs=5)  # 4 degrees of freedom, CV 1%
+    assert history_in_store(tmp_path / "absent.db", compared[:1], compared[1:]) is None

@@ -27,10 +27,10 @@ def command(refs: tuple[str, ...], store: str | None, as_json: bool, **flags: An
     """
     from flowrate.cli import console, noise_text
     from flowrate.cli.select import pop_filter, select_runs
-    from flowrate.results.noise import noise_table
+    from flowrate.results.noise import noise_table, sessions_of
 
     runs = select_runs(store, refs, pop_filter(flags))
-    table = noise_table(run.result for run in runs)
+    table = noise_table((run.result for run in runs), sessions_of(runs))
     if as_json:
         console.data(json.dumps(noise_text.to_json(table), indent=2))
         return

@@ -6,10 +6,15 @@ shape), the configuration (batch size, precision, execution, optimizer, device, 
 the machine (host name, device, CPU model, thread count). Each process — a run, or each repeat of
 a --repeat result — is one value: its median interval samples/s. Per group:
 
-- between-run CV: the spread of those values relative to their mean, pooled over the commits
-  the runs were made at (runs of different code differ for a reason: a step is not noise; runs
-  without a commit are one group, so a store of changing code without commit metadata overstates
-  the noise — fewer differences called, never more);
+- between-run CV: the spread of those values relative to their mean, pooled over the sessions
+  and commits the runs were made in. Runs of different code differ for a reason: a step is not
+  noise. Runs of one session — one `compare --run` (its compare:ID tags) or one --repeat result —
+  ran back to back, interleaved; those of different sessions also differ by the machine's drift
+  between them (hours apart, other load, a re-booted VM), which an interleaved comparison cancels
+  and so must not count as its noise (measured here: fc_mnist's between-run CV 0.7-3% inside a
+  comparison, 7.3% across a day's comparisons of one commit). Runs in no session are grouped by
+  commit alone; runs without a commit are one group, so a store of changing code without commit
+  metadata overstates the noise — fewer differences called, never more;
 - within-run CV: the mean of each run's own interval CV (how steady a run is inside);
 - intraclass correlation: the share of one interval's variance that is the run's offset,
   σ_b² / (σ_b² + σ_w²), with σ_w² the mean within-run variance and σ_b² the between-run variance
@@ -26,12 +31,15 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowrate.results.compare import History, configuration, problem_identity
 from flowrate.results.schema import Result, environment_fingerprint
+
+if TYPE_CHECKING:
+    from flowrate.results.store import StoredRun
 
 MIN_HISTORY_RUNS = 3  # fewer earlier runs say too little about the spread to stand in for it
 
@@ -47,10 +55,23 @@ class ProcessPoint:
     created_at: str
     commit: str | None  # the flowrate checkout's commit, where the run recorded one
     dirty: bool | None
+    session: str | None = None  # the back-to-back runs it belongs to (session_of), if any
 
 
-def process_points(result: Result) -> list[ProcessPoint]:
-    """The processes a result stands for: itself, or each repeat of a --repeat result."""
+COMPARE_TAG = "compare:"  # `compare --run` tags its runs compare:ID:A and compare:ID:B
+
+
+def session_of(tags: Iterable[str]) -> str | None:
+    """The interleaved comparison a stored run was made in (compare:ID, from its tags), if any."""
+    for tag in tags:
+        if tag.startswith(COMPARE_TAG) and tag.count(":") == 2:
+            return tag.rsplit(":", 1)[0]
+    return None
+
+
+def process_points(result: Result, session: str | None = None) -> list[ProcessPoint]:
+    """The processes a result stands for: itself, or each repeat of a --repeat result (whose
+    repeats are a session of their own unless ``session`` names the one it was made in)."""
     flowrate = result.environment.get("flowrate")
     commit = flowrate.get("commit") if isinstance(flowrate, dict) else None
     dirty = flowrate.get("dirty") if isinstance(flowrate, dict) else None
@@ -60,9 +81,11 @@ def process_points(result: Result) -> list[ProcessPoint]:
             return None
         within = float(cv) if isinstance(cv, int | float) and math.isfinite(cv) else None
         count = intervals if isinstance(intervals, int) else 0
-        return ProcessPoint(run_id, float(value), within, count, result.created_at, commit, dirty)
+        return ProcessPoint(run_id, float(value), within, count, result.created_at, commit, dirty, session)
 
     entries = (result.repeat or {}).get("runs") or []
+    if entries and session is None:
+        session = f"repeat:{result.run_id}"
     made = [
         point(
             e.get("run_id") or result.run_id, e.get("median_samples_per_sec"), e.get("cv"), e.get("intervals")
@@ -108,13 +131,14 @@ class NoiseRow:
 
 
 def pooled_cv(points: Sequence[ProcessPoint]) -> tuple[float | None, int]:
-    """(the between-run CV pooled over commits, its degrees of freedom): √(Σ (v/mean_c − 1)² /
-    Σ (n_c − 1)) over the commits c (and dirty or not) with two processes or more."""
-    by_commit: dict[tuple[str | None, bool | None], list[float]] = {}
+    """(the between-run CV pooled over groups, its degrees of freedom): √(Σ (v/mean_g − 1)² /
+    Σ (n_g − 1)) over the groups g of one commit (and dirty or not) and one session with two
+    processes or more."""
+    groups: dict[tuple[str | None, bool | None, str | None], list[float]] = {}
     for p in points:
-        by_commit.setdefault((p.commit, p.dirty), []).append(p.value)
+        groups.setdefault((p.commit, p.dirty, p.session), []).append(p.value)
     squares, df = 0.0, 0
-    for values in by_commit.values():
+    for values in groups.values():
         if len(values) > 1:
             mean = statistics.fmean(values)
             squares += sum((v / mean - 1) ** 2 for v in values)
@@ -138,12 +162,14 @@ def noise_of(points: Sequence[ProcessPoint]) -> tuple[float | None, float | None
     return between, within, sigma_b2 / total if total > 0 else None
 
 
-def noise_table(results: Iterable[Result]) -> list[NoiseRow]:
-    """One row per configuration on a machine, most runs first."""
+def noise_table(results: Iterable[Result], sessions: Mapping[str, str] | None = None) -> list[NoiseRow]:
+    """One row per configuration on a machine, most runs first; ``sessions`` maps a run id to
+    the session it was made in (session_of its tags)."""
     groups: dict[str, tuple[Result, list[ProcessPoint]]] = {}
     for result in results:
         key = configuration_key(result)
-        groups.setdefault(key, (result, []))[1].extend(process_points(result))
+        session = (sessions or {}).get(result.run_id)
+        groups.setdefault(key, (result, []))[1].extend(process_points(result, session))
     rows = []
     for key, (first, points) in groups.items():
         if not points:
@@ -166,12 +192,16 @@ def noise_table(results: Iterable[Result]) -> list[NoiseRow]:
 
 
 def history_for(
-    results: Iterable[Result], sides: Sequence[Result], exclude: Iterable[str] = ()
+    results: Iterable[Result],
+    sides: Sequence[Result],
+    exclude: Iterable[str] = (),
+    sessions: Mapping[str, str] | None = None,
 ) -> History | None:
     """The between-run noise the store knows for the configurations of ``sides`` (each side's
     first run), from ``results`` less the runs ``exclude`` names; None under MIN_HISTORY_RUNS.
 
-    Configurations and commits are pooled on the relative scale (pooled_cv); ``runs`` is the
+    Configurations, commits and sessions (``sessions``: run id → session) are pooled on the
+    relative scale (pooled_cv); ``runs`` is the
     pooled degrees of freedom + 1, so the verdict's degrees of freedom (runs − 1) are the pooled
     ones.
     """
@@ -181,7 +211,8 @@ def history_for(
     for result in results:
         if result.run_id in skip or (key := configuration_key(result)) not in keys:
             continue
-        groups.setdefault(key, []).extend(p for p in process_points(result) if p.run_id not in skip)
+        session = (sessions or {}).get(result.run_id)
+        groups.setdefault(key, []).extend(p for p in process_points(result, session) if p.run_id not in skip)
     squares, df = 0.0, 0
     for points in groups.values():
         cv, n = pooled_cv(points)
@@ -201,5 +232,12 @@ def history_in_store(
     if not store_path(store).exists():
         return None
     with Store(store, create=False) as opened:
-        recorded = [run.result for run in opened.runs()]
-    return history_for(recorded, [side_a[0], side_b[0]], [r.run_id for r in (*side_a, *side_b)])
+        runs = opened.runs()
+        recorded = [run.result for run in runs]
+    compared = [r.run_id for r in (*side_a, *side_b)]
+    return history_for(recorded, [side_a[0], side_b[0]], compared, sessions_of(runs))
+
+
+def sessions_of(runs: Iterable[StoredRun]) -> dict[str, str]:
+    """run id → session, for the stored runs made in one."""
+    return {run.run_id: session for run in runs if (session := session_of(run.tags)) is not None}
