@@ -2,15 +2,19 @@
 deterministically from a recorded grid table (benchmarks/record_grid.py writes it).
 
 Each evaluated point's figures are drawn from the table's recorded mean and spread, seeded
-(flowrate.campaigns.explore_table: a run costs the point's own start-up, its preheat steps and
-its timed steps, the duration or the minimum steps, whichever is longer; a short rung runs fewer
-steps, as `flowrate explore` runs it, and its spread is scaled up by sqrt(full/short timed time)).
-A search is scored by
+(flowrate.campaigns.explore_table). The search is modelled at a user's full length: full runs
+last --full-duration (flowrate run's default, 10 s) with flowrate run's default preheat and
+minimum steps; successive halving's rungs are the ladder `flowrate explore --duration FULL
+--min-duration RECORDED` builds (Fidelity.ladder), its shortest rung the table's recorded
+duration, the only length whose spread was measured. A run at any length costs the point's own
+start-up (its recorded wall time less its recorded steps), its preheat steps and its timed steps
+(the duration or the minimum steps, whichever is longer; a short rung runs proportionally fewer);
+every rung draws the recorded spread (an upper bound for the longer rungs). A search is scored by
 the hypervolume of the points it measured at full length, at their recorded means, as a fraction
 of the whole grid's (reference point: each objective's worst grid value, 10% of the range further).
 
     python benchmarks/explore_efficiency.py                       # the recorded table, 20 seeds
-    python benchmarks/explore_efficiency.py --table grid.json --seeds 5
+    python benchmarks/explore_efficiency.py --table grid.json --seeds 5 --full-duration 30
 
 Three comparisons, each over the seeds:
   1. explore (budget: 25% of the grid's points, in runs) reaches >= 95% of the grid's hypervolume
@@ -21,24 +25,36 @@ Three comparisons, each over the seeds:
      the compute at which the full-length search itself first reached it, a stricter reading).
 
 Printed with them, what bounds the third: the lowest rung's cost over a full run's (median over
-the grid's points). Successive halving spends at least that on every configuration it looks at,
-so to reach the full search's hypervolume in 60% of its compute it must look at no more than
-0.6/that of the configurations the full search did, before any promotion is paid for.
+the grid's points), and an oracle's ratio: successive halving looking at exactly the
+configurations the full search did, each at the lowest rung, and promoting straight to full
+length exactly those on their frontier (at their recorded means): what no promotion rule beats
+over those configurations, the frontier having to run at full length and each rung being a fresh
+process that pays its start-up again.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.explore_fidelity import Fidelity
+from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
 from flowrate.campaigns.explore_objectives import Objective, parse_objectives
-from flowrate.campaigns.explore_plan import Budget
-from flowrate.campaigns.explore_table import GridTable, load_table, search_curve, time_to
+from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated
+from flowrate.campaigns.explore_table import (
+    GridTable,
+    Scorer,
+    load_table,
+    search,
+    search_curve,
+    time_to,
+    trace,
+)
+from flowrate.config import RunConfig
 
 TABLE = Path(__file__).parent / "data" / "grid_transformer_cpu.json"
 OBJECTIVES = ("samples_per_sec:max", "peak_memory_bytes:min")
@@ -53,10 +69,17 @@ class Efficiency:
     strict: list[float]  # the same time over the full search's own time to its final hypervolume
     budget: int
     rung_cost: float  # median over the grid's points of the lowest rung's cost over a full run's
+    oracle: list[float]  # per seed, an oracle's compute over the full search's (module docstring)
 
     @property
     def reached(self) -> int:
         return sum(h >= TARGET for h in self.explore)
+
+
+def ladder(table: GridTable, eta: int = Fidelity.eta) -> Fidelity:
+    """The rungs successive halving runs: the table's recorded duration up to a full run's, as
+    `flowrate explore --duration FULL --min-duration RECORDED` builds them."""
+    return Fidelity.ladder(table.full_s, table.duration_s, eta)
 
 
 def measure(
@@ -64,16 +87,16 @@ def measure(
     objectives: tuple[Objective, ...],
     seeds: range,
     fraction: float = 0.25,
-    min_fraction: float = 1 / 3,
-    eta: int = 3,
+    eta: int = Fidelity.eta,
     with_halving: bool = True,
 ) -> Efficiency:
     """The three comparisons' figures over ``seeds`` (module docstring)."""
     budget = max(1, round(fraction * len(table.points)))
-    fidelity = Fidelity.ladder(table.duration_s, table.duration_s * min_fraction, eta)
-    explore, random, ratios, strict = [], [], [], []
+    fidelity = ladder(table, eta)
+    explore, random, ratios, strict, oracle = [], [], [], [], []
     for seed in seeds:
-        full = search_curve(table, objectives, seed=seed, budget=Budget(runs=budget))
+        looked = search(table, objectives, seed=seed, budget=Budget(runs=budget))
+        full = trace(Scorer.of(table, objectives), looked, 0, table.space().base)
         explore.append(full[-1][1])
         random.append(
             search_curve(table, objectives, seed=seed, budget=Budget(runs=budget), sampler="random")[-1][1]
@@ -85,14 +108,32 @@ def measure(
             table, objectives, seed=seed, budget=Budget(seconds=2 * cost), fidelity=fidelity
         )
         ratios.append(time_to(halving, full[-1][1]) / cost)
+        oracle.append(_oracle(table, objectives, looked, fidelity.durations[0]) / cost)
         strict.append(time_to(halving, full[-1][1]) / time_to(full, full[-1][1]))
     shortest = fidelity.durations[0]
-    rung_cost = statistics.median(table.cost(p, shortest)[0] / p.wall_s for p in table.points.values())
-    return Efficiency(explore, random, ratios, strict, budget, rung_cost)
+    done = [p for p in table.points.values() if p.status == "done"]
+    rung_cost = statistics.median(table.cost(p, shortest) / table.cost(p, table.full_s) for p in done)
+    return Efficiency(explore, random, ratios, strict, budget, rung_cost, oracle)
 
 
-def report(table: GridTable, result: Efficiency, seeds: int) -> bool:
+def _oracle(
+    table: GridTable, objectives: tuple[Objective, ...], looked: list[Evaluated], shortest: float
+) -> float:
+    """The compute of an oracle's successive halving over the configurations ``looked`` at
+    (module docstring): each at the shortest rung, their frontier also at full length."""
+    base = table.space().base
+    points = [table.get({**base, **e.params}) for e in looked]
+    done = [p for p in points if p.status == DONE]
+    gains = [tuple(p.figures[o.name][0] * (1 if o.maximize else -1) for o in objectives) for p in done]
+    front = first_front([Measured(str(i), g, (0.0,) * len(g)) for i, g in enumerate(gains)])
+    spent = sum(table.cost(p, shortest) for p in points)
+    return spent + sum(table.cost(done[int(m.key)], table.full_s) for m in front)
+
+
+def report(table: GridTable, result: Efficiency, seeds: int, eta: int = Fidelity.eta) -> bool:
     print(f"table: {len(table.points)} points, {table.source}; budget {result.budget} runs (25%)")
+    rungs = ", ".join(f"{d:.3g}" for d in ladder(table, eta).durations)
+    print(f"full length {table.full_s:g} s (recorded at {table.duration_s:g} s); halving's rungs: {rungs} s")
     print(f"explore hypervolume fraction per seed: {' '.join(f'{h:.3f}' for h in result.explore)}")
     print(f"random  hypervolume fraction per seed: {' '.join(f'{h:.3f}' for h in result.random)}")
     ratios = " ".join(f"{r:.2f}" for r in result.ratios) or "not measured"
@@ -104,6 +145,9 @@ def report(table: GridTable, result: Efficiency, seeds: int) -> bool:
             f"  the lowest rung costs {result.rung_cost:.2f} of a full run (median over the grid): <= 0.60 "
             f"needs the frontier from <= {0.6 / result.rung_cost:.0%} of the full search's configurations"
         )
+        floor = " ".join(f"{r:.2f}" for r in result.oracle)
+        print(f"  oracle (the full search's configurations, only their frontier promoted): {floor}")
+        print(f"  median oracle ratio {statistics.median(result.oracle):.2f}: no rule beats it over those")
     explore, random = statistics.median(result.explore), statistics.median(result.random)
     halving = statistics.median(result.ratios) if result.ratios else math.nan
     need = math.ceil(0.9 * seeds)
@@ -133,15 +177,24 @@ def main() -> int:
     parser.add_argument("--table", type=Path, default=TABLE)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument(
-        "--min-fraction", type=float, default=1 / 3, help="shortest rung, a fraction of the duration"
+        "--eta",
+        type=int,
+        default=Fidelity.eta,
+        help="rung ratio (default: flowrate explore's); 9 from 1 s to 10 s leaves two rungs",
+    )
+    parser.add_argument(
+        "--full-duration",
+        type=float,
+        default=RunConfig.duration_s,
+        help="a full run's duration in seconds (default: flowrate run's); the shortest rung is the table's",
     )
     args = parser.parse_args()
     if not args.table.exists():
         print(f"no grid table at {args.table}: record one with benchmarks/record_grid.py", file=sys.stderr)
         return 2
-    table = load_table(args.table)
-    result = measure(table, parse_objectives(OBJECTIVES), range(args.seeds), min_fraction=args.min_fraction)
-    return 0 if report(table, result, args.seeds) else 1
+    table = dataclasses.replace(load_table(args.table), full_s=args.full_duration)
+    result = measure(table, parse_objectives(OBJECTIVES), range(args.seeds), eta=args.eta)
+    return 0 if report(table, result, args.seeds, args.eta) else 1
 
 
 if __name__ == "__main__":

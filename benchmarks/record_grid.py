@@ -21,6 +21,10 @@ beyond what it measures.
 
     python benchmarks/record_grid.py                     # the default grid, 2 repeats
     python benchmarks/record_grid.py --store grid.db     # keep the store (and resume into it)
+
+It takes about half an hour: the recorded table's 2 repeats of 64 points took 1811 s
+(total_wall_s) on the 2-vCPU VM while other work shared it. Record it on a quiet machine: a
+shared one's contention becomes the between-run spread (the recorded table's median CV is 0.56).
 """
 
 from __future__ import annotations

@@ -4,10 +4,14 @@ space-filling initial design the search starts from."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import random
+import sys
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from explore_grid import write_table
@@ -20,6 +24,7 @@ from flowrate.campaigns.explore_run import rung_config
 from flowrate.campaigns.explore_table import TableEvaluator, load_table
 
 OBJECTIVES = parse_objectives(["samples_per_sec:max", "peak_memory_bytes:min"])
+BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "explore_efficiency.py"
 COMMAND = "flowrate sweep -p transformer --duration 1 --preheat 2 --min-steps 3 -g batch_size=8,128"
 
 
@@ -47,6 +52,15 @@ def _table(tmp_path: Path, **extra: object) -> Path:
     return path
 
 
+def _benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("explore_efficiency", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_a_short_rung_runs_proportionally_fewer_preheat_and_minimum_steps() -> None:
     assert loop_steps(1.0, 5, 10) == (5, 10)
     assert loop_steps(1 / 3, 5, 10) == (2, 4)
@@ -54,29 +68,61 @@ def test_a_short_rung_runs_proportionally_fewer_preheat_and_minimum_steps() -> N
     assert loop_steps(1 / 9, 1, 1) == (1, 1)  # ... unless the full run has fewer
 
 
-def test_a_replayed_run_costs_its_start_up_preheat_and_timed_steps(tmp_path: Path) -> None:
+def test_a_replayed_run_costs_its_start_up_preheat_and_timed_steps_at_a_users_full_length(
+    tmp_path: Path,
+) -> None:
     table = load_table(_table(tmp_path))
     assert (table.preheat_steps, table.min_steps) == (2, 3)  # from the recorded command
+    assert table.full_s == 10.0  # flowrate run's default duration, with its 5 preheat, 10 minimum steps
     fast, slow = (table.points[k] for k in sorted(table.points, key=lambda k: table.points[k].wall_s))
     assert fast.step_s == pytest.approx(0.01) and slow.step_s == pytest.approx(20.0)
-    assert table.cost(fast, 1.0) == (7.0, 1.0)  # a full run costs what it cost
-    # start-up 7 - (2 x 0.01 + 1) = 5.98; a third of the duration: 2 preheat steps, 1/3 s timed
-    cost, share = table.cost(fast, 1 / 3)
-    assert cost == pytest.approx(5.98 + 0.02 + 1 / 3) and share == pytest.approx(1 / 3)
-    # start-up 130 - (2 x 20 + 3 x 20) = 30; the rung's 2 minimum steps bind, not its 1/3 s
-    cost, share = table.cost(slow, 1 / 3)
-    assert cost == pytest.approx(30 + 40 + 40) and share == pytest.approx(2 / 3)
+    # start-up: the recorded wall less its recorded steps: 7 - (2 x 0.01 + 1) and 130 - (2 x 20 + 3 x 20)
+    assert table.startup(fast) == pytest.approx(5.98) and table.startup(slow) == pytest.approx(30.0)
+    # full length: 5 preheat steps, then 10 s (the duration binds) or 10 steps of 20 s (the steps bind)
+    assert table.cost(fast, 10.0) == pytest.approx(5.98 + 0.05 + 10.0)
+    assert table.cost(slow, 10.0) == pytest.approx(30.0 + 100.0 + 200.0)
+    # the lowest rung (10/9 s): 2 preheat and 2 minimum steps (loop_steps(1/9, 5, 10))
+    assert table.cost(fast, 10 / 9) == pytest.approx(5.98 + 0.02 + 10 / 9)
+    assert table.cost(slow, 10 / 9) == pytest.approx(30.0 + 40.0 + 40.0)
+    # the middle rung (10/3 s): 2 preheat and 4 minimum steps
+    assert table.cost(slow, 10 / 3) == pytest.approx(30.0 + 40.0 + 80.0)
+    # a full length equal to the recorded one still runs flowrate run's default steps, not the table's
+    same = dataclasses.replace(table, full_s=1.0)
+    assert same.cost(fast, 1.0) == pytest.approx(5.98 + 0.05 + 1.0)
     keyed = load_table(_table(tmp_path, preheat_steps=1, min_steps=1))
     assert (keyed.preheat_steps, keyed.min_steps) == (1, 1)  # the table's keys over its command
+    assert keyed.startup(slow) == pytest.approx(130.0 - 20.0 - 20.0)
 
 
-def test_a_short_rung_draws_a_wider_spread_and_charges_its_cost(tmp_path: Path) -> None:
+def test_an_out_of_memory_point_costs_its_recorded_wall_at_any_length(tmp_path: Path) -> None:
+    oom = {**_point(256, 1.0, 9.0), "status": "oom"}
+    del oom["samples_per_sec"], oom["peak_memory_bytes"]
+    table = load_table(_table(tmp_path, points=[_point(8, 800.0, 7.0), oom]))
+    point = table.get({"batch_size": 256})
+    assert table.cost(point, 10 / 9) == table.cost(point, 10.0) == 9.0
+    outcome = TableEvaluator(table, {}, seed=0).one(Evaluation({"batch_size": 256}, 10 / 9, 0))
+    assert (outcome.status, outcome.cost_s) == ("oom", 9.0)
+
+
+def test_every_rung_draws_the_recorded_spread_and_charges_its_cost(tmp_path: Path) -> None:
     table = load_table(_table(tmp_path))
-    space = table.space()
-    evaluate = TableEvaluator(table, space.base, seed=0)
-    outcome = evaluate.one(Evaluation({"batch_size": 128}, 1 / 3, 0))
-    assert outcome.cost_s == pytest.approx(110.0)
-    assert outcome.noise["samples_per_sec"] == pytest.approx(0.64 * (3 / 2) ** 0.5)
+    evaluate = TableEvaluator(table, table.space().base, seed=0)
+    short = evaluate.one(Evaluation({"batch_size": 128}, 10 / 9, 0))
+    full = evaluate.one(Evaluation({"batch_size": 128}, 10.0, 2))
+    assert (short.cost_s, full.cost_s) == (pytest.approx(110.0), pytest.approx(330.0))
+    # measured at the lowest rung; an upper bound at full length, never scaled down
+    assert short.noise["samples_per_sec"] == full.noise["samples_per_sec"] == pytest.approx(0.64)
+    assert short.noise["peak_memory_bytes"] == 0.0  # no spread recorded
+
+
+def test_the_benchmark_models_the_ladder_explore_builds_from_the_table_to_full_length(
+    tmp_path: Path,
+) -> None:
+    table = load_table(_table(tmp_path))
+    bench = _benchmark()
+    # what `flowrate explore --duration 10 --min-duration 1` builds (cli/explore.py: Fidelity.ladder)
+    assert bench.ladder(table) == Fidelity.ladder(10.0, 1.0)
+    assert bench.ladder(table).durations == pytest.approx((10 / 9, 10 / 3, 10.0))
 
 
 def test_a_short_rung_runs_with_fewer_steps_for_real(tmp_path: Path) -> None:

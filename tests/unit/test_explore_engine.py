@@ -3,6 +3,7 @@ twice, out of memory as infeasible, rungs and promotion, resume from an SQLite s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +27,10 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> GridTable:
 
     path = tmp_path_factory.mktemp("grid") / "grid.json"
     path.write_text(json.dumps(synthetic_table()), encoding="utf-8")
-    return load_table(path)
+    # full length the recorded duration (with flowrate run's default steps, as recorded): a full
+    # run's modelled cost is the recorded wall time
+    table = load_table(path)
+    return dataclasses.replace(table, full_s=table.duration_s)
 
 
 class Recording:
@@ -57,7 +61,7 @@ def test_a_search_spends_its_budget_in_batches_and_never_measures_a_point_twice(
     keys = [point_key(e.params) for e in evaluate.evaluations]
     assert len(keys) == 30 == outcome.runs and len(set(keys)) == 30
     assert [len(b) for b in evaluate.batches] == [4] * 7 + [2]
-    # a full-length run costs what the point's run cost when the grid was recorded
+    # a full-length run (the recorded duration and steps) costs what it cost when recorded
     assert outcome.seconds == pytest.approx(
         sum(table.points[point_key({**table.space().base, **e.params})].wall_s for e in evaluate.evaluations)
     )
@@ -73,7 +77,7 @@ def test_a_space_smaller_than_the_budget_is_measured_whole_and_said_so(table: Gr
         for k, p in table.points.items()
         if p.params["size"] == "debug" and p.params["threads"] == 2 and not p.params["compile"]
     }
-    grid = GridTable(table.duration_s, table.startup_s, small, table.source)
+    grid = GridTable(table.duration_s, table.startup_s, small, table.source, full_s=table.duration_s)
     evaluate = Recording(grid)
     outcome = Exploration(_spec(grid), evaluate, budget=Budget(runs=40), seed=0, initial=4).run()
     assert outcome.exhausted and outcome.runs == grid.space().size == 14

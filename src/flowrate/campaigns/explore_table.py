@@ -7,13 +7,18 @@ command's flags, else flowrate run's defaults). Replaying it, an evaluation of a
 each figure from a normal distribution around the recorded mean with the recorded spread
 (seeded).
 
-A run's cost, as flowrate run spends it: the point's own start-up (process, imports, model
-build: its recorded wall time less what it measured), its preheat steps, and its timed steps,
-which last the duration or the minimum steps, whichever is longer; a step's time is the batch
-over the recorded throughput. A shorter rung runs the rung's duration and its fewer steps
-(explore_fidelity.loop_steps, as explore_run runs it for real), and its figure is drawn with the
-spread scaled up by sqrt(full timed time / its timed time), as the standard error of a mean
-over fewer steps grows.
+A search is replayed at a user's full length, not the table's: full runs last ``full_s``
+(flowrate run's default duration unless set) with flowrate run's default preheat and minimum
+steps, and the table's recorded duration is the shortest rung a multi-fidelity search can model
+honestly, the only one whose spread was measured. A run's cost at any duration, as flowrate run
+spends it: the point's own start-up (process, imports, model build: its recorded wall time less
+its recorded preheat and timed steps), its preheat steps, and its timed steps, which last the
+duration or the minimum steps, whichever is longer; a step's time is the batch over the recorded
+throughput. A shorter rung runs proportionally fewer steps (explore_fidelity.loop_steps, as
+explore_run runs it for real). An out-of-memory point costs its recorded wall time at any length
+(it fails in its first steps). Every rung's figures are drawn with the recorded spread: measured
+at the shortest rung, an upper bound for longer ones (a mean over more steps varies less, but by
+how much was not measured, so no smaller spread is assumed).
 
 A search is scored by the hypervolume of the points it measured at full length, taken at their
 recorded means (what it found, not how lucky its draws were), as a fraction of the grid
@@ -74,20 +79,24 @@ class GridTable:
     preheat_steps: int = RunConfig.preheat_steps
     min_steps: int = RunConfig.min_steps
 
-    def timed_s(self, point: TablePoint, duration_s: float, min_steps: int) -> float:
-        return max(duration_s, min_steps * point.step_s)
+    full_s: float = RunConfig.duration_s  # a full run's duration (module docstring)
 
-    def cost(self, point: TablePoint, duration_s: float) -> tuple[float, float]:
-        """What a run of ``point`` at ``duration_s`` costs (module docstring), and its timed
-        seconds over a full run's."""
-        full = self.preheat_steps * point.step_s + self.timed_s(point, self.duration_s, self.min_steps)
-        startup = max(point.wall_s - full, 0.0)
-        if duration_s >= self.duration_s:
-            return point.wall_s, 1.0
-        preheat, min_steps = loop_steps(duration_s / self.duration_s, self.preheat_steps, self.min_steps)
-        timed = self.timed_s(point, duration_s, min_steps)
-        share = timed / self.timed_s(point, self.duration_s, self.min_steps)
-        return startup + preheat * point.step_s + timed, share
+    def startup(self, point: TablePoint) -> float:
+        """A point's start-up: its recorded wall time less its recorded preheat and timed steps."""
+        loop = self.preheat_steps * point.step_s + max(self.duration_s, self.min_steps * point.step_s)
+        return max(point.wall_s - loop, 0.0)
+
+    def cost(self, point: TablePoint, duration_s: float) -> float:
+        """What a run of ``point`` at ``duration_s`` costs (module docstring)."""
+        if point.status != DONE:
+            return point.wall_s
+        share = min(duration_s / self.full_s, 1.0)
+        preheat, min_steps = loop_steps(share, RunConfig.preheat_steps, RunConfig.min_steps)
+        return self.startup(point) + preheat * point.step_s + max(duration_s, min_steps * point.step_s)
+
+    def get(self, params: dict[str, Any]) -> TablePoint:
+        """The point with these parameters (every key of the grid's)."""
+        return self.points[point_key(params)]
 
     def space(self) -> SearchSpace:
         """The grid as a search space: each varied key an axis (doubling or contiguous integers
@@ -167,14 +176,13 @@ class TableEvaluator:
         point = table.points.get(point_key({**self.base, **evaluation.params}))
         if point is None:
             return Outcome(FAILED, reason="not in the grid table")
-        cost, share = table.cost(point, evaluation.duration_s)
+        cost = table.cost(point, evaluation.duration_s)
         if point.status != DONE:
             return Outcome(OOM, cost_s=cost, reason="out of memory (recorded)")
-        widen = math.sqrt(1 / share)
         values, noise = {}, {}
         for name, (mean, spread) in point.figures.items():
-            noise[name] = spread * widen
-            values[name] = self.random.gauss(mean, noise[name])
+            noise[name] = spread
+            values[name] = self.random.gauss(mean, spread)
         return Outcome(DONE, values, noise, cost)
 
 
@@ -241,6 +249,24 @@ class _Log:
         self.items.append(evaluated)
 
 
+def search(
+    table: GridTable,
+    objectives: Sequence[Objective],
+    *,
+    seed: int,
+    budget: Budget,
+    sampler: str = "auto",
+    fidelity: Fidelity | None = None,
+) -> list[Evaluated]:
+    """One seeded search over the table (in memory): its evaluations in the order they ran."""
+    space = table.space()
+    spec = ExploreSpec(space, tuple(objectives), fidelity=fidelity or Fidelity((table.full_s,)))
+    log = _Log()
+    evaluate = TableEvaluator(table, space.base, seed)
+    Exploration(spec, evaluate, budget=budget, seed=seed, sampler=sampler, listener=log).run()
+    return log.items
+
+
 def search_curve(
     table: GridTable,
     objectives: Sequence[Objective],
@@ -250,11 +276,7 @@ def search_curve(
     sampler: str = "auto",
     fidelity: Fidelity | None = None,
 ) -> list[tuple[float, float]]:
-    """One seeded search over the table (in memory): its trace (compute seconds, hypervolume fraction)."""
-    space = table.space()
-    fidelity = fidelity or Fidelity((table.duration_s,))
-    spec = ExploreSpec(space, tuple(objectives), fidelity=fidelity)
-    log = _Log()
-    evaluate = TableEvaluator(table, space.base, seed)
-    Exploration(spec, evaluate, budget=budget, seed=seed, sampler=sampler, listener=log).run()
-    return trace(Scorer.of(table, objectives), log.items, fidelity.top, space.base)
+    """One seeded search's trace (compute seconds, hypervolume fraction)."""
+    fidelity = fidelity or Fidelity((table.full_s,))
+    items = search(table, objectives, seed=seed, budget=budget, sampler=sampler, fidelity=fidelity)
+    return trace(Scorer.of(table, objectives), items, fidelity.top, table.space().base)
