@@ -123,9 +123,8 @@ def row(
     config = RunConfig(problem=name, size=size, problem_options=options, mode=mode)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     batch_size = batch or problem.default_batch_size
-    predicted = estimate_step(
-        trace_for(config, problem, batch_size), local_device(torch.device("cpu"))
-    ).samples_per_sec
+    device = local_device(torch.device("cpu"))
+    predicted = estimate_step(trace_for(config, problem, batch_size, device), device).samples_per_sec
     for _ in range(args.retries):
         measured, disturbed = measure(name, size, options, mode, batch_size, args)
         if disturbed < DISTURBED:

@@ -154,7 +154,8 @@ def _price(result: Result, calibration: Any) -> tuple[float | None, str]:
         problem = get_problem(config.problem, config.size, config.problem_options)
         config = config.for_problem(problem.modes, problem.default_mode, problem.name)
         model = device_model(calibration.device, find_device(calibration.device), calibration, None)
-        step = estimate_step(trace_for(config, problem, result.batch_size), model, problem.tokens_per_sample)
+        trace = trace_for(config, problem, result.batch_size, model)
+        step = estimate_step(trace, model, problem.tokens_per_sample)
     except FlowrateError as why:
         return None, f"not recomputed: {why}"
     return step.samples_per_sec, (

@@ -69,13 +69,17 @@ class CompileReport:
         return data
 
 
-def trace_for(config: RunConfig, problem: Problem, batch_size: int) -> StepTrace:
+def trace_for(
+    config: RunConfig, problem: Problem, batch_size: int, device: DeviceModel | None = None
+) -> StepTrace:
+    """The step's trace, with attention as ``device`` runs it (fused on a GPU; see FusedAttention)."""
     return trace_step(
         problem,
         mode=config.settled_mode,
         precision=config.precision,
         optimizer=config.optimizer,
         batch_size=batch_size,
+        fused_attention=device is not None and device.device_type != "cpu",
     )
 
 
@@ -91,7 +95,7 @@ def build_report(
 ) -> CompileReport:
     """Trace the step and price it on ``device`` (None, with ``unavailable`` saying why: figures
     without an estimate)."""
-    trace = trace_for(config, problem, batch_size)
+    trace = trace_for(config, problem, batch_size, device)
     mode = config.settled_mode
     reasons: dict[str, str] = {}
     estimate = streaming = None
@@ -247,7 +251,7 @@ def run_estimate(
 def _estimate_section(
     config: RunConfig, problem: Problem, batch_size: int, device: DeviceModel
 ) -> dict[str, Any]:
-    trace = trace_for(config, problem, batch_size)
+    trace = trace_for(config, problem, batch_size, device)
     step = estimate_step(trace, device, problem.tokens_per_sample)
     section: dict[str, Any] = {
         "samples_per_sec": step.samples_per_sec,

@@ -49,6 +49,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
 )
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 from torch.utils.module_tracker import ModuleTracker
 
@@ -135,8 +136,10 @@ def trace_step(
     precision: Precision,
     optimizer: OptimizerName,
     batch_size: int,
+    fused_attention: bool = False,
 ) -> StepTrace:
     """Build ``problem``'s model and run one step of ``mode`` on fake tensors, recording every op.
+    ``fused_attention``: trace attention as a GPU runs it (see FusedAttention), not as the CPU does.
 
     Raises TraceError naming the stage that failed (build, batch, forward, backward, optimizer).
     """
@@ -154,7 +157,8 @@ def trace_step(
             recorder = OpRecorder(tracker, block_names, keep, precision is Precision.TF32)
             calls = nn.modules.module.register_module_forward_pre_hook(recorder.module_called)
             try:
-                with recorder, inputs:
+                attention = FusedAttention() if fused_attention else contextlib.nullcontext()
+                with attention, recorder, inputs:
                     _run_step(problem, model, batch, opt, recorder, _autocast(precision))
             finally:
                 calls.remove()
@@ -275,6 +279,41 @@ def describe_error(error: BaseException) -> str:
     where = f" ({Path(chosen.filename).name}:{chosen.lineno})" if chosen else ""
     message = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {message}{where}"
+
+
+class FusedAttention(TorchFunctionMode):
+    """Every ``scaled_dot_product_attention`` call as one fused kernel in its inputs' dtype.
+
+    A GPU runs attention with a mask or dropout (BERT's, in training) as one fused kernel (the
+    memory-efficient one) in the inputs' dtype. The CPU runs it through its math path instead,
+    which upcasts 16-bit inputs to fp32 and materialises the score matrix in separate ops, so a
+    trace on the CPU would price a fp16 GPU's attention as fp32 batched matmuls. Here the call
+    becomes the CPU's fused kernel, whose shapes, FLOPs and backward match the GPU's (on fake
+    tensors it never runs, so its own limits, such as no dropout, do not apply). Grouped-query
+    calls and inputs without a head dimension, which that kernel cannot take, keep the math path.
+    """
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.scaled_dot_product_attention:
+            return func(*args, **kwargs)
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+        call = {**dict(zip(names, args, strict=False)), **kwargs}
+        query, key, value = call["query"], call["key"], call["value"]
+        if query.dim() != 4 or (call.get("enable_gqa") and query.shape[1] != key.shape[1]):
+            return func(*args, **kwargs)
+        mask = call.get("attn_mask")
+        if mask is not None and mask.is_floating_point() and mask.dtype != query.dtype:
+            mask = mask.to(query.dtype)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query,
+            key,
+            value,
+            float(call.get("dropout_p", 0.0)),
+            bool(call.get("is_causal", False)),
+            attn_mask=mask,
+            scale=call.get("scale"),
+        )[0]
 
 
 def _autocast(precision: Precision) -> Any:

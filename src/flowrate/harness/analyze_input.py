@@ -228,7 +228,7 @@ def estimated_rate(config: RunConfig, problem: Problem, batch_size: int, target:
     from flowrate.estimate.report import trace_for
 
     device = target_device(target)
-    step = estimate_step(trace_for(config, problem, batch_size), device, problem.tokens_per_sample)
+    step = estimate_step(trace_for(config, problem, batch_size, device), device, problem.tokens_per_sample)
     how = (
         f"estimated by the cost model for {device.name}: {problem_label(problem)}, {config.settled_mode} "
         f"{config.precision.value}, batch {batch_size}"
