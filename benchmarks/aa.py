@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,17 @@ PROBLEM_FILE = HERE / "aa_slow_problem.py"
 BASES = ("fc_mnist", "transformer:mini")  # (problem:size) taken in turn
 FALSE_POSITIVES_TARGET = 2 / 40
 DETECTIONS_TARGET = 36 / 40
+ALPHA = 0.05  # compare's default
+NOISE = re.compile(r"between-run CV ([0-9.]+)%")
+
+
+def power(cv: float, runs: int, slowdown: float) -> float:
+    """The chance a two-sided test at ALPHA calls a ``slowdown`` when the per-run values have
+    between-run CV ``cv`` and ``runs`` runs a side (normal approximation, known noise): what the
+    machine's noise allows any method that uses the runs' values, whatever its details."""
+    se = cv * math.sqrt(2 / runs)
+    z = statistics.NormalDist().inv_cdf(1 - ALPHA / 2)
+    return statistics.NormalDist().cdf(abs(math.log(1 - slowdown)) / se - z)
 
 
 def flowrate(*args: str, env: dict[str, str]) -> str:
@@ -86,6 +100,7 @@ def main() -> None:
         store = str(Path(folder) / "aa.db")
         bases = args.problems.split(",")
         false_positives = detections = 0
+        noise: list[float] = []  # each A/B comparison's between-run CV, as its verdict used it
         for kind in ("A/A", "A/B"):
             for index in range(args.n):
                 base = bases[index % len(bases)]
@@ -93,6 +108,8 @@ def main() -> None:
                 called = bool(row["significant"])
                 false_positives += kind == "A/A" and called
                 detections += kind == "A/B" and called and float(row["ratio"]) < 1  # type: ignore[arg-type]
+                if kind == "A/B" and (found := NOISE.search(str(row["evidence"]))):
+                    noise.append(float(found.group(1)) / 100)
                 print(
                     f"{kind} {index + 1:>3} {base:<17} B/A {row['ratio']:.4f} "
                     f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] p {row['p_value']:.3g}  {row['verdict']}"
@@ -108,6 +125,21 @@ def main() -> None:
         f"{args.n} A/B comparisons with a {args.slowdown:.0%} slowdown: {detections} detected "
         f"(target ≥ {DETECTIONS_TARGET * args.n:.1f}); {minutes:.1f} min in all"
     )
+    if noise:
+        cv = statistics.median(noise)
+        chance = power(cv, args.runs, args.slowdown)
+        print(
+            f"the A/B comparisons' median between-run CV {cv:.1%}: at that noise, {args.runs} runs a side "
+            f"detect a {args.slowdown:.0%} slowdown with probability {chance:.2f} (about "
+            f"{chance * args.n:.0f} of {args.n}); {DETECTIONS_TARGET:.0%} needs a CV of at most "
+            f"{_cv_for(DETECTIONS_TARGET, args.runs, args.slowdown):.1%}"
+        )
+
+
+def _cv_for(target: float, runs: int, slowdown: float) -> float:
+    """The largest between-run CV at which power() reaches ``target``."""
+    z = statistics.NormalDist().inv_cdf(1 - ALPHA / 2) + statistics.NormalDist().inv_cdf(target)
+    return abs(math.log(1 - slowdown)) / (z * math.sqrt(2 / runs))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from flowrate.errors import ConfigError, FlowrateError
 
@@ -246,7 +246,7 @@ class RunConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -255,6 +255,7 @@ class RunConfig:
 
 INT32_MAX = 2**31 - 1  # a batch or a shape beyond it reaches C++ kernels as an overflow
 MAX_STEPS = 10**9  # steps no run finishes: a typo, refused before it runs forever
+CHECK_STEPS = 300  # steps a `flowrate check` trains when given no length (and explore's checks)
 WEEK_S = 7 * 24 * 3600
 
 

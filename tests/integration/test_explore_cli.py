@@ -62,6 +62,15 @@ def test_bad_input_is_one_line_and_exit_2_before_any_run(run_cli, results_store:
     assert not results_store.exists()  # nothing ran, nothing was recorded
 
 
+def test_fidelity_on_a_problem_check_cannot_train_is_refused(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    args = ("-p", "gemm", "--device", "cpu", "--space", "batch_size=1,2", "--objective", "final_loss")
+    outcome = run_cli("explore", *args)
+    assert outcome.code == 2, outcome.stderr
+    assert "forward-only" in outcome.stderr and len(outcome.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in outcome.stderr
+    assert not results_store.exists()  # nothing ran, nothing was recorded
+
+
 @pytest.mark.slow
 def test_short_rungs_run_fewer_steps_and_the_front_runs_full_length(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
     base = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--preheat", "1", "--min-steps", "6")
@@ -81,3 +90,23 @@ def test_short_rungs_run_fewer_steps_and_the_front_runs_full_length(run_cli, res
         )
     short = {(r.batch_size, r.precision) for r in by_rung[0]}
     assert {(r.batch_size, r.precision) for r in by_rung[1]} <= short  # only measured points promoted
+
+
+@pytest.mark.slow
+def test_fidelity_is_an_objective_each_configuration_checked_once(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    objectives = ("--objective", "samples_per_sec:max", "--objective", "final_loss:min")
+    space = ("--space", "precision=fp32,bf16")
+    done = run_cli("explore", *TINY, *space, *objectives, "--budget", "2", "--initial", "2", "--json", "-q")
+    assert done.code == 0, done.stderr
+    document = json.loads(done.stdout)
+    with Store(results_store, create=False) as store:
+        runs = store.runs(RunFilter(tag=f"explore:{document['study']}"))
+    checks = {r.precision: r for r in runs if "check" in r.tags}
+    timed = {r.precision: r for r in runs if "rung:0" in r.tags}
+    assert set(checks) == set(timed) == {"fp32", "bf16"} and len(runs) == 4
+    for check in checks.values():  # `flowrate check`'s defaults: 300 steps, no preheat, the loss fell
+        assert check.result.config["steps"] == 300 and check.result.config["preheat_steps"] == 0
+        assert check.result.fidelity is not None and check.result.fidelity["fell"]
+    for evaluation in document["evaluations"]:
+        run = next(r for r in timed.values() if r.run_id == evaluation["run_id"])
+        assert evaluation["values"]["final_loss"] == checks[run.precision].result.fidelity["final_loss"]

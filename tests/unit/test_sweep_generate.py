@@ -15,7 +15,7 @@ import pytest
 from factories import make_result
 from flowrate.campaigns.child import OOM, ChildOutcome
 from flowrate.campaigns.sweep import run_sweep
-from flowrate.campaigns.sweep_command import GENERATE, RUN, from_job, to_job
+from flowrate.campaigns.sweep_command import CHECK, GENERATE, RUN, CheckConfig, from_job, to_job
 from flowrate.campaigns.sweep_spec import (
     load_sweep_file,
     merge_spec,
@@ -154,10 +154,12 @@ def test_a_point_crosses_a_process_boundary_as_plain_data() -> None:
         problem="transformer", size="debug", batch_size="auto", problem_options={"layers": 1}
     )
     run = RunConfig(problem="fc_mnist", size="debug", batch_size=4)
-    for config in (generated, run):
+    check = CheckConfig(problem="fc_mnist", size="debug", batch_size=4, steps=300, preheat_steps=0)
+    for config in (generated, run, check):
         job = json.loads(json.dumps(to_job(config)))  # JSON and back: no pickled objects
-        assert from_job(job) == config
+        assert from_job(job) == config and type(from_job(job)) is type(config)
     assert to_job(generated)["command"] == GENERATE and to_job(run)["command"] == RUN
+    assert to_job(check)["command"] == CHECK and check != run.replace(steps=300, preheat_steps=0)
 
 
 # --- running: out of memory and resume, one at a time and in batches -------------------------------

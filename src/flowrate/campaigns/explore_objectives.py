@@ -2,7 +2,9 @@
 
 An objective is a metric of the metrics table (flowrate.results.metrics) and a direction:
 ``samples_per_sec:max``, ``peak_memory:min`` (a metric's unambiguous leading part names it);
-without a direction, the metric's own better way. A constraint is a metric, a comparison and a
+without a direction, the metric's own better way. ``final_loss`` (fidelity: the loss a
+`flowrate check` of the configuration reaches) is one too: explore then checks each configuration
+(flowrate.campaigns.explore_run). A constraint is a metric, a comparison and a
 bound with an optional unit: ``peak_memory<16GiB``, ``samples_per_sec>=1.5k`` (byte figures take
 B, KiB … TiB or kB … TB; others an SI prefix, optionally followed by the metric's unit).
 
@@ -21,8 +23,6 @@ from dataclasses import dataclass
 from flowrate.errors import ConfigError
 from flowrate.results.metrics import METRICS, Metric, get_metric
 
-# Figures no `flowrate run` records: the loss a `flowrate check` reached (explore runs `run`).
-NOT_FROM_RUNS = {"final_loss": "it is recorded by `flowrate check`, which explore does not run"}
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*([A-Za-z/%]*)\s*$")
 _BYTES = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _BYTES.update({"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12})
@@ -35,8 +35,6 @@ def find_metric(name: str, field: str) -> Metric:
     matches = [m for m in METRICS if m == key] or [m for m in METRICS if m.startswith(key)]
     if len(matches) != 1:
         raise ConfigError(field, f"unknown metric {name.strip()!r}; known metrics: {', '.join(METRICS)}")
-    if matches[0] in NOT_FROM_RUNS:
-        raise ConfigError(field, f"{matches[0]}: {NOT_FROM_RUNS[matches[0]]}; choose another metric")
     return get_metric(matches[0])
 
 

@@ -5,10 +5,18 @@ Every evaluated point is a normal run in the results store, tagged ``explore:<st
 Optuna study lives beside the store, in ``<store stem>.explore.db``: Optuna manages its own
 tables and migrations (SQLAlchemy, alembic), which have no place in the store's versioned schema
 (flowrate.results.store_schema), and a store stays readable by a flowrate without Optuna.
+
+Fidelity as an objective (or a constraint): ``final_loss``, the loss a `flowrate check` of the
+configuration reaches, is not in a timed run. A configuration's check (CHECK_STEPS steps on the
+problem's learnable task, no preheat, as `flowrate check` runs by default) runs beside its first
+evaluation, in the same batch, through the same executor; it is recorded tagged ``check`` and its
+loss is reused at the configuration's longer rungs (a check's length does not depend on the rung).
+A loss has no per-interval spread: its noise is left at 0 (the 1% tie of the promotion rule).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +27,8 @@ from flowrate.campaigns.child import ChildOutcome
 from flowrate.campaigns.executor import Executor
 from flowrate.campaigns.explore_fidelity import loop_steps
 from flowrate.campaigns.explore_plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
-from flowrate.config import RunConfig
+from flowrate.campaigns.sweep_command import CheckConfig
+from flowrate.config import CHECK_STEPS, RunConfig
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
@@ -46,6 +55,9 @@ def figures(result: Result, names: Sequence[str]) -> tuple[dict[str, float], dic
     return values, noise
 
 
+FIDELITY = "final_loss"  # the metric a check gives, not a timed run (module docstring)
+
+
 def run_evaluator(
     spec: ExploreSpec,
     executor: Executor,
@@ -53,20 +65,49 @@ def run_evaluator(
     tags: Sequence[str] = (),
     clock: Callable[[], float] = time.monotonic,
 ) -> Callable[[Sequence[Evaluation]], list[Outcome]]:
-    """Evaluate a batch by running its points through ``executor``, recording each done run."""
+    """Evaluate a batch by running its points through ``executor``, recording each done run
+    (and each configuration's check, where the fidelity metric is asked for)."""
     names = spec.metrics
+    run_tags = [*tags, f"explore:{spec.study_name}"]
+    losses: dict[str, Checked] = {}  # a configuration's check, by its params
 
     def evaluate(batch: Sequence[Evaluation]) -> list[Outcome]:
         configs = [rung_config(spec, e) for e in batch]
+        checks = {}
+        if FIDELITY in names:
+            checks = {_key(e): check_config(c) for e, c in zip(batch, configs, strict=True)}
+            checks = {key: check for key, check in checks.items() if key not in losses}
         began = clock()
-        children = executor.run_many(configs)
+        children = executor.run_many([*configs, *checks.values()])
         share = (clock() - began) / max(len(batch), 1)  # each point's part of the batch's wall time
+        for key, child in zip(checks, children[len(configs) :], strict=True):
+            losses[key] = _checked(child, store, [*run_tags, "check"])
         return [
-            _outcome(child, evaluation, names, store, [*tags, f"explore:{spec.study_name}"], share)
-            for evaluation, child in zip(batch, children, strict=True)
+            _outcome(child, evaluation, names, store, run_tags, share, losses.get(_key(evaluation)))
+            for evaluation, child in zip(batch, children, strict=False)
         ]
 
     return evaluate
+
+
+def check_config(config: RunConfig) -> CheckConfig:
+    """A point's fidelity check: its configuration trained CHECK_STEPS steps, no preheat."""
+    return CheckConfig.from_dict({**config.to_dict(), "steps": CHECK_STEPS, "preheat_steps": 0})
+
+
+def _key(evaluation: Evaluation) -> str:
+    return json.dumps(evaluation.params, sort_keys=True, default=str)
+
+
+Checked = tuple[float | None, str]  # a check's loss, or None and why there is none
+
+
+def _checked(child: ChildOutcome, store: Store, tags: list[str]) -> Checked:
+    if child.result is None:
+        return None, child.message or "it failed without a message"
+    store.add(child.result, tags)
+    loss = METRICS[FIDELITY].value(child.result)
+    return (float(loss), "") if loss is not None else (None, "it recorded no loss")
 
 
 def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> RunConfig:
@@ -87,12 +128,19 @@ def _outcome(
     store: Store,
     tags: list[str],
     cost: float,
+    checked: Checked | None = None,
 ) -> Outcome:
     if child.result is None:
         status = OOM if child.failure == CHILD_OOM else FAILED
         return Outcome(status, cost_s=cost, reason=child.message or "it failed without a message")
     store.add(child.result, [*tags, f"rung:{evaluation.rung}"])
-    values, noise = figures(child.result, names)
+    values, noise = figures(child.result, [n for n in names if n != FIDELITY])
+    if checked is not None:
+        loss, why = checked
+        if loss is None:
+            reason = f"its check failed: {why}"
+            return Outcome(FAILED, cost_s=cost, run_id=child.result.run_id, reason=reason)
+        values[FIDELITY] = loss
     missing = [n for n in names if n not in values]
     if missing:
         reason = f"the run records no {', '.join(METRICS[n].label for n in missing)}"

@@ -1,4 +1,5 @@
-"""What a campaign's points run: `flowrate run` (a RunConfig) or `flowrate generate` (a GenerateConfig).
+"""What a campaign's points run: `flowrate run` (a RunConfig) or `flowrate generate` (a GenerateConfig),
+and, for explore's fidelity objective, `flowrate check` (a CheckConfig).
 
 A sweep's keys are the fields of its command's config (and the zoo's problem options), so each
 command has its own valid keys, their types and flag aliases. A point crosses a process boundary
@@ -32,8 +33,15 @@ SameConfig = TypeVar("SameConfig", bound="RunConfig | GenerateConfig")
 
 RUN = "run"
 GENERATE = "generate"
-COMMANDS = (RUN, GENERATE)
+COMMANDS = (RUN, GENERATE)  # what a sweep runs
+CHECK = "check"  # a point's fidelity check: explore runs it for the final_loss metric
 SAMPLE_SHAPE = "sample_shape"
+
+
+@dataclass(frozen=True)
+class CheckConfig(RunConfig):
+    """A RunConfig run as `flowrate check` (flowrate.harness.fidelity.run_check): its Result
+    carries the loss the configuration reaches on the problem's learnable task."""
 
 
 @dataclass(frozen=True)
@@ -119,12 +127,16 @@ def _check_precision_on_cpu(config: RunConfig) -> None:
 
 def to_job(config: PointConfig) -> dict[str, Any]:
     """``{"command": …, "config": {…}}``: JSON-able, what a fresh process or a cluster job receives."""
+    if isinstance(config, CheckConfig):
+        return {"command": CHECK, "config": config.to_dict()}
     if isinstance(config, RunConfig):
         return {"command": RUN, "config": config.to_dict()}
     return {"command": GENERATE, "config": dataclasses.asdict(config)}
 
 
 def from_job(job: Mapping[str, Any]) -> PointConfig:
+    if job["command"] == CHECK:
+        return CheckConfig.from_dict(job["config"])
     check_command(job["command"], "job")
     if job["command"] == RUN:
         return RunConfig.from_dict(job["config"])
@@ -134,6 +146,10 @@ def from_job(job: Mapping[str, Any]) -> PointConfig:
 def run_job(job: Mapping[str, Any], argv: list[str] | None, tensorboard: str | None = None) -> Any:
     """Run one job in this process and return its Result (raises what the run raises)."""
     config = from_job(job)
+    if isinstance(config, CheckConfig):
+        from flowrate.harness.fidelity import run_check
+
+        return run_check(config, argv=argv)
     if isinstance(config, RunConfig):
         from flowrate.harness.api import run_config
 

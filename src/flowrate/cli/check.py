@@ -11,9 +11,7 @@ from typing import Any
 import click
 
 from flowrate.cli.options import FiniteRange, output_options, run_options
-
-# Steps a check trains when the user sets no length (--steps, --min-steps or --duration).
-CHECK_STEPS = 300
+from flowrate.config import CHECK_STEPS
 
 
 @click.command("check")

@@ -41,7 +41,8 @@ DEFAULT_BUDGET = "12"
     "objectives",
     multiple=True,
     metavar="METRIC[:max|:min]",
-    help="What to optimize (repeatable), a metric of `flowrate pareto`'s table. "
+    help="What to optimize (repeatable), a metric of `flowrate pareto`'s table; final_loss "
+    "(fidelity) also runs a `flowrate check` of each configuration. "
     f"[default: {' and '.join(DEFAULT_OBJECTIVES)}]",
 )
 @click.option(
@@ -188,6 +189,7 @@ def _plan(
             Fidelity.ladder(duration, min_duration),
             name or settings.get("name"),
         )
+        _require_checkable(spec)
         plan = {
             "budget": _budget(budget or str(settings.get("budget", DEFAULT_BUDGET))),
             "seed": int(
@@ -198,6 +200,19 @@ def _plan(
         return spec, plan
     except ConfigError as mistake:
         raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
+
+
+def _require_checkable(spec: ExploreSpec) -> None:
+    """With the fidelity metric asked for, each configuration is also checked: a problem
+    `flowrate check` cannot train is refused before anything runs."""
+    from flowrate.campaigns.explore_run import FIDELITY, check_config
+    from flowrate.harness.fidelity import require_checkable
+    from flowrate.problems.registry import get_problem
+
+    if FIDELITY not in spec.metrics:
+        return
+    config = check_config(spec.space.config_for({a.name: a.values[0] for a in spec.space.axes}))
+    require_checkable(config, get_problem(config.problem, config.size, config.problem_options))
 
 
 def _budget(text: str) -> Budget:
