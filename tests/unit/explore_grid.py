@@ -5,13 +5,17 @@ each point jittered, a few out of memory. Its numbers are made up; the real tabl
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import random
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 REAL_TABLE = Path(__file__).parents[2] / "benchmarks" / "data" / "grid_transformer_cpu.json"
+BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "explore_efficiency.py"
 
 
 def synthetic_table(seed: int = 7) -> dict[str, Any]:
@@ -59,3 +63,24 @@ def write_table(folder: Path) -> Path:
     path = folder / "grid.json"
     path.write_text(json.dumps(synthetic_table()), encoding="utf-8")
     return path
+
+
+def benchmark_module() -> ModuleType:
+    """benchmarks/explore_efficiency.py, imported (it is a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("explore_efficiency", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_point(batch: int, rate: float, wall_s: float) -> dict[str, object]:
+    """A recorded grid point: samples/s with a 10% spread, memory growing with the batch."""
+    return {
+        "params": {"batch_size": batch},
+        "samples_per_sec": {"mean": rate, "sd": 0.1 * rate},
+        "peak_memory_bytes": {"mean": 1e8 * batch, "sd": None},
+        "wall_s": wall_s,
+        "status": "done",
+    }

@@ -5,16 +5,13 @@ space-filling initial design the search starts from."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import random
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from explore_grid import write_table
+from explore_grid import benchmark_module, table_point, write_table
 
 from flowrate.campaigns.explore import Exploration
 from flowrate.campaigns.explore_fidelity import Fidelity, loop_steps
@@ -24,18 +21,7 @@ from flowrate.campaigns.explore_run import rung_config
 from flowrate.campaigns.explore_table import TableEvaluator, load_table
 
 OBJECTIVES = parse_objectives(["samples_per_sec:max", "peak_memory_bytes:min"])
-BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "explore_efficiency.py"
 COMMAND = "flowrate sweep -p transformer --duration 1 --preheat 2 --min-steps 3 -g batch_size=8,128"
-
-
-def _point(batch: int, rate: float, wall_s: float) -> dict[str, object]:
-    return {
-        "params": {"batch_size": batch},
-        "samples_per_sec": {"mean": rate, "sd": 0.1 * rate},
-        "peak_memory_bytes": {"mean": 1e8 * batch, "sd": None},
-        "wall_s": wall_s,
-        "status": "done",
-    }
 
 
 def _table(tmp_path: Path, **extra: object) -> Path:
@@ -44,21 +30,12 @@ def _table(tmp_path: Path, **extra: object) -> Path:
         "duration_s": 1.0,
         "startup_s": 6.0,
         # a fast point (a step of 0.01 s: the duration binds) and a slow one (20 s: the steps bind)
-        "points": [_point(8, 800.0, 7.0), _point(128, 6.4, 130.0)],
+        "points": [table_point(8, 800.0, 7.0), table_point(128, 6.4, 130.0)],
         **extra,
     }
     path = tmp_path / "grid.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
-
-
-def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("explore_efficiency", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_short_rung_runs_proportionally_fewer_preheat_and_minimum_steps() -> None:
@@ -95,9 +72,9 @@ def test_a_replayed_run_costs_its_start_up_preheat_and_timed_steps_at_a_users_fu
 
 
 def test_an_out_of_memory_point_costs_its_recorded_wall_at_any_length(tmp_path: Path) -> None:
-    oom = {**_point(256, 1.0, 9.0), "status": "oom"}
+    oom = {**table_point(256, 1.0, 9.0), "status": "oom"}
     del oom["samples_per_sec"], oom["peak_memory_bytes"]
-    table = load_table(_table(tmp_path, points=[_point(8, 800.0, 7.0), oom]))
+    table = load_table(_table(tmp_path, points=[table_point(8, 800.0, 7.0), oom]))
     point = table.get({"batch_size": 256})
     assert table.cost(point, 10 / 9) == table.cost(point, 10.0) == 9.0
     outcome = TableEvaluator(table, {}, seed=0).one(Evaluation({"batch_size": 256}, 10 / 9, 0))
@@ -119,7 +96,7 @@ def test_the_benchmark_models_the_ladder_explore_builds_from_the_table_to_full_l
     tmp_path: Path,
 ) -> None:
     table = load_table(_table(tmp_path))
-    bench = _benchmark()
+    bench = benchmark_module()
     # what `flowrate explore --duration 10 --min-duration 1` builds (cli/explore.py: Fidelity.ladder)
     assert bench.ladder(table) == Fidelity.ladder(10.0, 1.0)
     assert bench.ladder(table).durations == pytest.approx((10 / 9, 10 / 3, 10.0))

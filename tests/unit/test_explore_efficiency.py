@@ -5,29 +5,15 @@ recorded one (benchmarks/data) where it is there."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from explore_grid import REAL_TABLE, synthetic_table
+from explore_grid import REAL_TABLE, benchmark_module, synthetic_table, table_point
 
 from flowrate.campaigns.explore_plan import DONE, Evaluated, Outcome
 from flowrate.campaigns.explore_table import GridTable, load_table
-
-BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "explore_efficiency.py"
-
-
-def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("explore_efficiency", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +24,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> GridTable:
 
 
 def _run(table: GridTable, seeds: int, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    bench = _benchmark()
+    bench = benchmark_module()
     result = bench.measure(table, bench.parse_objectives(bench.OBJECTIVES), range(seeds), with_halving=False)
     with capsys.disabled():
         bench.report(table, result, seeds)  # the distribution, in the test's output
@@ -73,26 +59,18 @@ def test_the_acceptance_on_the_recorded_grid(capsys: pytest.CaptureFixture[str])
 def test_the_oracle_screens_every_configuration_and_runs_only_their_frontier_full_length(
     tmp_path: Path,
 ) -> None:
-    def point(batch: int, rate: float, wall_s: float) -> dict[str, object]:
-        return {
-            "params": {"batch_size": batch},
-            "samples_per_sec": {"mean": rate, "sd": 0.1 * rate},
-            "peak_memory_bytes": {"mean": 1e8 * batch, "sd": None},
-            "wall_s": wall_s,
-            "status": "done",
-        }
 
     data = {
         "command": "flowrate sweep --duration 1 --preheat 2 --min-steps 3",
         "duration_s": 1.0,
         "startup_s": 6.0,
         # steps of 0.01, 0.01 and 0.1 s; start-ups 5.98, 6.98 and 7.8 s; batch 32 is dominated
-        "points": [point(8, 800.0, 7.0), point(16, 1600.0, 8.0), point(32, 320.0, 9.0)],
+        "points": [table_point(8, 800.0, 7.0), table_point(16, 1600.0, 8.0), table_point(32, 320.0, 9.0)],
     }
     path = tmp_path / "grid.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     table = load_table(path)
-    bench = _benchmark()
+    bench = benchmark_module()
     shortest = bench.ladder(table).durations[0]
     assert shortest == pytest.approx(10 / 9)
     looked = [Evaluated(str(b), {"batch_size": b}, 0, 10.0, Outcome(DONE, {}, {}, 0.0)) for b in (8, 16, 32)]

@@ -267,16 +267,9 @@ def search(
     return log.items
 
 
-def search_curve(
-    table: GridTable,
-    objectives: Sequence[Objective],
-    *,
-    seed: int,
-    budget: Budget,
-    sampler: str = "auto",
-    fidelity: Fidelity | None = None,
-) -> list[tuple[float, float]]:
-    """One seeded search's trace (compute seconds, hypervolume fraction)."""
-    fidelity = fidelity or Fidelity((table.full_s,))
-    items = search(table, objectives, seed=seed, budget=budget, sampler=sampler, fidelity=fidelity)
+def search_curve(table: GridTable, objectives: Sequence[Objective], **how: Any) -> list[tuple[float, float]]:
+    """One seeded search's trace (compute seconds, hypervolume fraction); ``how``: search's
+    keyword arguments."""
+    fidelity = how.pop("fidelity", None) or Fidelity((table.full_s,))
+    items = search(table, objectives, fidelity=fidelity, **how)
     return trace(Scorer.of(table, objectives), items, fidelity.top, table.space().base)
