@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from flowrate.cli.main import main
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests interrupt. A pytest started as a background job
+    without job control (`cmd &` in a script) inherits SIGINT ignored, and so would every process
+    it starts, so the interrupt tests would see a run that never stopped; with a handler here, a
+    child starts with SIGINT at its default, as under a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
