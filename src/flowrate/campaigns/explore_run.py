@@ -84,7 +84,7 @@ def run_evaluator(
             losses[key] = _checked(child, store, [*run_tags, "check"])
         return [
             _outcome(child, evaluation, names, store, run_tags, share, losses.get(_key(evaluation)))
-            for evaluation, child in zip(batch, children, strict=False)
+            for evaluation, child in zip(batch, children[: len(configs)], strict=True)
         ]
 
     return evaluate

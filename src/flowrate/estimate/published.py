@@ -17,6 +17,7 @@ calibration of the same GPU model on this machine would change the estimate, as 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,27 @@ class PublishedCase:
         return " ".join(parts)
 
 
+# What every case from one source shares; each row below gives what differs.
+_resnet50_case = functools.partial(
+    PublishedCase,
+    problem="resnet50",
+    size="default",
+    optimizer="sgd",
+    citation=_RN50,
+    date="pytorch-21.03 NGC container",
+)
+_bert_large_a100_case = functools.partial(
+    PublishedCase,
+    problem="hf:bert",
+    size="bert-base-uncased",
+    hf_config=_BERT_LARGE,
+    optimizer="adamw",
+    target="a100-80gb",
+    citation=_BERT,
+    date="pytorch:21.11-py3 NGC container",
+)
+
+
 CASES: tuple[PublishedCase, ...] = (
     PublishedCase(
         name="gpt2-124m-a100-40gb-bf16",
@@ -103,23 +125,18 @@ CASES: tuple[PublishedCase, ...] = (
         "implies 31% MFU over the step against the estimate's 42%; the A100 PCIe also runs under a "
         "250 W limit, below the clocks its datasheet peak assumes",
     ),
-    PublishedCase(
+    _resnet50_case(
         name="resnet50-a100-80gb-amp",
-        problem="resnet50",
-        size="default",
         options={},
         mode="train",
         precision="fp16",
-        optimizer="sgd",
         batch_size=256,
         target="a100-80gb",
         published=2470.0,
         printed="2470 img/s (1 GPU, Throughput - mixed precision)",
         hardware="NVIDIA DGX A100 (8x A100 80GB), 1 GPU",
-        citation=_RN50,
         where="'Training performance: NVIDIA DGX A100 (8x A100 80GB)', row '1' (line 598); batch 256 "
         f"AMP with NHWC and SGD momentum 0.875 from {_RN50_BATCH}",
-        date="pytorch-21.03 NGC container",
         notes="AMP with a static loss scale of 128 priced as fp16 autocast with GradScaler; the "
         "measurement reads real ImageNet JPEGs through the data loader",
         miss="estimate 1.4x the measurement (1.27x for the same run on V100): 70% of the estimated "
@@ -129,84 +146,62 @@ CASES: tuple[PublishedCase, ...] = (
         "published run also decodes and augments real JPEGs on the host, which a device step does "
         "not include",
     ),
-    PublishedCase(
+    _resnet50_case(
         name="resnet50-a100-80gb-tf32",
-        problem="resnet50",
-        size="default",
         options={},
         mode="train",
         precision="tf32",
-        optimizer="sgd",
         batch_size=256,
         target="a100-80gb",
         published=938.0,
         printed="938 img/s (1 GPU, Throughput - TF32)",
         hardware="NVIDIA DGX A100 (8x A100 80GB), 1 GPU",
-        citation=_RN50,
         where=f"'Training performance: NVIDIA DGX A100 (8x A100 80GB)', row '1' (line 598); batch 256 "
         f"TF32 (NCHW) from {_RN50_BATCH}",
-        date="pytorch-21.03 NGC container",
         miss="estimate 1.9x the measurement, in the convolutions: the published TF32 run is 2.63x "
         "slower than the AMP run of the same table, the estimate 1.94x (twice the bytes, half the "
         "FLOP/s); the model prices TF32 convolutions at 80% of the TF32 peak as it prices fp16 ones "
         "at 80% of theirs, but this run's NCHW TF32 convolutions (no NHWC in its configuration) "
         "reach less: the published figure implies 15% MFU against 19% for AMP",
     ),
-    PublishedCase(
+    _resnet50_case(
         name="resnet50-v100-16gb-amp",
-        problem="resnet50",
-        size="default",
         options={},
         mode="train",
         precision="fp16",
-        optimizer="sgd",
         batch_size=256,
         target="v100-sxm2",
         published=1200.0,
         printed="1200 img/s (1 GPU, Throughput - mixed precision)",
         hardware="NVIDIA DGX-1 16GB (8x V100 16GB), 1 GPU",
-        citation=_RN50,
         where=f"'Training performance: NVIDIA DGX-1 16GB (8x V100 16GB)', row '1' (line 606); batch "
         f"256 AMP with NHWC from {_RN50_BATCH}",
-        date="pytorch-21.03 NGC container",
         notes="AMP with a static loss scale of 128 priced as fp16 autocast with GradScaler",
     ),
-    PublishedCase(
+    _resnet50_case(
         name="resnet50-v100-16gb-fp32",
-        problem="resnet50",
-        size="default",
         options={},
         mode="train",
         precision="fp32",
-        optimizer="sgd",
         batch_size=112,
         target="v100-sxm2",
         published=367.0,
         printed="367 img/s (1 GPU, Throughput - FP32)",
         hardware="NVIDIA DGX-1 16GB (8x V100 16GB), 1 GPU",
-        citation=_RN50,
         where=f"'Training performance: NVIDIA DGX-1 16GB (8x V100 16GB)', row '1' (line 606); batch "
         f"112 FP32 from {_RN50_BATCH}",
-        date="pytorch-21.03 NGC container",
     ),
-    PublishedCase(
+    _bert_large_a100_case(
         name="bert-large-squad-a100-80gb-fp16",
-        problem="hf:bert",
-        size="bert-base-uncased",
         options={"seq_len": 384},
-        hf_config=_BERT_LARGE,
         mode="train",
         precision="fp16",
-        optimizer="adamw",
         batch_size=32,
-        target="a100-80gb",
         published=110.5,
         printed="110.5 sequences/sec (1 GPU, batch 32, Throughput - mixed precision)",
         hardware="NVIDIA DGX A100 (8x A100 80GB), 1 GPU",
-        citation=_BERT,
         where="'Fine-tuning NVIDIA DGX A100 (8x A100 80GB)', SQuAD, row '1' (line 841); sequence "
         "length 384 (run_squad.sh)",
-        date="pytorch:21.11-py3 NGC container",
         notes="BERT-large (bert_configs/large.json) with a sequence-classification head for SQuAD's "
         "1024x2 span head (both negligible); apex AMP and FusedAdam priced as fp16 autocast and "
         "fused AdamW; the published figure times the whole fine-tuning loop (data, clipping, logging)",
@@ -216,89 +211,61 @@ CASES: tuple[PublishedCase, ...] = (
         "softmax, dropout, matmul), each writing and reading the 32x16x384x384 score tensor; traced "
         "with that explicit attention the estimate is 1.29x, the rest the GEMMs' 80% of peak",
     ),
-    PublishedCase(
+    _bert_large_a100_case(
         name="bert-large-squad-a100-80gb-tf32",
-        problem="hf:bert",
-        size="bert-base-uncased",
         options={"seq_len": 384},
-        hf_config=_BERT_LARGE,
         mode="train",
         precision="tf32",
-        optimizer="adamw",
         batch_size=32,
-        target="a100-80gb",
         published=61.5,
         printed="61.5 sequences/sec (1 GPU, batch 32, Throughput - TF32)",
         hardware="NVIDIA DGX A100 (8x A100 80GB), 1 GPU",
-        citation=_BERT,
         where="'Fine-tuning NVIDIA DGX A100 (8x A100 80GB)', SQuAD, row '1' (line 841); sequence "
         "length 384 (run_squad.sh)",
-        date="pytorch:21.11-py3 NGC container",
         notes="as the fp16 case, in TF32",
         miss="estimate 2x the measurement: the fp16 case's fused attention against the published "
         "run's explicit one (traced with that explicit attention, 1.37x), and the GEMMs priced at 80% "
         "of the 156 TFLOP/s TF32 peak where the published figure implies 29% MFU over the step; the "
         "published figure also times the loop's data handling and gradient clipping",
     ),
-    PublishedCase(
+    _bert_large_a100_case(
         name="bert-large-pretrain-s128-a100-80gb-fp16",
-        problem="hf:bert",
-        size="bert-base-uncased",
         options={"seq_len": 128},
-        hf_config=_BERT_LARGE,
         mode="train",
         precision="fp16",
-        optimizer="adamw",
         batch_size=256,
-        target="a100-80gb",
         published=580.0,
         printed="580 sequences/sec (1 GPU, batch 256, sequence length 128, Throughput - mixed precision)",
         hardware="NVIDIA DGX A100 (8x A100 80GB), 1 GPU",
-        citation=_BERT,
         where="'Pre-training NVIDIA DGX A100 (8x A100 80GB)', row '1', sequence length 128 (line 813)",
-        date="pytorch:21.11-py3 NGC container",
         notes="phase 1 pre-training: the MLM head runs on the masked positions only and LAMB steps "
         "once per 32 accumulated batches; priced without the MLM head (a sequence-classification "
         "head) and with fused AdamW every batch, each within about 2% of the step; attention priced "
         "as the fused kernel flowrate's BERT runs, where the published modeling.py's is explicit "
         "(0.96 traced with that)",
     ),
-    PublishedCase(
+    _bert_large_a100_case(
         name="bert-large-pretrain-s128-a100-80gb-tf32",
-        problem="hf:bert",
-        size="bert-base-uncased",
         options={"seq_len": 128},
-        hf_config=_BERT_LARGE,
         mode="train",
         precision="tf32",
-        optimizer="adamw",
         batch_size=128,
-        target="a100-80gb",
         published=317.0,
         printed="317 sequences/sec (1 GPU, batch 128, sequence length 128, Throughput - TF32)",
         hardware="NVIDIA DGX A100 (8x A100 80GB), 1 GPU",
-        citation=_BERT,
         where="'Pre-training NVIDIA DGX A100 (8x A100 80GB)', row '1', sequence length 128 (line 813)",
-        date="pytorch:21.11-py3 NGC container",
         notes="as the fp16 case, in TF32, LAMB once per 64 accumulated batches",
     ),
-    PublishedCase(
+    _bert_large_a100_case(
         name="bert-large-squad-infer-a100-80gb-fp16",
-        problem="hf:bert",
-        size="bert-base-uncased",
         options={"seq_len": 384},
-        hf_config=_BERT_LARGE,
         mode="infer",
         precision="fp16",
-        optimizer="adamw",
         batch_size=32,
-        target="a100-80gb",
         published=312.0,
         printed="312 sequences/sec (1 GPU, batch 32, sequence length 384, Throughput - Mixed Precision)",
         hardware="NVIDIA DGX A100 (1x A100 80GB)",
-        citation=_BERT,
         where="'Fine-tuning inference on NVIDIA DGX A100 (1x A100 80GB)', SQuAD (line 881)",
-        date="pytorch:21.11-py3 NGC container",
         miss="estimate 2x the measurement: run_squad.py's timed inference loop copies each sample's "
         "384 start and 384 end logits to the host one sample at a time (.cpu().tolist(), 64 "
         "synchronising copies per batch) and builds a result record for each: host work the "
