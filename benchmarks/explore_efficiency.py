@@ -42,6 +42,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowrate.campaigns.explore import sampler_kind
 from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
 from flowrate.campaigns.explore_objectives import Objective, parse_objectives
 from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated
@@ -96,6 +97,7 @@ def measure(
     explore, random, ratios, strict, oracle = [], [], [], [], []
     for seed in seeds:
         looked = search(table, objectives, seed=seed, budget=Budget(runs=budget))
+        sampler = sampler_kind(table.space(), Budget(runs=budget))
         full = trace(Scorer.of(table, objectives), looked, 0, table.space().base)
         explore.append(full[-1][1])
         random.append(
@@ -104,8 +106,8 @@ def measure(
         if not with_halving:
             continue
         cost = full[-1][0]  # successive halving gets twice the full search's compute to get there
-        halving = search_curve(
-            table, objectives, seed=seed, budget=Budget(seconds=2 * cost), fidelity=fidelity
+        halving = search_curve(  # the full search's sampler, though its budget is in seconds
+            table, objectives, seed=seed, budget=Budget(seconds=2 * cost), fidelity=fidelity, sampler=sampler
         )
         ratios.append(time_to(halving, full[-1][1]) / cost)
         oracle.append(_oracle(table, objectives, looked, fidelity.durations[0]) / cost)

@@ -45,13 +45,6 @@ def test_over_twenty_seeds_explore_reaches_95_percent_in_18_and_beats_random(
 
 
 @pytest.mark.skipif(not REAL_TABLE.exists(), reason="no recorded grid table (benchmarks/record_grid.py)")
-@pytest.mark.xfail(
-    reason="recorded table (2 repeats, between-run CV 0.56 from a shared machine): explore reaches 95% "
-    "in 13/20 seeds (75/100 over seeds 0-99); 95% needs one of two points (1309 and 1253 samples/s, "
-    "sd 1009 and 615) of a plateau of six within 11% of each other, sd 455-1009: which of them "
-    "leads is not resolved by the recording (see RESULTS.md)",
-    strict=False,
-)
 def test_the_acceptance_on_the_recorded_grid(capsys: pytest.CaptureFixture[str]) -> None:
     _acceptance(load_table(REAL_TABLE), capsys)
 

@@ -8,11 +8,17 @@ asked for. The study's trials are the configurations at the lowest rung (what th
 from); measurements at higher rungs are trials of a second study, ``<name>/rungs``. A new study
 starts from a space-filling design (explore_plan.space_filling), then the sampler proposes.
 
-Why the sampler per space (choose_sampler): a Gaussian process models a small, all-numeric space
-well from few points and picks the next by expected hypervolume gain, but its kernel on
-categories is crude and each proposal costs a model fit; TPE handles categorical axes natively,
-is cheap per proposal and works from a handful of points; NSGA-II needs generations of a
-population, so it pays only with a budget of hundreds of runs.
+Why the sampler per space (choose_sampler): a Gaussian process models a small space well from few
+points and picks the next by expected hypervolume gain. Optuna's GP takes categorical axes beside
+numeric ones (a Hamming distance between their values). Measured on the recorded transformer
+grid (benchmarks/explore_efficiency.py, 4 axes of which 3 categorical, 20 seeds), the GP reached
+95% of the grid's hypervolume in 19 of 20 seeds at a median of 0.978, TPE in 18 at 0.970, random
+search a median of 0.975; on the noisier table recorded before it, 15 seeds against TPE's 13.
+Its fit per proposal grows with the trials (about 4 s a proposal at a hundred trials with a
+constraint, on 2 cores), so a budget over GP_MAX_RUNS runs, or one in hours, or a space over
+GP_MAX_SPACE points goes to TPE: cheap per proposal, categorical axes handled natively, useful
+from a handful of points. NSGA-II needs generations of a population, so it pays only with a
+budget of hundreds of runs.
 
 Why it resumes: the study lives in an SQLite file beside the results store (explore_run.py), its
 name a hash of the space, objectives, constraints and rungs, and every outcome is told as soon as
@@ -79,14 +85,24 @@ class ExploreOutcome:
     exhausted: bool = False  # every point of the space was measured before the budget ran out
 
 
+GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (module docstring)
+GP_MAX_RUNS = 64  # a budget of more runs (or in hours) goes to TPE: the GP's fits grow with trials
+
+
+def sampler_kind(space: SearchSpace, budget: Budget) -> str:
+    """The sampler ``auto`` picks for this space and budget (module docstring says why)."""
+    runs = budget.runs or 0
+    if runs >= 300:
+        return "nsga2"
+    return "gp" if 0 < runs <= GP_MAX_RUNS and space.size <= GP_MAX_SPACE else "tpe"
+
+
 def choose_sampler(space: SearchSpace, budget: Budget, initial: int, seed: int, kind: str = "auto") -> Any:
     """The sampler for this space (module docstring says why), seeded; ``kind`` forces one."""
     import optuna
 
-    numeric = all(a.numeric for a in space.axes)
     if kind == "auto":
-        runs = budget.runs or 0
-        kind = "nsga2" if runs >= 300 else "gp" if numeric and space.size <= 4096 else "tpe"
+        kind = sampler_kind(space, budget)
     common: dict[str, Any] = {"seed": seed}  # constraints: set on each trial (_tell)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

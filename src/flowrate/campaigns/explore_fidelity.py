@@ -15,7 +15,8 @@ beyond the 1% a measurement resolves); one within noise of the leaders runs long
 (ASHA's cap of one in ``eta`` per rung was tried, with the benchmark's runs modelled at a user's
 full length, two rungs: it took longer to reach the full-length search's hypervolume, every
 frontier point having to run full length and the cap delaying them: median 1.09 of the full
-search's compute on the recorded table and 0.75 on the synthetic one, against 0.74 and 0.72.)
+search's compute on the grid table recorded on a shared machine (replaced 2026-11-24) and 0.75
+on the synthetic one, against 0.74 and 0.72.)
 
 Each rung is a fresh process that pays the start-up again, so a configuration that reaches full
 length through r rungs pays r start-ups: short rungs save time only where the start-up is small

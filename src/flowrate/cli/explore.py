@@ -72,7 +72,8 @@ DEFAULT_BUDGET = "12"
     type=click.Choice(["auto", "tpe", "gp", "nsga2", "random"]),
     default="auto",
     show_default=True,
-    help="Optuna's sampler; auto: gp for a small all-numeric space, nsga2 for 300+ runs, else tpe.",
+    help="Optuna's sampler; auto: gp for a budget of at most 64 runs over at most 4096 points, "
+    "nsga2 for 300+ runs, else tpe.",
 )
 @click.option("--name", help="Name of the study (tags its runs explore:NAME). [default: explore-<id>]")
 @click.option("--store", type=click.Path(dir_okay=False), help="Record the runs in this store. " + STORE_HELP)
