@@ -42,10 +42,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.explore import sampler_kind
 from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
 from flowrate.campaigns.explore_objectives import Objective, parse_objectives
-from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated
+from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated, sampler_kind
 from flowrate.campaigns.explore_table import (
     GridTable,
     Scorer,

@@ -1,4 +1,5 @@
-"""Attention as the target runs it: fused in its inputs' dtype on a GPU, the CPU's math path on a CPU.
+"""Attention as the target runs it: fused in its inputs' dtype on a GPU, the CPU's math path on a CPU,
+or op by op in its inputs' dtype, as a published implementation without a fused kernel runs it.
 
 BERT-style attention (a float padding mask, dropout in training) cannot take the CPU's fused
 kernel, and the CPU's math path upcasts 16-bit inputs to fp32; a fp16 GPU runs it as one fused
@@ -18,7 +19,7 @@ import flowrate
 from estimate_factories import flat_device
 from flowrate.config import Mode, OptimizerName, Precision, RunConfig
 from flowrate.estimate.report import build_report
-from flowrate.estimate.trace import StepTrace, trace_step
+from flowrate.estimate.trace import EXPLICIT, FUSED, NATIVE, StepTrace, trace_step
 
 B, H, L, E = 2, 2, 16, 32  # batch, heads, sequence, head width
 
@@ -63,14 +64,15 @@ class _BertAttention(flowrate.Problem):
         return 0
 
 
-def _trace(mode: Mode, precision: Precision, fused: bool, kv_heads: int = H) -> StepTrace:
+def _trace(mode: Mode, precision: Precision, fused: bool | str, kv_heads: int = H) -> StepTrace:
+    attention = fused if isinstance(fused, str) else FUSED if fused else NATIVE
     return trace_step(
         _BertAttention(kv_heads),
         mode=mode,
         precision=precision,
         optimizer=OptimizerName.ADAMW,
         batch_size=B,
-        fused_attention=fused,
+        attention=attention,
     )
 
 
@@ -123,3 +125,33 @@ def test_the_report_traces_attention_as_its_device_runs_it(device_type: str, fus
     expected = _trace(Mode.TRAIN, Precision.FP16, fused=fused)
     assert report.kernels_per_step == expected.kernels()
     assert report.traced_forward_flops_per_sample == expected.flops("forward") / B
+
+
+def test_explicit_attention_is_priced_op_by_op_in_the_inputs_dtype() -> None:
+    trace = _trace(Mode.TRAIN, Precision.FP16, EXPLICIT)
+    scores = B * H * L * L
+    forward = [
+        op for op in trace.ops if op.phase == "forward" and op.name.startswith(("aten.bmm", "aten._softmax"))
+    ]
+    # the scores' and the weighted sum's batched matmuls and the softmax, all in fp16
+    assert [(op.name.split(".")[1], op.precision) for op in forward] == [
+        ("bmm", "fp16"),
+        ("_softmax", "fp16"),
+        ("bmm", "fp16"),
+    ]
+    assert forward[0].flops == forward[2].flops == 2 * scores * E
+    softmax = forward[1]
+    assert softmax.bytes == 2 * scores * 2  # the fp16 score matrix read and written
+    # one dropout kernel, as a GPU runs it: reads the probabilities, writes them and a bool mask
+    (dropout,) = [op for op in trace.ops if op.phase == "forward" and "dropout" in op.name]
+    assert dropout.name == "aten.native_dropout.default" and dropout.precision == "fp16"
+    assert dropout.bytes == scores * (2 + 2 + 1)
+    assert not [op for op in trace.ops if op.kind.startswith("attention")]
+
+
+def test_the_published_bert_cases_price_their_implementations_explicit_attention() -> None:
+    from flowrate.estimate.published import CASES
+
+    bert = [case for case in CASES if case.problem == "hf:bert"]
+    assert bert and all(case.attention == EXPLICIT for case in bert)
+    assert all(case.command().endswith("--attention explicit") for case in bert)

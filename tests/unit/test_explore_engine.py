@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from explore_grid import synthetic_table
 
-from flowrate.campaigns.explore import Exploration
+from flowrate.campaigns import explore_plan
+from flowrate.campaigns.explore import Exploration, choose_sampler
 from flowrate.campaigns.explore_fidelity import Fidelity, Measured, beats, first_front, hypervolume
 from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
 from flowrate.campaigns.explore_plan import DONE, OOM, Budget, Evaluated, Evaluation, ExploreSpec, Outcome
@@ -167,3 +168,19 @@ def test_a_name_held_by_another_exploration_is_refused(table: GridTable, tmp_pat
     other = ExploreSpec(table.space(), OBJECTIVES[:1], name="mine")
     with pytest.raises(ConfigError, match="names another exploration"):
         Exploration(other, Recording(table), budget=Budget(runs=4), initial=4, storage=storage)
+
+
+def test_auto_picks_the_gp_for_small_run_budgets_tpe_beyond_and_nsga2_for_hundreds(table: GridTable) -> None:
+    space = table.space()
+    assert space.size <= 4096 and any(not axis.numeric for axis in space.axes)  # categorical axes too
+    kinds = {
+        budget: type(choose_sampler(space, Budget.parse(budget), 4, seed=0)).__name__
+        for budget in ("16", str(explore_plan.GP_MAX_RUNS), str(explore_plan.GP_MAX_RUNS + 1), "300", "2h")
+    }
+    assert kinds == {
+        "16": "GPSampler",
+        str(explore_plan.GP_MAX_RUNS): "GPSampler",
+        str(explore_plan.GP_MAX_RUNS + 1): "TPESampler",
+        "300": "NSGAIISampler",
+        "2h": "TPESampler",  # a budget in hours may run hundreds of points
+    }

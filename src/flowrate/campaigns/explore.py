@@ -9,16 +9,13 @@ from); measurements at higher rungs are trials of a second study, ``<name>/rungs
 starts from a space-filling design (explore_plan.space_filling), then the sampler proposes.
 
 Why the sampler per space (choose_sampler): a Gaussian process models a small space well from few
-points and picks the next by expected hypervolume gain. Optuna's GP takes categorical axes beside
-numeric ones (a Hamming distance between their values). Measured on the recorded transformer
-grid (benchmarks/explore_efficiency.py, 4 axes of which 3 categorical, 20 seeds), the GP reached
-95% of the grid's hypervolume in 19 of 20 seeds at a median of 0.978, TPE in 18 at 0.970, random
-search a median of 0.975; on the noisier table recorded before it, 15 seeds against TPE's 13.
-Its fit per proposal grows with the trials (about 4 s a proposal at a hundred trials with a
-constraint, on 2 cores), so a budget over GP_MAX_RUNS runs, or one in hours, or a space over
-GP_MAX_SPACE points goes to TPE: cheap per proposal, categorical axes handled natively, useful
-from a handful of points. NSGA-II needs generations of a population, so it pays only with a
-budget of hundreds of runs.
+points and picks the next by expected hypervolume gain; Optuna's takes categorical axes (a
+Hamming distance). On the recorded transformer grid (benchmarks/explore_efficiency.py, 3 of 4
+axes categorical, 20 seeds) it reached 95% of the grid's hypervolume in 19 seeds at a median of
+0.978, TPE in 18 at 0.970, random search a median of 0.975. Its fit per proposal grows with the
+trials (about 4 s at a hundred, with a constraint, on 2 cores), so a budget over GP_MAX_RUNS
+runs or in hours, or a space over GP_MAX_SPACE points, goes to TPE: cheap per proposal,
+categorical axes native. NSGA-II needs generations of a population: budgets of 300 runs or more.
 
 Why it resumes: the study lives in an SQLite file beside the results store (explore_run.py), its
 name a hash of the space, objectives, constraints and rungs, and every outcome is told as soon as
@@ -48,6 +45,7 @@ from flowrate.campaigns.explore_plan import (
     ExploreSpec,
     Outcome,
     default_initial,
+    sampler_kind,
     space_filling,
 )
 from flowrate.campaigns.explore_space import Axis, SearchSpace
@@ -83,18 +81,6 @@ class ExploreOutcome:
     runs: int
     seconds: float
     exhausted: bool = False  # every point of the space was measured before the budget ran out
-
-
-GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (module docstring)
-GP_MAX_RUNS = 64  # a budget of more runs (or in hours) goes to TPE: the GP's fits grow with trials
-
-
-def sampler_kind(space: SearchSpace, budget: Budget) -> str:
-    """The sampler ``auto`` picks for this space and budget (module docstring says why)."""
-    runs = budget.runs or 0
-    if runs >= 300:
-        return "nsga2"
-    return "gp" if 0 < runs <= GP_MAX_RUNS and space.size <= GP_MAX_SPACE else "tpe"
 
 
 def choose_sampler(space: SearchSpace, budget: Budget, initial: int, seed: int, kind: str = "auto") -> Any:

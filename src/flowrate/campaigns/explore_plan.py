@@ -163,6 +163,19 @@ class Evaluated:
         return tuple(self.outcome.noise.get(o.name, 0.0) for o in objectives)
 
 
+GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (flowrate.campaigns.explore's docstring)
+GP_MAX_RUNS = 64  # a budget of more runs (or in hours) goes to TPE: the GP's fits grow with trials
+
+
+def sampler_kind(space: SearchSpace, budget: Budget) -> str:
+    """The sampler ``auto`` picks for this space and budget (flowrate.campaigns.explore's
+    docstring says why)."""
+    runs = budget.runs or 0
+    if runs >= 300:
+        return "nsga2"
+    return "gp" if 0 < runs <= GP_MAX_RUNS and space.size <= GP_MAX_SPACE else "tpe"
+
+
 def default_initial(space: SearchSpace) -> int:
     """The initial design (points measured before the model guides the search): twice the axes,
     at least 4, and never more than a fifth of the space."""

@@ -44,6 +44,13 @@ _CHECK_ONLY = {"store": "--store", "tag": "--tag", "sweep": "--sweep", "since": 
     help="Instead, print predicted against measured samples/s for recorded runs: RUN ids, tags or "
     "files, or the filters --problem --device --precision --mode --execution --tag --sweep --since --until.",
 )
+@click.option(
+    "--attention",
+    type=click.Choice(["native", "fused", "explicit"]),
+    help="How attention is priced: as the device runs flowrate's models (the default: the CPU's "
+    "own path, a GPU's fused kernel), fused, or explicit (matmul, scale, mask, softmax, dropout, "
+    "matmul, as implementations without a fused kernel compute it).",
+)
 @click.argument("refs", nargs=-1, metavar="[RUN|TAG|FILE]...")
 @click.option("--store", type=click.Path(dir_okay=False), help="--check: " + STORE_HELP)
 @click.option("--tag", help="--check: only runs with this tag.")
@@ -57,6 +64,7 @@ def command(
     out_dir: str | None,
     calibrate: bool,
     check: bool,
+    attention: str | None,
     refs: tuple[str, ...],
     sample_shape: int | None,
     **flags: Any,
@@ -90,7 +98,14 @@ def command(
         _calibrate(config)
     batch_size = problem.default_batch_size if config.batch_size in (None, "auto") else int(config.batch_size)
     host_capacity = host_memory * 2**30 if host_memory is not None else None
-    report = report_for(config, problem, target=target, batch_size=batch_size, host_capacity=host_capacity)
+    report = report_for(
+        config,
+        problem,
+        target=target,
+        batch_size=batch_size,
+        host_capacity=host_capacity,
+        attention=attention,
+    )
     lines = report_lines(report)
     if out_dir:
         text, _ = save_report(report, lines, Path(out_dir))

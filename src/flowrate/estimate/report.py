@@ -19,7 +19,7 @@ from flowrate.estimate.cost import StepEstimate, StreamingEstimate, estimate_ste
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
 from flowrate.estimate.memory import MemoryPlan, plan_memory
 from flowrate.estimate.ops import BACKWARD, FORWARD
-from flowrate.estimate.trace import StepTrace, trace_step
+from flowrate.estimate.trace import StepTrace, attention_on, trace_step
 from flowrate.problems.base import Problem
 
 # The cost model's version, recorded with every estimate: bump it when predictions change.
@@ -70,16 +70,21 @@ class CompileReport:
 
 
 def trace_for(
-    config: RunConfig, problem: Problem, batch_size: int, device: DeviceModel | None = None
+    config: RunConfig,
+    problem: Problem,
+    batch_size: int,
+    device: DeviceModel | None = None,
+    attention: str | None = None,
 ) -> StepTrace:
-    """The step's trace, with attention as ``device`` runs it (fused on a GPU; see FusedAttention)."""
+    """The step's trace, with attention as ``device`` runs it (fused on a GPU; see FusedAttention)
+    unless ``attention`` (trace.ATTENTION) says otherwise."""
     return trace_step(
         problem,
         mode=config.settled_mode,
         precision=config.precision,
         optimizer=config.optimizer,
         batch_size=batch_size,
-        fused_attention=device is not None and device.device_type != "cpu",
+        attention=attention or attention_on(device.device_type if device is not None else "cpu"),
     )
 
 
@@ -92,10 +97,11 @@ def build_report(
     host_capacity: float | None = None,
     device_capacity: float | None = None,
     unavailable: str | None = None,
+    attention: str | None = None,
 ) -> CompileReport:
     """Trace the step and price it on ``device`` (None, with ``unavailable`` saying why: figures
-    without an estimate)."""
-    trace = trace_for(config, problem, batch_size, device)
+    without an estimate); ``attention``: trace_for's."""
+    trace = trace_for(config, problem, batch_size, device, attention)
     mode = config.settled_mode
     reasons: dict[str, str] = {}
     estimate = streaming = None
@@ -281,16 +287,21 @@ def report_for(
     target: str | None,
     batch_size: int,
     host_capacity: float | None = None,
+    attention: str | None = None,
 ) -> CompileReport:
     """The compile report on ``--target`` (a peak-table or calibrated device) or on the run's own
-    device; without rates for it (a CPU never calibrated), the figures without an estimate."""
+    device; without rates for it (a CPU never calibrated), the figures without an estimate.
+    ``attention``: trace_for's."""
     from flowrate.estimate.devices import local_device, target_device
     from flowrate.estimate.validate import host_available
     from flowrate.measure.device import local_capacity, resolve_device
 
     host = host_capacity if host_capacity is not None else host_available()
     if target is not None:
-        return build_report(config, problem, target_device(target), batch_size=batch_size, host_capacity=host)
+        device_model = target_device(target)
+        return build_report(
+            config, problem, device_model, batch_size=batch_size, host_capacity=host, attention=attention
+        )
     device = resolve_device(config.device)
     try:
         model = local_device(device)
@@ -303,8 +314,11 @@ def report_for(
             host_capacity=host,
             device_capacity=local_capacity(device),
             unavailable=str(why),
+            attention=attention,
         )
-    return build_report(config, problem, model, batch_size=batch_size, host_capacity=host)
+    return build_report(
+        config, problem, model, batch_size=batch_size, host_capacity=host, attention=attention
+    )
 
 
 def save_report(report: CompileReport, lines: list[str], directory: Path) -> tuple[Path, Path]:

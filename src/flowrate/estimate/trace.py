@@ -59,6 +59,8 @@ from flowrate.estimate.ops import OPTIMIZER, Op, OpRecorder, tensor_bytes, tenso
 from flowrate.execution.resident import make_optimizer
 from flowrate.problems.base import Problem
 
+NATIVE, FUSED, EXPLICIT = "native", "fused", "explicit"  # trace_step's ``attention``
+
 _CPU = torch.device("cpu")
 
 
@@ -136,10 +138,12 @@ def trace_step(
     precision: Precision,
     optimizer: OptimizerName,
     batch_size: int,
-    fused_attention: bool = False,
+    attention: str = NATIVE,
 ) -> StepTrace:
     """Build ``problem``'s model and run one step of ``mode`` on fake tensors, recording every op.
-    ``fused_attention``: trace attention as a GPU runs it (see FusedAttention), not as the CPU does.
+    ``attention`` (ATTENTION): how ``scaled_dot_product_attention`` is traced — as the CPU runs it
+    (native), as a GPU runs it (fused; see FusedAttention), or op by op (explicit; see
+    ExplicitAttention).
 
     Raises TraceError naming the stage that failed (build, batch, forward, backward, optimizer).
     """
@@ -157,8 +161,7 @@ def trace_step(
             recorder = OpRecorder(tracker, block_names, keep, precision is Precision.TF32)
             calls = nn.modules.module.register_module_forward_pre_hook(recorder.module_called)
             try:
-                attention = FusedAttention() if fused_attention else contextlib.nullcontext()
-                with attention, recorder, inputs:
+                with _ATTENTION[attention](), recorder, inputs:
                     _run_step(problem, model, batch, opt, recorder, _autocast(precision))
             finally:
                 calls.remove()
@@ -281,7 +284,25 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}{where}"
 
 
-class FusedAttention(TorchFunctionMode):
+class _AttentionMode(TorchFunctionMode):
+    """Replaces each ``scaled_dot_product_attention`` call the subclass can trace (``attend``: its
+    arguments by name, or None to keep the call as it is)."""
+
+    _NAMES = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.scaled_dot_product_attention:
+            return func(*args, **kwargs)
+        call = {**dict(zip(self._NAMES, args, strict=False)), **kwargs}
+        out = self.attend(call)
+        return func(*args, **kwargs) if out is None else out
+
+    def attend(self, call: dict[str, Any]) -> torch.Tensor | None:
+        raise NotImplementedError
+
+
+class FusedAttention(_AttentionMode):
     """Every ``scaled_dot_product_attention`` call as one fused kernel in its inputs' dtype.
 
     A GPU runs attention with a mask or dropout (BERT's, in training) as one fused kernel (the
@@ -293,15 +314,10 @@ class FusedAttention(TorchFunctionMode):
     calls and inputs without a head dimension, which that kernel cannot take, keep the math path.
     """
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if func is not torch.nn.functional.scaled_dot_product_attention:
-            return func(*args, **kwargs)
-        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-        call = {**dict(zip(names, args, strict=False)), **kwargs}
+    def attend(self, call: dict[str, Any]) -> torch.Tensor | None:
         query, key, value = call["query"], call["key"], call["value"]
         if query.dim() != 4 or (call.get("enable_gqa") and query.shape[1] != key.shape[1]):
-            return func(*args, **kwargs)
+            return None
         mask = call.get("attn_mask")
         if mask is not None and mask.is_floating_point() and mask.dtype != query.dtype:
             mask = mask.to(query.dtype)
@@ -314,6 +330,49 @@ class FusedAttention(TorchFunctionMode):
             attn_mask=mask,
             scale=call.get("scale"),
         )[0]
+
+
+class ExplicitAttention(_AttentionMode):
+    """Every ``scaled_dot_product_attention`` call op by op, in its inputs' dtype: the two batched
+    matmuls, the scale, the mask's add, the softmax and the dropout, each writing and reading the
+    score matrix, as implementations that predate the fused kernels compute it (NVIDIA's BERT
+    ``modeling.py``). For pricing a published run of such an implementation: flowrate's own
+    models call the fused kernel. Grouped-query calls keep the math path."""
+
+    def attend(self, call: dict[str, Any]) -> torch.Tensor | None:
+        query, key, value = call["query"], call["key"], call["value"]
+        if call.get("enable_gqa") and query.shape[-3] != key.shape[-3]:
+            return None
+        with torch.autocast(query.device.type, enabled=False):
+            scores = torch.matmul(query, key.transpose(-2, -1)) * (
+                call.get("scale") or query.shape[-1] ** -0.5
+            )
+            mask = call.get("attn_mask")
+            if call.get("is_causal"):
+                mask = torch.ones(
+                    query.shape[-2], key.shape[-2], dtype=torch.bool, device=query.device
+                ).tril()
+            if mask is not None and mask.dtype == torch.bool:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            elif mask is not None:
+                scores = scores + mask.to(query.dtype)
+            probs = torch.softmax(scores, dim=-1)
+            if float(call.get("dropout_p", 0.0)) > 0.0:  # one kernel, as a GPU's (the CPU's is three)
+                probs = torch.ops.aten.native_dropout(probs, float(call["dropout_p"]), True)[0]
+            return torch.matmul(probs, value)
+
+
+_ATTENTION: dict[str, Callable[[], Any]] = {
+    NATIVE: contextlib.nullcontext,
+    FUSED: FusedAttention,
+    EXPLICIT: ExplicitAttention,
+}
+ATTENTION = tuple(_ATTENTION)  # how a trace prices attention (trace_step)
+
+
+def attention_on(device_type: str) -> str:
+    """How a device runs flowrate's models' attention: the CPU's own way, or a GPU's fused kernel."""
+    return NATIVE if device_type == "cpu" else FUSED
 
 
 def _autocast(precision: Precision) -> Any:

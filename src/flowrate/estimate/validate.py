@@ -33,7 +33,7 @@ from flowrate.estimate.memory import (
     resident_need,
     streaming_need,
 )
-from flowrate.estimate.trace import StepTrace, TraceError, trace_step
+from flowrate.estimate.trace import NATIVE, StepTrace, TraceError, attention_on, trace_step
 from flowrate.measure.device import local_capacity
 from flowrate.problems.base import Problem
 
@@ -66,6 +66,7 @@ class Validation:
     device_model: DeviceModel | None = None
     batch_size: int | None = None
     trace: StepTrace | None = None
+    attention: str = NATIVE  # how the trace prices attention: as the device runs it
     plan: MemoryPlan | None = None
 
     @property
@@ -106,6 +107,8 @@ def validate(
         result.batch_size = problem.default_batch_size
     else:
         result.batch_size = int(config.batch_size or problem.default_batch_size)
+    on = result.device_model.device_type if result.device_model else device.type if device else "cpu"
+    result.attention = attention_on(on)  # a GPU's fused attention keeps no score matrix for backward
     try:
         result.trace = trace_step(
             problem,
@@ -113,6 +116,7 @@ def validate(
             precision=config.precision,
             optimizer=config.optimizer,
             batch_size=result.batch_size,
+            attention=result.attention,
         )
     except TraceError as failure:
         meaning = _STAGES.get(failure.stage, failure.stage)
@@ -226,7 +230,7 @@ def _check_memory(result: Validation, config: RunConfig, problem: Problem) -> No
     for fit in plan.fits:
         if fit.fits is not False:
             continue
-        tries = _suggestions(config, problem, trace, fit)
+        tries = _suggestions(config, problem, trace, fit, result.attention)
         advice = f": try {_either(tries)}" if tries else ": no batch size, precision or execution mode fits"
         if fit.where == "host":
             advice = ": use --optimizer sgd (4 bytes less per parameter), a smaller model, or a larger host"
@@ -237,7 +241,9 @@ def _check_memory(result: Validation, config: RunConfig, problem: Problem) -> No
         )
 
 
-def _suggestions(config: RunConfig, problem: Problem, trace: StepTrace, fit: Fit) -> list[str]:
+def _suggestions(
+    config: RunConfig, problem: Problem, trace: StepTrace, fit: Fit, attention: str
+) -> list[str]:
     """What would fit the device: a smaller batch, a 16-bit precision, streaming."""
     assert fit.capacity is not None
     capacity = fit.capacity
@@ -253,7 +259,7 @@ def _suggestions(config: RunConfig, problem: Problem, trace: StepTrace, fit: Fit
     for precision in _lighter_precisions(config):  # streaming computes in fp32 or bf16 only
         if config.execution is Execution.STREAMING and precision is Precision.PURE_BF16:
             continue
-        lighter = _retrace(problem, config, trace.batch_size, precision)
+        lighter = _retrace(problem, config, trace.batch_size, precision, attention)
         if lighter is not None and _fits(lighter, config, capacity):
             tries.append(f"--precision {precision.value}")
             break
@@ -274,7 +280,9 @@ def _lighter_precisions(config: RunConfig) -> list[Precision]:
     return []
 
 
-def _retrace(problem: Problem, config: RunConfig, batch_size: int, precision: Precision) -> StepTrace | None:
+def _retrace(
+    problem: Problem, config: RunConfig, batch_size: int, precision: Precision, attention: str
+) -> StepTrace | None:
     try:
         return trace_step(
             problem,
@@ -282,6 +290,7 @@ def _retrace(problem: Problem, config: RunConfig, batch_size: int, precision: Pr
             precision=precision,
             optimizer=config.optimizer,
             batch_size=batch_size,
+            attention=attention,
         )
     except FlowrateError:
         return None
