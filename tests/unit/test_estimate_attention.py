@@ -155,3 +155,24 @@ def test_the_published_bert_cases_price_their_implementations_explicit_attention
     bert = [case for case in CASES if case.problem == "hf:bert"]
     assert bert and all(case.attention == EXPLICIT for case in bert)
     assert all(case.command().endswith("--attention explicit") for case in bert)
+
+
+@pytest.mark.parametrize(("target", "expected"), [("a100-80gb", FUSED), (None, NATIVE)])
+def test_validate_traces_attention_as_the_checked_device_runs_it(target: str | None, expected: str) -> None:
+    from flowrate.estimate.validate import validate
+    from flowrate.problems.registry import get_problem
+
+    fields = {"problem": "bert-base", "size": "debug", "mode": Mode.TRAIN, "precision": Precision.FP16}
+    result = validate(fields, target=target)
+    assert result.trace is not None and result.attention == expected
+    problem = get_problem("bert-base", "debug", {})
+    direct = trace_step(
+        problem,
+        mode=Mode.TRAIN,
+        precision=Precision.FP16,
+        optimizer=OptimizerName.ADAMW,
+        batch_size=result.trace.batch_size,
+        attention=expected,
+    )
+    assert [op.name for op in result.trace.ops] == [op.name for op in direct.ops]
+    assert result.trace.saved_bytes == direct.saved_bytes  # what the memory check counts

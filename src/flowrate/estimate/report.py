@@ -298,9 +298,9 @@ def report_for(
 
     host = host_capacity if host_capacity is not None else host_available()
     if target is not None:
-        device_model = target_device(target)
+        model = target_device(target)
         return build_report(
-            config, problem, device_model, batch_size=batch_size, host_capacity=host, attention=attention
+            config, problem, model, batch_size=batch_size, host_capacity=host, attention=attention
         )
     device = resolve_device(config.device)
     try:
