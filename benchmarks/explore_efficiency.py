@@ -6,10 +6,12 @@ Each evaluated point's figures are drawn from the table's recorded mean and spre
 last --full-duration (flowrate run's default, 10 s) with flowrate run's default preheat and
 minimum steps; successive halving's rungs are the ladder `flowrate explore --duration FULL
 --min-duration RECORDED` builds (Fidelity.ladder), its shortest rung the table's recorded
-duration, the only length whose spread was measured. A run at any length costs the point's own
-start-up (its recorded wall time less its recorded steps), its preheat steps and its timed steps
-(the duration or the minimum steps, whichever is longer; a short rung runs proportionally fewer);
-every rung draws the recorded spread (an upper bound for the longer rungs). A search is scored by
+duration, the only length whose spread was measured. A configuration goes on through its rungs
+in one process, as `flowrate explore` runs these objectives (explore_fidelity.Continuation): it
+costs the point's own start-up (its recorded wall time less its recorded steps) and a full run's
+preheat steps once, then the timed steps up to the last rung it reaches (each rung's duration or
+minimum steps, whichever is longer); every rung draws the recorded spread (an upper bound for
+the longer rungs). A search is scored by
 the hypervolume of the points it measured at full length, at their recorded means, as a fraction
 of the whole grid's (reference point: each objective's worst grid value, 10% of the range further).
 
@@ -26,10 +28,9 @@ Three comparisons, each over the seeds:
 
 Printed with them, what bounds the third: the lowest rung's cost over a full run's (median over
 the grid's points), and an oracle's ratio: successive halving looking at exactly the
-configurations the full search did, each at the lowest rung, and promoting straight to full
-length exactly those on their frontier (at their recorded means): what no promotion rule beats
-over those configurations, the frontier having to run at full length and each rung being a fresh
-process that pays its start-up again.
+configurations the full search did, each to the lowest rung, and letting exactly those on their
+frontier (at their recorded means) go on to full length: what no promotion rule beats over those
+configurations, the frontier having to run at full length.
 """
 
 from __future__ import annotations
@@ -113,7 +114,9 @@ def measure(
         strict.append(time_to(halving, full[-1][1]) / time_to(full, full[-1][1]))
     shortest = fidelity.durations[0]
     done = [p for p in table.points.values() if p.status == "done"]
-    rung_cost = statistics.median(table.cost(p, shortest) / table.cost(p, table.full_s) for p in done)
+    rung_cost = statistics.median(
+        table.cost(p, shortest, goes_on=True) / table.cost(p, table.full_s) for p in done
+    )
     return Efficiency(explore, random, ratios, strict, budget, rung_cost, oracle)
 
 
@@ -121,14 +124,16 @@ def _oracle(
     table: GridTable, objectives: tuple[Objective, ...], looked: list[Evaluated], shortest: float
 ) -> float:
     """The compute of an oracle's successive halving over the configurations ``looked`` at
-    (module docstring): each at the shortest rung, their frontier also at full length."""
+    (module docstring): each to the shortest rung, their frontier on to full length."""
     base = table.space().base
     points = [table.get({**base, **e.params}) for e in looked]
     done = [p for p in points if p.status == DONE]
     gains = [tuple(p.figures[o.name][0] * (1 if o.maximize else -1) for o in objectives) for p in done]
     front = first_front([Measured(str(i), g, (0.0,) * len(g)) for i, g in enumerate(gains)])
-    spent = sum(table.cost(p, shortest) for p in points)
-    return spent + sum(table.cost(done[int(m.key)], table.full_s) for m in front)
+    spent = sum(table.cost(p, shortest, goes_on=True) for p in points)
+    return spent + sum(
+        table.timed(done[int(m.key)], table.full_s) - table.timed(done[int(m.key)], shortest) for m in front
+    )
 
 
 def report(table: GridTable, result: Efficiency, seeds: int, eta: int = Fidelity.eta) -> bool:

@@ -14,11 +14,13 @@ import pytest
 from explore_grid import benchmark_module, table_point, write_table
 
 from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_fidelity import Fidelity, loop_steps
+from flowrate.campaigns.explore_continue import ContinuingRun
+from flowrate.campaigns.explore_fidelity import Continuation, Fidelity, Measured, loop_steps
 from flowrate.campaigns.explore_objectives import parse_objectives
 from flowrate.campaigns.explore_plan import Budget, Evaluation, ExploreSpec, space_filling
 from flowrate.campaigns.explore_run import rung_config
 from flowrate.campaigns.explore_table import TableEvaluator, load_table
+from flowrate.results.store import point_key
 
 OBJECTIVES = parse_objectives(["samples_per_sec:max", "peak_memory_bytes:min"])
 COMMAND = "flowrate sweep -p transformer --duration 1 --preheat 2 --min-steps 3 -g batch_size=8,128"
@@ -92,6 +94,24 @@ def test_every_rung_draws_the_recorded_spread_and_charges_its_cost(tmp_path: Pat
     assert short.noise["peak_memory_bytes"] == 0.0  # no spread recorded
 
 
+def test_a_run_that_goes_on_pays_its_start_up_once_and_each_rung_what_it_adds(tmp_path: Path) -> None:
+    table = load_table(_table(tmp_path))
+    evaluate = TableEvaluator(table, table.space().base, seed=0)
+    durations = (10 / 9, 10 / 3, 10.0)
+    objectives = (("samples_per_sec", True), ("peak_memory_bytes", False))
+    nobody = Continuation(durations, ((), ()), objectives)
+    went = evaluate.one(Evaluation({"batch_size": 128}, 10 / 9, 0, nobody))
+    # start-up 30, a full run's 5 preheat steps of 20 s, then the rungs' 2, 4 and 10 minimum steps
+    assert [went.cost_s] + [o.cost_s for o in went.higher] == pytest.approx([170.0, 40.0, 120.0])
+    assert went.cost_s + sum(o.cost_s for o in went.higher) == pytest.approx(
+        table.cost(table.points[point_key({**table.space().base, "batch_size": 128})], 10.0)
+    )
+    fast = Measured("fast", (1e9, -1.0), (0.0, 0.0))
+    beaten = Continuation(durations, ((fast,), ()), objectives)
+    stopped = evaluate.one(Evaluation({"batch_size": 128}, 10 / 9, 0, beaten))
+    assert stopped.higher == () and stopped.cost_s == pytest.approx(170.0)
+
+
 def test_the_benchmark_models_the_ladder_explore_builds_from_the_table_to_full_length(
     tmp_path: Path,
 ) -> None:
@@ -111,6 +131,11 @@ def test_a_short_rung_runs_with_fewer_steps_for_real(tmp_path: Path) -> None:
     assert (full.duration_s, full.preheat_steps, full.min_steps) == (9.0, 5, 10)  # flowrate run's defaults
     assert (short.duration_s, short.preheat_steps, short.min_steps) == (1.0, 2, 2)
     assert short.replace(duration_s=9.0, preheat_steps=5, min_steps=10) == full
+    # one that may go on runs at full length, told each lower rung's duration and minimum steps
+    then = Continuation((1.0, 3.0, 9.0), ((), ()), (("samples_per_sec", True),))
+    going = rung_config(spec, Evaluation(params, 1.0, 0, then))
+    assert isinstance(going, ContinuingRun) and going.run_config() == full
+    assert json.loads(going.plan) == {"continuation": then.to_dict(), "min_steps": [2, 4]}
 
 
 def test_the_initial_design_spreads_over_every_value_of_every_axis(tmp_path: Path) -> None:

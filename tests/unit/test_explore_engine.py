@@ -14,8 +14,8 @@ from flowrate.campaigns import explore_plan
 from flowrate.campaigns.explore import Exploration, choose_sampler
 from flowrate.campaigns.explore_fidelity import Fidelity, Measured, beats, first_front, hypervolume
 from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
-from flowrate.campaigns.explore_plan import DONE, OOM, Budget, Evaluated, Evaluation, ExploreSpec, Outcome
-from flowrate.campaigns.explore_table import GridTable, TableEvaluator, load_table
+from flowrate.campaigns.explore_plan import DONE, OOM, Budget, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.explore_table import EvaluationLog, GridTable, TableEvaluator, load_table
 from flowrate.errors import ConfigError
 from flowrate.results.store import point_key
 
@@ -106,26 +106,44 @@ def test_budget_below_the_initial_design_is_refused_before_anything_runs(table: 
     assert evaluate.batches == []
 
 
-def test_only_points_nothing_beats_at_their_rung_run_longer(table: GridTable) -> None:
+@pytest.mark.parametrize("in_one_process", [True, False])
+def test_only_points_nothing_beats_at_their_rung_run_longer(
+    table: GridTable, in_one_process: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In its own process (a Continuation) or promoted to a run of its own (where a run cannot
+    read its figures at a rung), a point reaches full length only when nothing measured at its
+    rung before beats it there."""
+    monkeypatch.setattr(ExploreSpec, "continues", property(lambda spec: in_one_process))
     fidelity = Fidelity.ladder(table.duration_s, table.duration_s / 3)
     assert fidelity.durations == (table.duration_s / 3, table.duration_s)
-    evaluate = Recording(table)
-    exploration = Exploration(_spec(table, fidelity), evaluate, budget=Budget(runs=40), seed=2)
-    exploration.run()
+    evaluate, log = Recording(table), EvaluationLog()
+    exploration = Exploration(_spec(table, fidelity), evaluate, budget=Budget(runs=40), seed=2, listener=log)
+    outcome = exploration.run()
     short = {e.key: e for e in exploration.done[0].values() if e.feasible}
-    promoted = [e for e in evaluate.evaluations if e.rung == 1]
-    assert promoted and all(e.duration_s == table.duration_s for e in promoted)
-    # each promoted point was unbeaten among the short runs measured before it was promoted
-    seen: list[Evaluated] = []
-    for evaluation in evaluate.evaluations:
-        key = point_key(evaluation.params)
-        if evaluation.rung == 1:
-            before = [Measured(e.key, e.gains(OBJECTIVES), e.noise(OBJECTIVES)) for e in seen]
-            mine = next(m for m in before if m.key == key)
-            assert not any(beats(m, mine, fidelity.z) for m in before)
-        else:
-            seen.append(short.get(key) or exploration.done[0][key])
-    assert len(promoted) < len(short)
+    longer = [e for e in log.items if e.rung == 1]
+    assert longer and all(e.duration_s == table.duration_s for e in longer)
+    # the initial design's points are promoted to runs of their own; later ones go on in theirs
+    continued = [e for e in longer if e.continued]
+    assert bool(continued) == in_one_process and len(continued) < len(longer)
+    # each point measured at full length was unbeaten among the short runs measured before
+    seen: list[Measured] = []
+    for evaluated in log.items:
+        if evaluated.rung == 1:
+            mine = next(m for m in seen if m.key == evaluated.key)
+            assert not any(beats(m, mine, fidelity.z) for m in seen)
+        elif evaluated.feasible:
+            seen.append(Measured(evaluated.key, evaluated.gains(OBJECTIVES), evaluated.noise(OBJECTIVES)))
+    assert len(longer) < len(short)
+    # a run that went on counts once against the budget; each rung costs what it added
+    runs = [e for e in evaluate.evaluations]
+    assert outcome.runs == len(runs) == 40
+    assert outcome.runs == len(outcome.evaluations) - len(continued)
+    if in_one_process:
+        one = continued[0]
+        point = table.points[point_key({**table.space().base, **one.params})]
+        assert one.outcome.cost_s == pytest.approx(
+            table.timed(point, fidelity.durations[1]) - table.timed(point, fidelity.durations[0])
+        )
 
 
 def test_noise_keeps_a_point_in_the_race_that_plain_dominance_would_drop() -> None:

@@ -47,6 +47,7 @@ class ChildOutcome:
     message: str = ""
     child_started: float | None = None
     child_finished: float | None = None
+    lower: tuple[Result, ...] = ()  # the Results at the lower rungs the run passed (explore_continue)
 
 
 class ChildCrash(RuntimeError):
@@ -88,7 +89,7 @@ def run_in_fresh_process(
     sender.close()  # the child holds the only writer now: its death reads as end of file here
     try:
         try:
-            kind, text, started, finished = receiver.recv()
+            kind, text, started, finished, lower = receiver.recv()
         except EOFError:
             process.join()
             return ChildOutcome(
@@ -104,7 +105,8 @@ def run_in_fresh_process(
             process.kill()
             process.join()
     if kind == "ok":
-        return ChildOutcome(Result.from_json(text), None, "", started, finished)
+        below = tuple(Result.from_json(t) for t in lower)
+        return ChildOutcome(Result.from_json(text), None, "", started, finished, below)
     if kind == BUG:
         raise ChildCrash(f"the run's process failed:\n{text}")
     return ChildOutcome(None, kind, text, started, finished)
@@ -123,26 +125,28 @@ def _child_main(sender: Connection, job: dict[str, Any], argv: list[str] | None,
         os._exit(code)
 
 
-def run_and_report(
-    job: dict[str, Any], argv: list[str] | None, logdir: str | None = None
-) -> tuple[str, str, float, float]:
+Report = tuple[str, str, float, float, list[str]]
+
+
+def run_and_report(job: dict[str, Any], argv: list[str] | None, logdir: str | None = None) -> Report:
     """Run a job (flowrate.campaigns.sweep_command) here: ("ok", its Result as JSON), or the kind of
-    failure and its message; with this process's wall-clock times at start and end."""
+    failure and its message; with this process's wall-clock times at start and end, and the
+    Results (JSON) at the lower rungs a job that goes on through rungs measured."""
     started = time.time()
     try:
-        text = run_job(job, argv, logdir).to_json()
-        return "ok", text, started, time.time()
+        result, lower = run_job(job, argv, logdir)
+        return "ok", result.to_json(), started, time.time(), [r.to_json() for r in lower]
     except OutOfMemory as error:  # crosses the process boundary as text: always picklable
-        return OOM, str(error), started, time.time()
+        return OOM, str(error), started, time.time(), []
     except FlowrateError as error:
-        return ERROR, str(error), started, time.time()
+        return ERROR, str(error), started, time.time(), []
     except Exception as error:
         from flowrate.problems.user import describe_failure
 
         in_user_code = describe_failure(error)  # raised in the user's problem file: its one line
         if in_user_code is not None:
-            return ERROR, in_user_code, started, time.time()
-        return BUG, traceback.format_exc(), started, time.time()
+            return ERROR, in_user_code, started, time.time(), []
+        return BUG, traceback.format_exc(), started, time.time(), []
 
 
 def _absolute(spec: str) -> str:

@@ -87,9 +87,9 @@ def run_point(job: dict[str, Any], out: str, argv: list[str] | None) -> None:
     A FlowrateError is a failure of its kind (OOM, ERROR); any other exception is a crash named by
     the last line of its traceback. Returns nothing: the file is the outcome.
     """
-    kind, text, started, finished = run_and_report(job, argv)
+    kind, text, started, finished, lower = run_and_report(job, argv)
     if kind == "ok":
-        outcome: dict[str, Any] = {"result": json.loads(text)}
+        outcome: dict[str, Any] = {"result": json.loads(text), "lower": [json.loads(t) for t in lower]}
     elif kind == BUG:
         outcome = {"failure": CRASHED, "message": text.strip().splitlines()[-1]}
     else:
@@ -109,7 +109,8 @@ def read_outcome(path: Path) -> ChildOutcome:
         return ChildOutcome(None, CRASHED, f"its outcome {path} cannot be read: {error}")
     times = data.get("started"), data.get("finished")
     if "result" in data:
-        return ChildOutcome(Result.from_dict(data["result"]), None, "", *times)
+        lower = tuple(Result.from_dict(r) for r in data.get("lower", []))
+        return ChildOutcome(Result.from_dict(data["result"]), None, "", *times, lower)
     path.unlink(missing_ok=True)
     return ChildOutcome(None, data.get("failure") or ERROR, str(data.get("message") or ""), *times)
 

@@ -3,10 +3,12 @@
 Optuna proposes configurations (ask), a batch of up to ``max_parallel`` evaluations runs at once
 (an Executor's batch, or a recorded table's lookups), and each outcome is told back (tell).
 Every configuration is first measured at the lowest rung (flowrate.campaigns.explore_fidelity);
-those that could still be on the frontier are promoted to longer runs, before new ones are
-asked for. The study's trials are the configurations at the lowest rung (what the sampler learns
-from); measurements at higher rungs are trials of a second study, ``<name>/rungs``. A new study
-starts from a space-filling design (explore_plan.space_filling), then the sampler proposes.
+those that could still be on the frontier go on to longer runs: in the same process, decided as
+the run reaches each rung (a Continuation), or, where a run cannot read its figures at a rung,
+promoted to a run of their own before new ones are asked for. The study's trials are the
+configurations at the lowest rung (what the sampler learns from); measurements at higher rungs
+are trials of a second study, ``<name>/rungs``. A new study starts from a space-filling design
+(explore_plan.space_filling), then the sampler proposes.
 
 Why the sampler per space (choose_sampler): a Gaussian process models a small space well from few
 points and picks the next by expected hypervolume gain; Optuna's takes categorical axes (a
@@ -33,7 +35,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flowrate.campaigns.explore_fidelity import Measured, first_front
+from flowrate.campaigns.explore_fidelity import Continuation, Measured, first_front
 from flowrate.campaigns.explore_objectives import violations
 from flowrate.campaigns.explore_plan import (
     DONE,
@@ -181,9 +183,9 @@ class Exploration:
         rung = int(trial.user_attrs.get("rung", 0))
         outcome = Outcome.from_attrs(trial.user_attrs)
         found = tuple(trial.user_attrs.get("constraints", [0.0])[1:])
-        return Evaluated(
-            point_key(params), params, rung, self.spec.fidelity.durations[rung], outcome, found, earlier
-        )
+        continued = bool(trial.user_attrs.get("continued", False))
+        duration = self.spec.fidelity.durations[rung]
+        return Evaluated(point_key(params), params, rung, duration, outcome, found, earlier, continued)
 
     def _remember(self, evaluated: Evaluated) -> None:
         self.done[evaluated.rung][evaluated.key] = evaluated
@@ -193,9 +195,10 @@ class Exploration:
         return [e for rung in self.done for e in rung.values()]
 
     def spent(self) -> tuple[int, float]:
-        """Runs made and the seconds they took, over every session."""
+        """Runs made (a run that went on through rungs counts once) and the seconds they took,
+        over every session."""
         evaluations = self.evaluations
-        return len(evaluations), sum(e.outcome.cost_s for e in evaluations)
+        return sum(not e.continued for e in evaluations), sum(e.outcome.cost_s for e in evaluations)
 
     def _decode(self, raw: dict[str, Any]) -> dict[str, Any]:
         params = {}
@@ -229,7 +232,8 @@ class Exploration:
                     break
                 trial, params = proposal
                 pending.add(point_key(params))
-                batch.append((Evaluation(params, self.spec.fidelity.durations[0], 0), trial))
+                lowest = self.spec.fidelity.durations[0]
+                batch.append((Evaluation(params, lowest, 0, self._continuation(0, params)), trial))
             if not batch:
                 exhausted = True
                 break
@@ -310,12 +314,42 @@ class Exploration:
             keys = {m.key for m in front}
             for evaluated in feasible:
                 if evaluated.key in keys and evaluated.key not in self.done[rung + 1]:
-                    promoted.append(
-                        Evaluation(evaluated.params, self.spec.fidelity.durations[rung + 1], rung + 1)
-                    )
+                    params, up = evaluated.params, rung + 1
+                    then = self._continuation(up, params)
+                    promoted.append(Evaluation(params, self.spec.fidelity.durations[up], up, then))
         return promoted
 
-    def _record(self, evaluation: Evaluation, outcome: Outcome, trial: optuna.trial.Trial | None) -> None:
+    def _continuation(self, rung: int, params: dict[str, Any]) -> Continuation | None:
+        """How a run of ``params`` starting at ``rung`` goes on in its own process: against
+        everything measured so far at each rung it passes (None: it stops at its rung). The
+        initial design's points stop at their rung: with few rivals measured, nearly every run
+        would go on to full length (on the recorded grid, going on from the first point took a
+        median 0.84 of the full-length search's compute, against 0.69 this way, over 20 seeds);
+        those of them nothing beats are promoted once it is measured."""
+        fidelity = self.spec.fidelity
+        if not self.spec.continues or rung >= fidelity.top or len(self.done[0]) < self.initial:
+            return None  # in the initial design nothing is measured yet to judge a run against
+        key, objectives = point_key(params), self.spec.objectives
+        rivals = tuple(
+            tuple(
+                Measured(e.key, e.gains(objectives), e.noise(objectives))
+                for e in self.done[r].values()
+                if e.feasible and e.key != key
+            )
+            for r in range(rung, fidelity.top)
+        )
+        named = tuple((o.name, o.maximize) for o in objectives)
+        return Continuation(fidelity.durations[rung:], rivals, named, fidelity.z)
+
+    def _record(
+        self,
+        evaluation: Evaluation,
+        outcome: Outcome,
+        trial: optuna.trial.Trial | None,
+        continued: bool = False,
+    ) -> None:
+        """Record an outcome (told to the study at the lowest rung, added to the rungs' study
+        above), then those its run went on to."""
         import optuna
 
         found: tuple[float, ...] = ()
@@ -328,6 +362,7 @@ class Exploration:
             evaluation.duration_s,
             outcome,
             found,
+            continued=continued,
         )
         if trial is not None:
             self._tell(trial, outcome, found)
@@ -336,6 +371,7 @@ class Exploration:
                 **outcome.to_attrs(),
                 "rung": evaluation.rung,
                 "constraints": self._constraint_list(outcome, found),
+                "continued": continued,
             }
             done = outcome.status == DONE
             self.rungs.add_trial(
@@ -349,6 +385,9 @@ class Exploration:
             )
         self._remember(evaluated)
         self.listener.recorded(evaluated, *self.spent())
+        for rung, further in enumerate(outcome.higher, start=evaluation.rung + 1):
+            above = Evaluation(evaluation.params, self.spec.fidelity.durations[rung], rung)
+            self._record(above, further, None, continued=True)
 
     def _tell(self, trial: optuna.trial.Trial, outcome: Outcome, found: tuple[float, ...]) -> None:
         """Tell the sampler an outcome: a failure as failed, out of memory as infeasible."""

@@ -18,10 +18,15 @@ frontier point having to run full length and the cap delaying them: median 1.09 
 search's compute on the grid table recorded on a shared machine (replaced 2026-11-24) and 0.75
 on the synthetic one, against 0.74 and 0.72.)
 
-Each rung is a fresh process that pays the start-up again, so a configuration that reaches full
-length through r rungs pays r start-ups: short rungs save time only where the start-up is small
-against the full duration and a rung's measurement rules configurations out
-(benchmarks/explore_efficiency.py prints what an oracle's promotions would cost).
+A rung run as a fresh process pays the start-up again, so a configuration that reached full
+length through r such rungs paid r start-ups, and its lower rungs' timed steps again at each.
+So a configuration goes on in its own process instead (Continuation, run by
+flowrate.campaigns.explore_continue): it runs once, at full length, and at the end of each
+lower rung it is measured and stops if a rival measured at that rung beats it beyond noise: the
+same rule, decided as the run reaches the rung against everything measured there so far
+(asynchronous, as ASHA promotes). Where a process cannot go on (an objective metered only over a
+whole run: energy, power), each rung is a run of its own and promotions wait for the initial
+design (benchmarks/explore_efficiency.py measures both).
 
 Also here: the hypervolume that the efficiency benchmark scores a search by (exact, by slicing).
 """
@@ -29,8 +34,9 @@ Also here: the hypervolume that the efficiency benchmark scores a search by (exa
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 TIE = 0.01  # figures within 1% of each other are equal (flowrate.analysis.pareto's TIE)
 Z = 1.0  # standard errors a difference must exceed to be told apart from noise
@@ -95,6 +101,48 @@ def beats(a: Measured, b: Measured, z: float = Z, tie: float = TIE) -> bool:
 def first_front(points: Sequence[Measured], z: float = Z, tie: float = TIE) -> list[Measured]:
     """Rank 0 of non-dominated sorting: the points nothing beats (in the given order)."""
     return [p for p in points if not any(beats(q, p, z, tie) for q in points if q is not p)]
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """How a configuration's run goes on past its rung in its own process (module docstring).
+
+    ``durations``: the rungs it may reach, its own first, the full duration last; ``rivals``: for
+    each but the last, the configurations measured at that rung (its own measurements left out);
+    ``objectives``: each objective's metric and whether larger is better, in the rivals' order.
+    """
+
+    durations: tuple[float, ...]
+    rivals: tuple[tuple[Measured, ...], ...]
+    objectives: tuple[tuple[str, bool], ...]
+    z: float = Z
+
+    def goes_on(self, step: int, values: Mapping[str, float], noise: Mapping[str, float]) -> bool:
+        """Whether the run goes on past rung ``step`` (counted from its own) having measured
+        ``values`` (with their standard errors ``noise``) there: nothing measured at that rung
+        beats it beyond noise. A figure it cannot read there leaves it running: it cannot be told
+        apart."""
+        if step >= len(self.rivals):
+            return False
+        if any(name not in values for name, _ in self.objectives):
+            return True
+        gains = tuple(values[name] if larger else -values[name] for name, larger in self.objectives)
+        measured = Measured("", gains, tuple(noise.get(name, 0.0) for name, _ in self.objectives))
+        return not any(beats(rival, measured, self.z) for rival in self.rivals[step])
+
+    def to_dict(self) -> dict[str, Any]:
+        rivals = [[[m.key, list(m.gains), list(m.noise)] for m in rung] for rung in self.rivals]
+        objectives = [list(o) for o in self.objectives]
+        return {"durations": list(self.durations), "rivals": rivals, "objectives": objectives, "z": self.z}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Continuation:
+        rivals = tuple(
+            tuple(Measured(key, tuple(gains), tuple(noise)) for key, gains, noise in rung)
+            for rung in data["rivals"]
+        )
+        objectives = tuple((str(name), bool(larger)) for name, larger in data["objectives"])
+        return cls(tuple(data["durations"]), rivals, objectives, float(data["z"]))
 
 
 def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowrate.campaigns.explore_fidelity import Fidelity
+from flowrate.campaigns.explore_fidelity import Continuation, Fidelity
 from flowrate.campaigns.explore_objectives import Constraint, Objective, measured_names
 from flowrate.campaigns.explore_space import SearchSpace, study_id
 from flowrate.errors import ConfigError
@@ -86,20 +86,33 @@ class ExploreSpec:
     def metrics(self) -> list[str]:
         return measured_names(self.objectives, self.constraints)
 
+    @property
+    def continues(self) -> bool:
+        """Whether a configuration's rungs run in one process (explore_fidelity's docstring):
+        there is more than one rung and the run can read every figure at each."""
+        return self.fidelity.top > 0 and not NOT_AT_A_RUNG.intersection(self.metrics)
+
+
+# Figures a run cannot read at a rung inside it: energy and power are metered once, over the whole
+# run; the loss a check reaches comes from a run of its own (explore_run's docstring).
+NOT_AT_A_RUNG = frozenset({"samples_per_joule", "average_watts", "final_loss"})
+
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One point to run at one rung's duration."""
+    """One point to run at one rung's duration, and on past it in the same process (``then``)."""
 
     params: dict[str, Any]
     duration_s: float
     rung: int
+    then: Continuation | None = None
 
 
 @dataclass(frozen=True)
 class Outcome:
     """How an evaluation went: its figures (metric name -> value) with their standard errors, what
-    it cost (seconds), and its recorded run."""
+    it cost (seconds), and its recorded run; ``higher``: its outcomes at the rungs above that the
+    same process went on to (each costing what it added)."""
 
     status: str  # DONE, OOM or FAILED
     values: dict[str, float] = field(default_factory=dict)
@@ -107,6 +120,7 @@ class Outcome:
     cost_s: float = 0.0
     run_id: str | None = None
     reason: str | None = None
+    higher: tuple[Outcome, ...] = ()
 
     def to_attrs(self) -> dict[str, Any]:
         return {
@@ -144,6 +158,7 @@ class Evaluated:
     outcome: Outcome
     violations: tuple[float, ...] = ()  # per constraint, ≤ 0 where it holds
     earlier: bool = False
+    continued: bool = False  # measured as its run went on from the rung below: not a run of its own
 
     @property
     def feasible(self) -> bool:

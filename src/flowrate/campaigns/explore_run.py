@@ -16,8 +16,9 @@ A loss has no per-interval spread: its noise is left at 0 (the 1% tie of the pro
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from flowrate.campaigns.child import OOM as CHILD_OOM
 from flowrate.campaigns.child import ChildOutcome
 from flowrate.campaigns.executor import Executor
+from flowrate.campaigns.explore_continue import ContinuingRun, figures, plan_for
 from flowrate.campaigns.explore_fidelity import loop_steps
 from flowrate.campaigns.explore_plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
 from flowrate.campaigns.sweep_command import CheckConfig
@@ -37,22 +39,6 @@ from flowrate.results.store import Store
 def study_storage(store: Path) -> str:
     """The Optuna storage URL of a store's explorations: an SQLite file beside it."""
     return f"sqlite:///{store.with_name(store.stem + '.explore.db').resolve()}"
-
-
-def figures(result: Result, names: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:
-    """A run's figures for ``names`` and their standard errors (from the per-interval values,
-    where the metric has them); a figure the run did not record is left out."""
-    values, noise = {}, {}
-    for name in names:
-        metric = METRICS[name]
-        value = metric.value(result)
-        if value is None:
-            continue
-        values[name] = float(value)
-        samples = metric.interval_values(result)
-        if len(samples) >= 2:
-            noise[name] = statistics.stdev(samples) / len(samples) ** 0.5
-    return values, noise
 
 
 FIDELITY = "final_loss"  # the metric a check gives, not a timed run (module docstring)
@@ -112,9 +98,17 @@ def _checked(child: ChildOutcome, store: Store, tags: list[str]) -> Checked:
 
 def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> RunConfig:
     """The run of one evaluation: the point at its rung's duration, a short rung with
-    proportionally fewer preheat and minimum timed steps (explore_fidelity.loop_steps)."""
+    proportionally fewer preheat and minimum timed steps (explore_fidelity.loop_steps); one that
+    goes on (``then``) at full length, measured at each rung's duration and minimum steps on its way."""
+    full = spec.fidelity.durations[-1]
     config = spec.space.config_for(evaluation.params, evaluation.duration_s)
-    share = evaluation.duration_s / spec.fidelity.durations[-1]
+    if evaluation.then is not None:
+        config = config.replace(duration_s=full)
+        shares = [d / full for d in evaluation.then.durations[:-1]]
+        steps = [loop_steps(share, config.preheat_steps, config.min_steps)[1] for share in shares]
+        plan = plan_for(evaluation.then, steps)
+        return ContinuingRun(**dataclasses.asdict(config), plan=json.dumps(plan))
+    share = evaluation.duration_s / full
     if share >= 1:
         return config
     preheat, min_steps = loop_steps(share, config.preheat_steps, config.min_steps)
@@ -133,16 +127,42 @@ def _outcome(
     if child.result is None:
         status = OOM if child.failure == CHILD_OOM else FAILED
         return Outcome(status, cost_s=cost, reason=child.message or "it failed without a message")
-    store.add(child.result, [*tags, f"rung:{evaluation.rung}"])
-    values, noise = figures(child.result, [n for n in names if n != FIDELITY])
+    results = [*child.lower, child.result]  # one per rung reached, from the evaluation's own
+    costs = _rung_costs(results, cost)
+    outcomes = [
+        _rung_outcome(result, evaluation.rung + i, names, store, tags, spent, checked)
+        for i, (result, spent) in enumerate(zip(results, costs, strict=True))
+    ]
+    return dataclasses.replace(outcomes[0], higher=tuple(outcomes[1:]))
+
+
+def _rung_costs(results: Sequence[Result], cost: float) -> list[float]:
+    """What each rung of a run cost: the first, the run's cost less the timed seconds the
+    later rungs added; each later one, those it added."""
+    ends = [r.intervals[-1].elapsed_s if r.intervals else 0.0 for r in results]
+    added = [b - a for a, b in itertools.pairwise(ends)]
+    return [cost - sum(added), *added]
+
+
+def _rung_outcome(
+    result: Result,
+    rung: int,
+    names: Sequence[str],
+    store: Store,
+    tags: list[str],
+    cost: float,
+    checked: Checked | None,
+) -> Outcome:
+    store.add(result, [*tags, f"rung:{rung}"])
+    values, noise = figures(result, [n for n in names if n != FIDELITY])
     if checked is not None:
         loss, why = checked
         if loss is None:
             reason = f"its check failed: {why}"
-            return Outcome(FAILED, cost_s=cost, run_id=child.result.run_id, reason=reason)
+            return Outcome(FAILED, cost_s=cost, run_id=result.run_id, reason=reason)
         values[FIDELITY] = loss
     missing = [n for n in names if n not in values]
     if missing:
         reason = f"the run records no {', '.join(METRICS[n].label for n in missing)}"
-        return Outcome(FAILED, cost_s=cost, run_id=child.result.run_id, reason=reason)
-    return Outcome(DONE, values, noise, cost, child.result.run_id)
+        return Outcome(FAILED, cost_s=cost, run_id=result.run_id, reason=reason)
+    return Outcome(DONE, values, noise, cost, result.run_id)

@@ -16,7 +16,9 @@ its recorded preheat and timed steps), its preheat steps, and its timed steps, w
 duration or the minimum steps, whichever is longer; a step's time is the batch over the recorded
 throughput. A shorter rung runs proportionally fewer steps (explore_fidelity.loop_steps, as
 explore_run runs it for real). An out-of-memory point costs its recorded wall time at any length
-(it fails in its first steps). Every rung's figures are drawn with the recorded spread: measured
+(it fails in its first steps). A configuration that goes on in its own process
+(explore_fidelity.Continuation) pays its start-up and a full run's preheat once, then each rung
+adds only its further timed steps. Every rung's figures are drawn with the recorded spread: measured
 at the shortest rung, an upper bound for longer ones (a mean over more steps varies less, but by
 how much was not measured, so no smaller spread is assumed).
 
@@ -27,6 +29,7 @@ frontier's: reference point the grid's worst value of each objective, 10% of the
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -86,13 +89,21 @@ class GridTable:
         loop = self.preheat_steps * point.step_s + max(self.duration_s, self.min_steps * point.step_s)
         return max(point.wall_s - loop, 0.0)
 
-    def cost(self, point: TablePoint, duration_s: float) -> float:
-        """What a run of ``point`` at ``duration_s`` costs (module docstring)."""
+    def cost(self, point: TablePoint, duration_s: float, goes_on: bool = False) -> float:
+        """What a run of ``point`` at ``duration_s`` costs (module docstring); one that may go on
+        to full length (``goes_on``) preheats as a full run does."""
         if point.status != DONE:
             return point.wall_s
+        share = 1.0 if goes_on else min(duration_s / self.full_s, 1.0)
+        preheat, _ = loop_steps(share, RunConfig.preheat_steps, RunConfig.min_steps)
+        return self.startup(point) + preheat * point.step_s + self.timed(point, duration_s)
+
+    def timed(self, point: TablePoint, duration_s: float) -> float:
+        """A run's timed seconds at a rung of ``duration_s``: the duration or the rung's minimum
+        steps, whichever is longer (also when a longer run passes the rung: where it is measured)."""
         share = min(duration_s / self.full_s, 1.0)
-        preheat, min_steps = loop_steps(share, RunConfig.preheat_steps, RunConfig.min_steps)
-        return self.startup(point) + preheat * point.step_s + max(duration_s, min_steps * point.step_s)
+        _, min_steps = loop_steps(share, RunConfig.preheat_steps, RunConfig.min_steps)
+        return max(duration_s, min_steps * point.step_s)
 
     def get(self, params: dict[str, Any]) -> TablePoint:
         """The point with these parameters (every key of the grid's)."""
@@ -172,13 +183,25 @@ class TableEvaluator:
         return [self.one(e) for e in batch]
 
     def one(self, evaluation: Evaluation) -> Outcome:
-        table = self.table
+        table, then = self.table, evaluation.then
         point = table.points.get(point_key({**self.base, **evaluation.params}))
         if point is None:
             return Outcome(FAILED, reason="not in the grid table")
-        cost = table.cost(point, evaluation.duration_s)
+        cost = table.cost(point, evaluation.duration_s, goes_on=then is not None)
         if point.status != DONE:
             return Outcome(OOM, cost_s=cost, reason="out of memory (recorded)")
+        outcome = self._draw(point, cost)
+        if then is None:
+            return outcome
+        higher, last, step = [], outcome, 0  # the run goes on while nothing at its rung beats it
+        while then.goes_on(step, last.values, last.noise):
+            step += 1
+            added = table.timed(point, then.durations[step]) - table.timed(point, then.durations[step - 1])
+            last = self._draw(point, added)
+            higher.append(last)
+        return dataclasses.replace(outcome, higher=tuple(higher))
+
+    def _draw(self, point: TablePoint, cost: float) -> Outcome:
         values, noise = {}, {}
         for name, (mean, spread) in point.figures.items():
             noise[name] = spread
@@ -236,7 +259,7 @@ def time_to(curve: Sequence[tuple[float, float]], target: float) -> float:
     return next((t for t, v in curve if v >= target - 1e-12), math.inf)
 
 
-class _Log:
+class EvaluationLog:
     """The evaluations in the order they ran (an ExploreListener)."""
 
     def __init__(self) -> None:
@@ -261,7 +284,7 @@ def search(
     """One seeded search over the table (in memory): its evaluations in the order they ran."""
     space = table.space()
     spec = ExploreSpec(space, tuple(objectives), fidelity=fidelity or Fidelity((table.full_s,)))
-    log = _Log()
+    log = EvaluationLog()
     evaluate = TableEvaluator(table, space.base, seed)
     Exploration(spec, evaluate, budget=budget, seed=seed, sampler=sampler, listener=log).run()
     return log.items

@@ -129,6 +129,10 @@ def to_job(config: PointConfig) -> dict[str, Any]:
     """``{"command": …, "config": {…}}``: JSON-able, what a fresh process or a cluster job receives."""
     if isinstance(config, CheckConfig):
         return {"command": CHECK, "config": config.to_dict()}
+    from flowrate.campaigns.explore_continue import ContinuingRun
+
+    if isinstance(config, ContinuingRun):  # a run that may stop at a lower rung: its plan beside
+        return {"command": RUN, "config": config.run_config().to_dict(), "rungs": json.loads(config.plan)}
     if isinstance(config, RunConfig):
         return {"command": RUN, "config": config.to_dict()}
     return {"command": GENERATE, "config": dataclasses.asdict(config)}
@@ -143,21 +147,31 @@ def from_job(job: Mapping[str, Any]) -> PointConfig:
     return build_config(GENERATE, dict(job["config"]))
 
 
-def run_job(job: Mapping[str, Any], argv: list[str] | None, tensorboard: str | None = None) -> Any:
-    """Run one job in this process and return its Result (raises what the run raises)."""
+def run_job(
+    job: Mapping[str, Any], argv: list[str] | None, tensorboard: str | None = None
+) -> tuple[Any, list[Any]]:
+    """Run one job in this process (raises what the run raises): its Result, and the Results at
+    the lower rungs a job with ``rungs`` measured on its way (flowrate.campaigns.explore_continue)."""
     config = from_job(job)
     if isinstance(config, CheckConfig):
         from flowrate.harness.fidelity import run_check
 
-        return run_check(config, argv=argv)
+        return run_check(config, argv=argv), []
     if isinstance(config, RunConfig):
         from flowrate.harness.api import run_config
 
-        return run_config(config, argv=argv, tensorboard=tensorboard)
+        if job.get("rungs") is None:
+            return run_config(config, argv=argv, tensorboard=tensorboard), []
+        from flowrate.campaigns.explore_continue import RungWatch
+
+        watch = RungWatch(job["rungs"])
+        *lower, final = watch.results(run_config(config, argv=argv, tensorboard=tensorboard, rungs=watch))
+        return final, lower
     from flowrate.harness.generate import run_generation
     from flowrate.problems.registry import get_problem
 
-    return run_generation(config, get_problem(config.problem, config.size, config.problem_options), argv=argv)
+    problem = get_problem(config.problem, config.size, config.problem_options)
+    return run_generation(config, problem, argv=argv), []
 
 
 def with_problem(config: SameConfig, problem: str) -> SameConfig:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -29,6 +29,7 @@ from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_w
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure.device import is_out_of_memory, synchronizer
 from flowrate.measure.energy import open_energy_meter
+from flowrate.measure.energy.meter import EnergyReading
 from flowrate.measure.env import collect_environment, device_name
 from flowrate.measure.flops import count_step
 from flowrate.measure.inputs import input_report
@@ -43,6 +44,20 @@ from flowrate.results.schema import IntervalRecord, Result
 from flowrate.results.tensorboard import TensorBoardWriter
 
 
+class RungStop(Protocol):
+    """Decides at each sample point whether the run stops before its duration: flowrate explore's
+    rungs measured in one process (flowrate.campaigns.explore_continue). ``provisional`` assembles
+    the run's Result as measured so far."""
+
+    def stop_after(self, record: LoopRecord, provisional: Callable[[], Result]) -> bool: ...
+
+
+# A rung's Result inside a longer run: the energy meter reads once, over the whole run.
+NOT_METERED = EnergyReading(
+    None, 0.0, None, (), {}, reason="a rung inside a longer run: energy is metered over the whole run"
+)
+
+
 @dataclass(frozen=True)
 class Hooks:
     """What a run is handed besides its config (see flowrate.harness.api.run_config)."""
@@ -54,6 +69,7 @@ class Hooks:
     tensorboard: str | Path | None = None  # None in a data-parallel run: rank 0 writes the merged one
     # --measure-peak's GEMM benchmark: a run of its own, which flowrate.harness.api supplies
     gemm_peak: Callable[[RunConfig, torch.device], float] | None = None
+    rungs: RungStop | None = None  # may stop the run early (RungStop)
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,28 @@ def _measure(
     meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=hooks.clock)))
     flops_per_sample = run.problem.flops_per_sample(config.settled_mode)
     recorder = IntervalRecorder(flops_per_sample, peak.flops, device, meter, listeners, prepared.feed)
+    stop_early = None
+    counted = None if operators is None else operators.total_flops / batch_size
+    if hooks.rungs is not None:
+        watch, environment = hooks.rungs, collect_environment(device, hooks.argv)  # before the clock
+
+        def stop_early(record: LoopRecord) -> bool:
+            def provisional() -> Result:
+                so_far = Measurements(
+                    intervals=list(recorder.records),
+                    executed_flops_per_sample=counted,
+                    measured_peak_flops=measured_peak,
+                    energy=NOT_METERED,
+                    memory=read_peaks(device, rss_reset),
+                    peak=peak,
+                    count_warning=count_warning,
+                    is_benchmark=hooks.data == "synthetic",
+                    operators=operators,
+                )
+                return assemble(config, run.problem, prepared.built, record, so_far, environment)
+
+            return watch.stop_after(record, provisional)
+
     rss_reset = reset_peaks(device)
     with oom_says_what_to_lower(batch_size, device):
         record = timed_loop(
@@ -147,6 +185,7 @@ def _measure(
             on_start=recorder.start,
             checkpoint=checkpoint_saver(config.checkpoint_dir, executor, run.dp, config.keep_checkpoints),
             consensus=run.dp,
+            stop_early=stop_early,
         )
     energy = meter.stop()
     memory = read_peaks(device, rss_reset)

@@ -150,7 +150,9 @@ class LoopClock:
       interval of its own.
 
     ``on_start`` runs right after the clock starts (energy meters read their counters there);
-    ``on_interval`` gets every interval at its sample point. ``consensus`` makes the ranks of a
+    ``on_interval`` gets every interval at its sample point; ``stop_early``, given the record so
+    far at each sample point, may end the loop before the plan is met (flowrate explore's rungs
+    measured in one process). ``consensus`` makes the ranks of a
     data-parallel run agree on the sample interval and, when the plan is a duration, on when to
     stop (one tiny collective per sample point, after the clock is read: it falls in the next
     interval).
@@ -166,7 +168,10 @@ class LoopClock:
         on_start: Callable[[], None] | None = None,
         checkpoint: Callable[[int], None] | None = None,
         consensus: Consensus | None = None,
+        stop_early: Callable[[LoopRecord], bool] | None = None,
     ) -> None:
+        if consensus is not None and stop_early is not None:
+            raise ValueError("stop_early would stop one rank of a data-parallel run alone")
         if plan.checkpoint_every is not None and checkpoint is None:
             raise ValueError("plan.checkpoint_every is set but no checkpoint function was given")
         self.plan = plan
@@ -176,6 +181,7 @@ class LoopClock:
         self._on_start = on_start
         self._checkpoint = checkpoint
         self._consensus = consensus
+        self._stop_early = stop_early
         self._tracker = RateTracker(plan.smoothing, clock)
         self.intervals: list[Interval] = []
         self.losses: list[float] = []  # one per timed step with a loss, in order
@@ -267,6 +273,8 @@ class LoopClock:
         if self._on_interval is not None:
             self._on_interval(interval)
         self.done = self._finished(reading.elapsed_s)
+        if self._stop_early is not None:  # asked at every sample point, the last included
+            self.done = self._stop_early(self.record()) or self.done
         self._interval_end = self._steps_to_next_point()
         return interval
 
@@ -314,6 +322,7 @@ def timed_loop(
     on_start: Callable[[], None] | None = None,
     checkpoint: Callable[[int], None] | None = None,
     consensus: Consensus | None = None,
+    stop_early: Callable[[LoopRecord], bool] | None = None,
 ) -> LoopRecord:
     """Preheat, start the clock with the device idle, and step until the plan is met.
 
@@ -331,6 +340,7 @@ def timed_loop(
         on_start=on_start,
         checkpoint=checkpoint,
         consensus=consensus,
+        stop_early=stop_early,
     )
     n_batches = len(batches)
     for i in range(plan.preheat_steps):
