@@ -10,14 +10,7 @@ configurations at the lowest rung (what the sampler learns from); measurements a
 are trials of a second study, ``<name>/rungs``. A new study starts from a space-filling design
 (explore_plan.space_filling), then the sampler proposes.
 
-Why the sampler per space (choose_sampler): a Gaussian process models a small space well from few
-points and picks the next by expected hypervolume gain; Optuna's takes categorical axes (a
-Hamming distance). On the recorded transformer grid (benchmarks/explore_efficiency.py, 3 of 4
-axes categorical, 20 seeds) it reached 95% of the grid's hypervolume in 19 seeds at a median of
-0.978, TPE in 18 at 0.970, random search a median of 0.975. Its fit per proposal grows with the
-trials (about 4 s at a hundred, with a constraint, on 2 cores), so a budget over GP_MAX_RUNS
-runs or in hours, or a space over GP_MAX_SPACE points, goes to TPE: cheap per proposal,
-categorical axes native. NSGA-II needs generations of a population: budgets of 300 runs or more.
+Which sampler, and why: flowrate.campaigns.explore_study.
 
 Why it resumes: the study lives in an SQLite file beside the results store (explore_run.py), its
 name a hash of the space, objectives, constraints and rungs, and every outcome is told as soon as
@@ -31,7 +24,6 @@ second time are answered from the first measurement without running.
 from __future__ import annotations
 
 import random
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,12 +38,11 @@ from flowrate.campaigns.explore_plan import (
     Evaluation,
     ExploreSpec,
     Outcome,
+    check_budget,
     default_initial,
-    sampler_kind,
     space_filling,
 )
-from flowrate.campaigns.explore_space import Axis, SearchSpace
-from flowrate.errors import ConfigError
+from flowrate.campaigns.explore_study import check_identity, choose_sampler, distribution, param_name
 from flowrate.results.store import point_key
 
 if TYPE_CHECKING:
@@ -85,38 +76,6 @@ class ExploreOutcome:
     exhausted: bool = False  # every point of the space was measured before the budget ran out
 
 
-def choose_sampler(space: SearchSpace, budget: Budget, initial: int, seed: int, kind: str = "auto") -> Any:
-    """The sampler for this space (module docstring says why), seeded; ``kind`` forces one."""
-    import optuna
-
-    if kind == "auto":
-        kind = sampler_kind(space, budget)
-    common: dict[str, Any] = {"seed": seed}  # constraints: set on each trial (_tell)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if kind == "gp":
-            return optuna.samplers.GPSampler(n_startup_trials=initial, **common)
-        if kind == "nsga2":
-            return optuna.samplers.NSGAIISampler(population_size=max(initial, 20), **common)
-        if kind == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-        return optuna.samplers.TPESampler(n_startup_trials=initial, multivariate=True, **common)
-
-
-def _distribution(axis: Axis) -> Any:
-    from optuna.distributions import CategoricalDistribution, IntDistribution
-
-    if axis.log2:  # searched by the exponent: 1 and 2 are as far apart as 256 and 512
-        return IntDistribution(0, len(axis.values) - 1)
-    if axis.numeric:
-        return IntDistribution(axis.values[0], axis.values[-1])
-    return CategoricalDistribution(axis.values)
-
-
-def _param(axis: Axis) -> str:
-    return f"{axis.name}:log2" if axis.log2 else axis.name
-
-
 class Exploration:
     """One exploration: its studies loaded (or created), run until the budget is spent."""
 
@@ -143,8 +102,8 @@ class Exploration:
         self.listener = listener or _Silent()
         self.sampler = choose_sampler(spec.space, budget, self.initial, seed, sampler)
         self.random = random.Random(seed)
-        self.axes = {_param(a): a for a in spec.space.axes}
-        self.distributions = {name: _distribution(a) for name, a in self.axes.items()}
+        self.axes = {param_name(a): a for a in spec.space.axes}
+        self.distributions = {name: distribution(a) for name, a in self.axes.items()}
         directions = [
             optuna.study.StudyDirection.MAXIMIZE if o.maximize else optuna.study.StudyDirection.MINIMIZE
             for o in spec.objectives
@@ -156,7 +115,7 @@ class Exploration:
         self.rungs = optuna.create_study(
             study_name=f"{name}/rungs", storage=storage, directions=directions, load_if_exists=True
         )
-        self.resumed = _check_identity(self.study, spec)
+        self.resumed = check_identity(self.study, spec)
         self.done: list[dict[str, Evaluated]] = [{} for _ in spec.fidelity.durations]
         self._load()
         if not self.study.trials and sampler != "random":  # a new study: a space-filling start
@@ -433,32 +392,6 @@ class Exploration:
         }
         kept = [e for e in top if e.key in front]
         return sorted(kept, key=lambda e: -e.gains(objectives)[0])
-
-
-def check_budget(budget: Budget, initial: int) -> None:
-    if budget.runs is not None and budget.runs < initial:
-        raise ConfigError(
-            "budget",
-            f"{budget.runs} runs is less than the initial design ({initial}): give more, or less --initial",
-        )
-
-
-def _check_identity(study: optuna.study.Study, spec: ExploreSpec) -> bool:
-    """Whether the study was there already (a resume); a name held for another exploration is refused."""
-    import json
-
-    identity = json.dumps(spec.identity(), sort_keys=True, default=str)
-    held = study.user_attrs.get("identity")
-    if held is None:
-        study.set_user_attr("identity", identity)
-        return bool(study.trials)
-    if held != identity:
-        raise ConfigError(
-            "name",
-            f"{spec.study_name} names another exploration (other space, objectives or durations): "
-            "choose another --name",
-        )
-    return True
 
 
 def explore(

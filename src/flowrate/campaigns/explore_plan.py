@@ -178,7 +178,7 @@ class Evaluated:
         return tuple(self.outcome.noise.get(o.name, 0.0) for o in objectives)
 
 
-GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (flowrate.campaigns.explore's docstring)
+GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (flowrate.campaigns.explore_study's docstring)
 GP_MAX_RUNS = 64  # a budget of more runs (or in hours) goes to TPE: the GP's fits grow with trials
 
 
@@ -213,3 +213,11 @@ def space_filling(space: SearchSpace, count: int, rng: random.Random) -> list[di
         params = {axis.name: value for axis, value in zip(space.axes, row, strict=True)}
         points.setdefault(point_key(params), params)
     return list(points.values())
+
+
+def check_budget(budget: Budget, initial: int) -> None:
+    if budget.runs is not None and budget.runs < initial:
+        raise ConfigError(
+            "budget",
+            f"{budget.runs} runs is less than the initial design ({initial}): give more, or less --initial",
+        )

@@ -112,8 +112,8 @@ def command(
     """
     import sys
 
-    from flowrate.campaigns.explore import check_budget, explore
-    from flowrate.campaigns.explore_plan import default_initial
+    from flowrate.campaigns.explore import explore
+    from flowrate.campaigns.explore_plan import check_budget, default_initial
     from flowrate.campaigns.explore_run import run_evaluator, study_storage
     from flowrate.cli import console, explore_text
     from flowrate.errors import RunFailed
