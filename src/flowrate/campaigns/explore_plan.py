@@ -183,7 +183,7 @@ GP_MAX_RUNS = 64  # a budget of more runs (or in hours) goes to TPE: the GP's fi
 
 
 def sampler_kind(space: SearchSpace, budget: Budget) -> str:
-    """The sampler ``auto`` picks for this space and budget (flowrate.campaigns.explore's
+    """The sampler ``auto`` picks for this space and budget (flowrate.campaigns.explore_study's
     docstring says why)."""
     runs = budget.runs or 0
     if runs >= 300:
