@@ -75,13 +75,17 @@ class RungWatch:
     def stop_after(self, record: LoopRecord, provisional: Callable[[], Result]) -> bool:
         """Measure the run at every rung it has passed since the last sample point (the run's
         end may pass one too); stop it at the first where it is beaten."""
-        compute = [i for i in record.intervals if i.kind == COMPUTE]
-        elapsed, steps = compute[-1].reading.elapsed_s, sum(i.steps for i in compute)
+        elapsed = record.intervals[-1].reading.elapsed_s
+        steps = None  # counted only once a rung's duration has passed: this runs in the timed loop
         names = [name for name, _ in self.continuation.objectives]
         while not self.stopped and (step := len(self.reached)) < len(self.continuation.rivals):
-            duration = self.continuation.durations[step]
-            if elapsed < duration or steps < self.min_steps[step]:
+            if elapsed < self.continuation.durations[step]:
                 break
+            if steps is None:
+                steps = sum(i.steps for i in record.intervals if i.kind == COMPUTE)
+            if steps < self.min_steps[step]:
+                break
+            duration = self.continuation.durations[step]
             result = _at(provisional(), duration, self.min_steps[step])
             self.reached.append(result)
             self.stopped = not self.continuation.goes_on(step, *figures(result, names))

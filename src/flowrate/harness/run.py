@@ -34,7 +34,7 @@ from flowrate.measure.env import collect_environment, device_name
 from flowrate.measure.flops import count_step
 from flowrate.measure.inputs import input_report
 from flowrate.measure.loop import LoopPlan, LoopRecord, timed_loop
-from flowrate.measure.memory import read_peaks, reset_peaks
+from flowrate.measure.memory import MemoryReport, read_peaks, reset_peaks
 from flowrate.measure.op_counter import OpTally
 from flowrate.measure.peaks import peak_for
 from flowrate.problems.base import Problem
@@ -150,24 +150,29 @@ def _measure(
     meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=hooks.clock)))
     flops_per_sample = run.problem.flops_per_sample(config.settled_mode)
     recorder = IntervalRecorder(flops_per_sample, peak.flops, device, meter, listeners, prepared.feed)
+
+    def measurements(energy: EnergyReading, memory: MemoryReport, **after: Any) -> Measurements:
+        """What assemble() gets: at the run's end, or so far (a rung inside the run)."""
+        return Measurements(
+            intervals=list(recorder.records),
+            executed_flops_per_sample=None if operators is None else operators.total_flops / batch_size,
+            measured_peak_flops=measured_peak,
+            energy=energy,
+            memory=memory,
+            peak=peak,
+            count_warning=count_warning,
+            is_benchmark=hooks.data == "synthetic",
+            operators=operators,
+            **after,
+        )
+
     stop_early = None
-    counted = None if operators is None else operators.total_flops / batch_size
     if hooks.rungs is not None:
         watch, environment = hooks.rungs, collect_environment(device, hooks.argv)  # before the clock
 
         def stop_early(record: LoopRecord) -> bool:
             def provisional() -> Result:
-                so_far = Measurements(
-                    intervals=list(recorder.records),
-                    executed_flops_per_sample=counted,
-                    measured_peak_flops=measured_peak,
-                    energy=NOT_METERED,
-                    memory=read_peaks(device, rss_reset),
-                    peak=peak,
-                    count_warning=count_warning,
-                    is_benchmark=hooks.data == "synthetic",
-                    operators=operators,
-                )
+                so_far = measurements(NOT_METERED, read_peaks(device, rss_reset))
                 return assemble(config, run.problem, prepared.built, record, so_far, environment)
 
             return watch.stop_after(record, provisional)
@@ -192,19 +197,8 @@ def _measure(
     executor.finish()
     report = executor.report(len(record.losses) or None)
     inputs = _input_report(prepared.feed, recorder.records) if prepared.feed is not None else None
-    return record, Measurements(
-        intervals=recorder.records,
-        executed_flops_per_sample=None if operators is None else operators.total_flops / batch_size,
-        measured_peak_flops=measured_peak,
-        energy=energy,
-        memory=memory,
-        peak=peak,
-        count_warning=count_warning,
-        is_benchmark=hooks.data == "synthetic",
-        streaming=report,
-        inputs=inputs,
-        executor_warnings=executor.warnings,
-        operators=operators,
+    return record, measurements(
+        energy, memory, streaming=report, inputs=inputs, executor_warnings=executor.warnings
     )
 
 
