@@ -15,6 +15,16 @@ each measurement the script waits for the CPUs to be idle, counts the CPU time o
 used while it measured, and measures again (up to --retries times) when they used more than 10%
 of one CPU; a row still disturbed is marked.
 
+The machine itself may change speed: this project's 2-vCPU VM runs framework-bound steps (the
+debug models' training) in one of two states about 1.45x apart, for minutes at a time, whatever
+else runs. A prediction priced with a calibration from one state and a measurement taken in the
+other differ by the machine, not by the model. So before each row the script times a canary (a
+tiny training step, framework-bound like the debug models) and compares it with the canary
+timed right after the calibration; when it moved by more than 15%, the script calibrates again
+and prices that row and the next with the new calibration. Each row records the canary's ratio
+at its start; the recalibrations are counted. With --calibration FILE nothing is recalibrated,
+and a row whose canary moved is marked.
+
     python benchmarks/estimate_accuracy.py                 # about 3 minutes on 2 cores
     python benchmarks/estimate_accuracy.py --seconds 5 --json accuracy.json
 """
@@ -32,6 +42,7 @@ from typing import Any
 
 import psutil
 import torch
+from torch import nn
 
 import flowrate
 from flowrate.config import RunConfig
@@ -67,6 +78,7 @@ HELD_OUT: list[tuple[str, str, dict[str, int], int | None]] = [
 ]
 WITHIN = (0.25, 0.30)
 DISTURBED = 0.10  # share of one CPU other processes may use while a row is measured
+DRIFT = 0.15  # how far the canary may move from its time at calibration before recalibrating
 
 
 @dataclass
@@ -80,6 +92,7 @@ class Row:
     measured: float
     ratio: float
     disturbed: float  # CPU share other processes used during the measurement
+    drift: float  # the canary's time at the row's start over its time at calibration
 
 
 def wait_until_idle(limit_s: float, threshold: float = 8.0, seconds: int = 3) -> None:
@@ -87,6 +100,45 @@ def wait_until_idle(limit_s: float, threshold: float = 8.0, seconds: int = 3) ->
     quiet, start = 0, time.monotonic()
     while quiet < seconds and time.monotonic() - start < limit_s:
         quiet = quiet + 1 if psutil.cpu_percent(interval=1.0) < threshold else 0
+
+
+def canary() -> float:
+    """Seconds per step of a tiny training step (two 32-wide linears, GELU, LayerNorm, fused
+    AdamW, batch 4): dispatch-, autograd- and optimizer-bound like the debug models. Median of 7
+    blocks of 50 steps, about a quarter of a second."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 32))
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    x = torch.randn(4, 32)
+
+    def step() -> None:
+        model(x).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(20):
+        step()
+    blocks = []
+    for _ in range(7):
+        started = time.perf_counter()
+        for _ in range(50):
+            step()
+        blocks.append((time.perf_counter() - started) / 50)
+    return statistics.median(blocks)
+
+
+def calibrate_here(args: argparse.Namespace) -> float:
+    """Calibrate this CPU into CALIBRATION_ENV's file (again while disturbed); the canary's time
+    right after."""
+    for _ in range(args.retries + 2):
+        wait_until_idle(args.idle_wait)
+        started = time.perf_counter()
+        calibration = calibrate(torch.device("cpu"))
+        print(f"calibrated in {time.perf_counter() - started:.1f} s, disturbed {calibration.disturbed:.0%}")
+        if calibration.disturbed < DISTURBED:
+            break
+    save_calibration(calibration)
+    return canary()
 
 
 def _busy(times: Any) -> float:
@@ -116,7 +168,11 @@ def measure(
 
 
 def row(
-    case: tuple[str, str, dict[str, int], int | None], held_out: bool, mode: str, args: argparse.Namespace
+    case: tuple[str, str, dict[str, int], int | None],
+    held_out: bool,
+    mode: str,
+    args: argparse.Namespace,
+    drift: float = 1.0,
 ) -> Row:
     name, size, options, batch = case
     problem = get_problem(name, size, options)
@@ -129,7 +185,8 @@ def row(
         measured, disturbed = measure(name, size, options, mode, batch_size, args)
         if disturbed < DISTURBED:
             break
-    return Row(held_out, name, size, mode, batch_size, predicted, measured, predicted / measured, disturbed)
+    ratio = predicted / measured
+    return Row(held_out, name, size, mode, batch_size, predicted, measured, ratio, disturbed, drift)
 
 
 def summary(rows: list[Row], name: str) -> str:
@@ -156,32 +213,31 @@ def main() -> None:
     args = parser.parse_args()
     if args.calibration:
         os.environ[CALIBRATION_ENV] = args.calibration
+        reference = canary()
     else:
         os.environ[CALIBRATION_ENV] = os.path.join(tempfile.mkdtemp(prefix="flowrate-"), "calibration.json")
-        for _ in range(args.retries + 2):
-            wait_until_idle(args.idle_wait)
-            started = time.perf_counter()
-            calibration = calibrate(torch.device("cpu"))
-            print(
-                f"calibrated in {time.perf_counter() - started:.1f} s, disturbed {calibration.disturbed:.0%}"
-            )
-            if calibration.disturbed < DISTURBED:
-                break
-        save_calibration(calibration)
+        reference = calibrate_here(args)
     device = local_device(torch.device("cpu"))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {device.name}: {device.basis}")
     print(f"{'problem':40} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6}")
     rows = []
     cases = [(case, False) for case in CASES] + [(case, True) for case in HELD_OUT]
+    recalibrations = 0
     for (case, held_out), mode in ((c, m) for c in cases for m in ("train", "infer")):
-        r = row(case, held_out, mode, args)
+        drift = canary() / reference
+        if abs(drift - 1) > DRIFT and not args.calibration:
+            print(f"the canary moved x{drift:.2f} since the calibration: calibrating again")
+            reference, drift, recalibrations = calibrate_here(args), 1.0, recalibrations + 1
+        r = row(case, held_out, mode, args, drift)
         rows.append(r)
         name, size, options, _ = case
         label = f"{name}/{size}" + "".join(f" {k}={v}" for k, v in options.items())
         label += " [held out]" if held_out else ""
         mark = "  (disturbed)" if r.disturbed >= DISTURBED else ""
+        mark += f"  (canary x{r.drift:.2f})" if abs(r.drift - 1) > DRIFT else ""
         figures = f"{r.batch_size:>5} {r.predicted:>11.4g} {r.measured:>11.4g} {r.ratio:>6.2f}"
         print(f"{label:40} {mode:6} {figures}{mark}", flush=True)
+    print(f"recalibrations: {recalibrations} (the canary moved by more than {DRIFT:.0%})")
     for held_out in (False, True):
         print(summary([r for r in rows if r.held_out == held_out], "held-out" if held_out else "original"))
     if args.json_path:

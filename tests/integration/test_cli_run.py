@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,3 +232,27 @@ def test_user_problem_without_blocks_runs_resident(run_cli, tmp_path: Path) -> N
     assert data["problem"]["name"] == "custom"
     assert data["problem"]["model_flops_per_sample"] == 3 * 64
     assert "no blocks declared" in out.stderr
+
+
+def test_host_memory_is_kept_by_default_and_recorded(run_cli) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--json", *FAST)
+    assert out.code == 0, out.stderr
+    data = out.json()
+    assert data["config"]["host_memory"] == "keep"
+    assert data["environment"]["host_memory"].startswith("kept (glibc mallopt")
+    # keeping cannot be undone in a process: a release run here is refused, in one line
+    out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--host-memory", "release")
+    assert out.code != 0
+    (error,) = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert error.startswith("error: --host-memory") and "fresh process" in error
+    assert "Traceback" not in out.stderr
+
+
+def test_host_memory_release_runs_in_a_fresh_process(tmp_path: Path) -> None:
+    args = ["run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--host-memory", "release", "--json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "flowrate", *args, *FAST], capture_output=True, text=True, check=True
+    )
+    data = json.loads(out.stdout)
+    assert data["config"]["host_memory"] == "release"
+    assert data["environment"]["host_memory"].startswith("released (glibc's default")

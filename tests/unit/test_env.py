@@ -36,6 +36,7 @@ def test_expected_keys_present() -> None:
         "device",
         "cpu",
         "memory",
+        "host_memory",
         "os",
         "hostname",
         "env_vars",

@@ -172,3 +172,25 @@ def test_a_shape_mismatch_fails_the_trace_naming_the_stage() -> None:
     assert failure.value.stage == "forward"
     assert failure.value.detail.startswith("RuntimeError: ") and "[2, 16] X [32, 4]" in failure.value.detail
     assert "(estimate_factories.py:" in failure.value.detail  # the user's line, not PyTorch's
+
+
+def test_a_cpu_run_that_releases_host_memory_is_told_its_page_faults_are_not_priced() -> None:
+    from flowrate.config import HostMemory
+    from flowrate.estimate.report import _estimate_section
+
+    problem = TinyMLP()
+    kept = _estimate_section(RunConfig(problem="tiny", mode=Mode.TRAIN), problem, 2, flat_device())
+    released = _estimate_section(
+        RunConfig(problem="tiny", mode=Mode.TRAIN, host_memory=HostMemory.RELEASE), problem, 2, flat_device()
+    )
+    assert "note" not in kept
+    assert released["samples_per_sec"] == kept["samples_per_sec"]
+    assert "page faults" in released["note"] and "not in the estimate" in released["note"]
+
+
+def test_an_embedding_reads_the_rows_it_gathers_not_its_table() -> None:
+    # transformer/debug: a 512-token vocabulary of 64 wide; batch 4 x 32 tokens
+    _, trace = _trace("transformer", mode=Mode.INFER)
+    (tokens,) = [op for op in trace.ops if op.name == "aten.embedding.default" and op.elements == 512 * 64]
+    rows = 4 * 32 * 64 * 4  # the gathered rows, fp32
+    assert tokens.bytes == 4 * 32 * 8 + 2 * rows  # int64 ids, the rows read, the rows written

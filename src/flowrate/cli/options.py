@@ -18,6 +18,7 @@ from flowrate.config import (
     OPTION_BOUNDS,
     Bounds,
     Execution,
+    HostMemory,
     Mode,
     OptimizerName,
     Precision,
@@ -214,6 +215,13 @@ _RUN_OPTIONS = [
         "--threads",
         type=Setting("threads"),
         help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
+    ),
+    click.option(
+        "--host-memory",
+        type=click.Choice([h.value for h in HostMemory], case_sensitive=False),
+        help="keep: host memory a step frees stays in the process for the next step; release: the "
+        "C library's default, which returns large freed blocks to the OS, so each step's large "
+        "tensors pay page faults again (glibc)." + _default("host_memory"),
     ),
     click.option(
         "--preheat",

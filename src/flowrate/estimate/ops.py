@@ -116,6 +116,9 @@ _COPY = {
     "index",
     "gather",
 }
+# Kernels that gather rows of their first argument (an embedding table): they read what they
+# write, whatever the table's size.
+_GATHERS = {"embedding", "index_select", "gather", "index"}
 _FACTORIES = {
     "zeros_like",
     "ones_like",
@@ -294,6 +297,8 @@ class OpRecorder(TorchDispatchMode):
             outputs = _mutated(func, args, kwargs)
         flops = _flops(func, args, kwargs, out)
         moved = sum(tensor_bytes(t) for t in (*inputs, *outputs))
+        if packet.__name__ in _GATHERS:  # reads the rows it gathers, not the whole source
+            moved = sum(tensor_bytes(t) for t in inputs[1:]) + 2 * sum(tensor_bytes(t) for t in outputs)
         kind, key, elements = _classify(func, args, kwargs, (*inputs, *outputs))
         thin = _thinnest(kind, key, args, outputs) if kind.startswith(("matmul", "conv")) else 0
         if phase != OPTIMIZER:

@@ -27,6 +27,7 @@ from flowrate.execution.factory import run_device
 from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
 from flowrate.harness.recorder import IntervalRecorder
+from flowrate.measure import host_memory
 from flowrate.measure.device import is_out_of_memory, synchronizer
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.energy.meter import EnergyReading
@@ -87,6 +88,7 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     """One process's run: alone, or as one rank of a data-parallel run (``dp``)."""
     run = _settle(config, problem, dp, hooks)
     config, problem, device = run.config, run.problem, run.policy.device
+    host_memory.apply(config.host_memory)
     with contextlib.ExitStack() as stack:
         listeners = [hooks.on_interval] if hooks.on_interval is not None else []
         if hooks.tensorboard is not None:

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import psutil
 import torch
 
+from flowrate.measure import host_memory
+
 __all__ = ["collect_environment", "read_nvml"]
 
 _T = TypeVar("_T")
@@ -40,6 +42,11 @@ _ENV_NAMES = frozenset(
         "KMP_AFFINITY",
         "KMP_BLOCKTIME",
         "LD_PRELOAD",  # jemalloc / tcmalloc change allocation-heavy workloads
+        "MALLOC_CONF",  # jemalloc's settings
+        "MALLOC_MMAP_MAX_",  # glibc's: what flowrate.measure.host_memory sets
+        "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_TRIM_THRESHOLD_",
+        "MALLOC_ARENA_MAX",
         "CUDA_VISIBLE_DEVICES",
         "CUDA_LAUNCH_BLOCKING",
         "CUDA_DEVICE_MAX_CONNECTIONS",
@@ -263,6 +270,7 @@ def collect_environment(device: torch.device, argv: list[str] | None = None) -> 
         "device": device_info,
         "cpu": cpu,
         "memory": {"total_bytes": mem.total, "available_bytes": mem.available} if mem else None,
+        "host_memory": host_memory.describe(),  # what the allocator does with freed memory
         "os": {
             "system": platform.system(),
             "release": platform.release(),

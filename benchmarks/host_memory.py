@@ -1,0 +1,69 @@
+"""What does keeping freed host memory buy? `flowrate run --host-memory keep` against `release`.
+
+glibc hands large freed blocks back to the OS, so on a CPU each step's large tensors land on
+fresh pages and pay their page faults again; flowrate keeps freed memory by default
+(flowrate.measure.host_memory). Each case runs with each setting in a fresh process (keeping
+cannot be undone within one), the two alternating, for several rounds; the script prints each
+setting's median samples/s and the median of the per-round ratios keep / release.
+
+    python benchmarks/host_memory.py                      # 4 cases, 3 rounds: about 5 minutes on 2 cores
+    python benchmarks/host_memory.py --rounds 5 --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+import torch
+
+from flowrate.measure.host_memory import describe
+
+# name: flowrate run's arguments
+CASES = {
+    "transformer/mini infer b8": "-p transformer --size mini --mode infer --batch-size 8",
+    "resnet50/default train b2": "-p resnet50 --size default --mode train --batch-size 2",
+    "bert-base/debug train": "-p bert-base --size debug --mode train",
+    "fc_mnist/default train": "-p fc_mnist --size default --mode train",
+}
+
+
+def measure(args: list[str], setting: str, seconds: float) -> tuple[float, str]:
+    """samples/s of one `flowrate run` in a fresh process, and what its allocator did."""
+    command = [sys.executable, "-m", "flowrate", "run", *args, "--device", "cpu", "--host-memory", setting]
+    command += ["--duration", str(seconds), "--min-steps", "3", "--preheat", "3", "--json", "--no-store"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    return float(result["summary"]["samples_per_sec"]), str(result["environment"]["host_memory"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per run")
+    parser.add_argument("--cases", default=",".join(CASES))
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; allocator here: {describe()}")
+    print(f"{'case':28s} {'release':>10s} {'keep':>10s} {'keep/release':>12s}  per round")
+    for name in args.cases.split(","):
+        rates: dict[str, list[float]] = {"release": [], "keep": []}
+        ratios = []
+        for round_ in range(args.rounds):
+            order = ("release", "keep") if round_ % 2 == 0 else ("keep", "release")
+            for setting in order:
+                rate, said = measure(CASES[name].split(), setting, args.seconds)
+                if not said.startswith("kept" if setting == "keep" else "released"):
+                    sys.exit(f"{name}: asked {setting}, the run's allocator was {said!r}")
+                rates[setting].append(rate)
+            ratios.append(rates["keep"][-1] / rates["release"][-1])
+        release, keep = (statistics.median(rates[s]) for s in ("release", "keep"))
+        rounds = " ".join(f"{r:.2f}" for r in ratios)
+        ratio = statistics.median(ratios)
+        print(f"{name:28s} {release:10.4g} {keep:10.4g} {ratio:12.2f}  {rounds}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
