@@ -6,7 +6,7 @@ its own mmap and unmaps it on free, and trims the heap's top once enough of it i
 run, each step's activations therefore land on fresh pages, and the kernel zeroes every page
 the step first touches: on this project's 2-vCPU VM, transformer/mini inference spent 20 of its
 80 ms per step in page faults (its addmm outputs, GELU outputs and the 32 MiB logits), and
-ResNet-50 training ran 1.35x faster with the memory kept (benchmarks/host_memory.py).
+ResNet-50 training ran 1.29x faster with the memory kept (benchmarks/host_memory.py).
 
 flowrate keeps freed host memory by default, as PyTorch's own CPU launcher
 (torch.backends.xeon.run_cpu) does by preloading jemalloc or tcmalloc with decay off: on glibc,
