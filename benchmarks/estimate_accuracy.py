@@ -133,7 +133,7 @@ def calibrate_here(args: argparse.Namespace) -> float:
     for _ in range(args.retries + 2):
         wait_until_idle(args.idle_wait)
         started = time.perf_counter()
-        calibration = calibrate(torch.device("cpu"))
+        calibration = calibrate(torch.device(args.device))
         print(f"calibrated in {time.perf_counter() - started:.1f} s, disturbed {calibration.disturbed:.0%}")
         if calibration.disturbed < DISTURBED:
             break
@@ -154,6 +154,7 @@ def measure(
     system, own, start = _busy(psutil.cpu_times()), _busy(me.cpu_times()), time.perf_counter()
     result = flowrate.benchmark(
         name,
+        device=args.device,
         size=size,
         problem_options=options,
         mode=mode,
@@ -179,7 +180,7 @@ def row(
     config = RunConfig(problem=name, size=size, problem_options=options, mode=mode)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     batch_size = batch or problem.default_batch_size
-    device = local_device(torch.device("cpu"))
+    device = local_device(torch.device(args.device))
     predicted = estimate_step(trace_for(config, problem, batch_size, device), device).samples_per_sec
     for _ in range(args.retries):
         measured, disturbed = measure(name, size, options, mode, batch_size, args)
@@ -207,6 +208,7 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=3, help="measurements of a disturbed row")
     parser.add_argument("--calibration", help="use this calibration file instead of calibrating")
     parser.add_argument("--json", dest="json_path", help="also write the rows to this file")
+    parser.add_argument("--device", default="cpu", help="cpu (the targets' device) or cuda")
     parser.add_argument(
         "--idle-wait", type=float, default=300.0, help="longest wait for idle CPUs, in seconds"
     )
@@ -217,7 +219,7 @@ def main() -> None:
     else:
         os.environ[CALIBRATION_ENV] = os.path.join(tempfile.mkdtemp(prefix="flowrate-"), "calibration.json")
         reference = calibrate_here(args)
-    device = local_device(torch.device("cpu"))
+    device = local_device(torch.device(args.device))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {device.name}: {device.basis}")
     print(f"{'problem':40} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6}")
     rows = []

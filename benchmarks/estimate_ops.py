@@ -23,11 +23,11 @@ from collections.abc import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from flowrate.config import HostMemory, RunConfig
+from flowrate.config import FreedMemory, RunConfig
 from flowrate.estimate.cost import estimate_step, op_cost
 from flowrate.estimate.devices import local_device
 from flowrate.estimate.report import trace_for
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 
@@ -95,18 +95,18 @@ def main() -> None:
     parser.add_argument("--mode", default="infer", choices=("train", "infer"))
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("-O", "--option", action="append", default=[], help="shape option KEY=VALUE")
-    parser.add_argument("--host-memory", default="keep", choices=[h.value for h in HostMemory])
+    parser.add_argument("--freed-memory", default="keep", choices=[h.value for h in FreedMemory])
     parser.add_argument("--steps", type=int, default=20, help="steps timed, then profiled")
     parser.add_argument("--top", type=int, default=25, help="ops shown, by the larger of the two times")
     args = parser.parse_args()
-    host_memory.apply(HostMemory(args.host_memory))
+    freed_memory.apply(FreedMemory(args.freed_memory))
     options = {key: int(value) for key, value in (o.split("=", 1) for o in args.option)}
     problem = get_problem(args.problem, args.size, options)
     config = RunConfig(problem=args.problem, size=args.size, problem_options=options, mode=args.mode)
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     step_s, model_ops = predicted(config, problem, args.batch_size)
     wall, real_ops = profiled(plain_step(problem, args.batch_size, args.mode == "train"), args.steps)
-    print(f"host memory: {host_memory.describe()}")
+    print(f"host memory: {freed_memory.describe()}")
     measured = f"measured {wall * 1e3:.2f} ms (unprofiled, {args.steps} steps)"
     print(f"step: predicted {step_s * 1e3:.2f} ms, {measured}")
     print(f"{'aten op':48s} {'ops':>5s} {'calls':>6s} {'model ms':>9s} {'self ms':>9s}")

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
-from flowrate.config import HostMemory
+from flowrate.config import FreedMemory
 from flowrate.harness import generate_model as gm
 from flowrate.harness.generate import generate_once
 from flowrate.harness.generate_timing import RequestTiming, WallClock
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 from flowrate.measure.device import synchronizer
 from flowrate.problems.registry import get_problem
 from flowrate.problems.transformer import synthetic_tokens
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="also llama-3.2-1b shapes, bf16, batch 1")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on shared cores)")
     args = parser.parse_args()
-    host_memory.apply(HostMemory.KEEP)  # the hand loop under flowrate's default allocator setting too
+    freed_memory.apply(FreedMemory.KEEP)  # the hand loop under flowrate's default allocator setting too
     torch.set_num_threads(args.threads)
     print(f"decode tokens/s (median of {args.rounds} rounds), torch threads {torch.get_num_threads()}")
     for case in [*CASES, *([BIG] if args.big else [])]:

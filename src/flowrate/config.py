@@ -96,21 +96,21 @@ class Execution(enum.StrEnum):
             raise ConfigError("execution", f"unknown execution mode {value!r}; use {valid}") from None
 
 
-class HostMemory(enum.StrEnum):
+class FreedMemory(enum.StrEnum):
     """What the process's C allocator does with host memory a step frees: keep it for the next
     step (flowrate's default), or release it to the operating system as glibc does by default, so
     that each step's large tensors land on fresh pages and pay their page faults again
-    (flowrate.measure.host_memory)."""
+    (flowrate.measure.freed_memory)."""
 
     KEEP = "keep"
     RELEASE = "release"
 
     @classmethod
-    def parse(cls, value: str | HostMemory) -> HostMemory:
+    def parse(cls, value: str | FreedMemory) -> FreedMemory:
         try:
             return cls(str(value).lower())
         except ValueError:
-            raise ConfigError("host_memory", f"unknown setting {value!r}; use keep or release") from None
+            raise ConfigError("freed_memory", f"unknown setting {value!r}; use keep or release") from None
 
 
 AUTO = "auto"
@@ -176,7 +176,7 @@ class RunConfig:
     its rank)."""
     threads: int | None = None
     """torch.set_num_threads for the CPU; None leaves PyTorch's choice."""
-    host_memory: HostMemory = HostMemory.KEEP
+    freed_memory: FreedMemory = FreedMemory.KEEP
     """keep: host memory a step frees stays in the process for the next step (no page faults on
     reuse); release: the C library's default, which hands large freed blocks back to the OS. Once
     a process keeps, it keeps: a release run needs a fresh process."""
@@ -233,7 +233,7 @@ class RunConfig:
         set_(self, "precision", Precision.parse(self.precision))
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
-        set_(self, "host_memory", HostMemory.parse(self.host_memory))
+        set_(self, "freed_memory", FreedMemory.parse(self.freed_memory))
         _check_problem(self)
         set_(self, "batch_size", parse_batch_size(self.batch_size))
         for check in _CHECKS:

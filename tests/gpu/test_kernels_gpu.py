@@ -48,9 +48,9 @@ def test_causal_attention_runs_on_cuda() -> None:
         "attention", size="debug", precision="bf16", problem_options={"causal": 1}, **FAST
     )
     assert all(math.isfinite(v) for v in result.losses)
-    # causal counts the unmasked half of the full square's FLOPs
+    # causal counts the S(S+1)/2 (query, key) pairs its mask keeps of the full square's S², S = 32
     full = get_problem("attention", "debug").forward_flops_per_sample()
-    assert result.problem["forward_flops_per_sample"] == full // 2
+    assert 64 * result.problem["forward_flops_per_sample"] == 33 * full
 
 
 @pytest.mark.parametrize("pinned", [1, 0], ids=["pinned", "pageable"])

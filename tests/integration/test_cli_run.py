@@ -234,25 +234,25 @@ def test_user_problem_without_blocks_runs_resident(run_cli, tmp_path: Path) -> N
     assert "no blocks declared" in out.stderr
 
 
-def test_host_memory_is_kept_by_default_and_recorded(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_freed_memory_is_kept_by_default_and_recorded(run_cli) -> None:  # type: ignore[no-untyped-def]
     out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--json", *FAST)
     assert out.code == 0, out.stderr
     data = out.json()
-    assert data["config"]["host_memory"] == "keep"
-    assert data["environment"]["host_memory"].startswith("kept (glibc mallopt")
+    assert data["config"]["freed_memory"] == "keep"
+    assert data["environment"]["freed_memory"].startswith("kept (glibc mallopt")
     # keeping cannot be undone in a process: a release run here is refused, in one line
-    out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--host-memory", "release")
+    out = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--freed-memory", "release")
     assert out.code != 0
     (error,) = [line for line in out.stderr.splitlines() if line.startswith("error:")]
-    assert error.startswith("error: --host-memory") and "fresh process" in error
+    assert error.startswith("error: --freed-memory") and "fresh process" in error
     assert "Traceback" not in out.stderr
 
 
-def test_host_memory_release_runs_in_a_fresh_process(tmp_path: Path) -> None:
-    args = ["run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--host-memory", "release", "--json"]
+def test_freed_memory_release_runs_in_a_fresh_process(tmp_path: Path) -> None:
+    args = ["run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--freed-memory", "release", "--json"]
     out = subprocess.run(
         [sys.executable, "-m", "flowrate", *args, *FAST], capture_output=True, text=True, check=True
     )
     data = json.loads(out.stdout)
-    assert data["config"]["host_memory"] == "release"
-    assert data["environment"]["host_memory"].startswith("released (glibc's default")
+    assert data["config"]["freed_memory"] == "release"
+    assert data["environment"]["freed_memory"].startswith("released (glibc's default")

@@ -36,7 +36,7 @@ def test_expected_keys_present() -> None:
         "device",
         "cpu",
         "memory",
-        "host_memory",
+        "freed_memory",
         "os",
         "hostname",
         "env_vars",

@@ -174,14 +174,17 @@ def test_a_shape_mismatch_fails_the_trace_naming_the_stage() -> None:
     assert "(estimate_factories.py:" in failure.value.detail  # the user's line, not PyTorch's
 
 
-def test_a_cpu_run_that_releases_host_memory_is_told_its_page_faults_are_not_priced() -> None:
-    from flowrate.config import HostMemory
+def test_a_cpu_run_that_releases_freed_memory_is_told_its_page_faults_are_not_priced() -> None:
+    from flowrate.config import FreedMemory
     from flowrate.estimate.report import _estimate_section
 
     problem = TinyMLP()
     kept = _estimate_section(RunConfig(problem="tiny", mode=Mode.TRAIN), problem, 2, flat_device())
     released = _estimate_section(
-        RunConfig(problem="tiny", mode=Mode.TRAIN, host_memory=HostMemory.RELEASE), problem, 2, flat_device()
+        RunConfig(problem="tiny", mode=Mode.TRAIN, freed_memory=FreedMemory.RELEASE),
+        problem,
+        2,
+        flat_device(),
     )
     assert "note" not in kept
     assert released["samples_per_sec"] == kept["samples_per_sec"]

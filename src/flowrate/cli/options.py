@@ -18,7 +18,7 @@ from flowrate.config import (
     OPTION_BOUNDS,
     Bounds,
     Execution,
-    HostMemory,
+    FreedMemory,
     Mode,
     OptimizerName,
     Precision,
@@ -217,11 +217,11 @@ _RUN_OPTIONS = [
         help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
     ),
     click.option(
-        "--host-memory",
-        type=click.Choice([h.value for h in HostMemory], case_sensitive=False),
+        "--freed-memory",
+        type=click.Choice([h.value for h in FreedMemory], case_sensitive=False),
         help="keep: host memory a step frees stays in the process for the next step; release: the "
         "C library's default, which returns large freed blocks to the OS, so each step's large "
-        "tensors pay page faults again (glibc)." + _default("host_memory"),
+        "tensors pay page faults again (glibc)." + _default("freed_memory"),
     ),
     click.option(
         "--preheat",

@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from flowrate.config import HostMemory, Precision
+from flowrate.config import FreedMemory, Precision
 from flowrate.errors import FlowrateError
 from flowrate.estimate.overheads import Overheads, measure_overheads
 from flowrate.estimate.probes import (
@@ -70,7 +70,7 @@ from flowrate.estimate.probes import (
 )
 from flowrate.execution.precision import check_supported, matmul_settings
 from flowrate.io import write_atomic
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 from flowrate.measure.device import local_capacity, synchronizer
 from flowrate.measure.env import collect_environment, device_name
 from flowrate.results.schema import environment_fingerprint
@@ -257,7 +257,7 @@ def calibrate(
 ) -> Calibration:
     """Measure ``device``'s rates (see the module's docstring); about 10 s on a CPU. The process
     keeps freed host memory from here on, as the runs the rates will price do."""
-    host_memory.apply(HostMemory.KEEP)
+    freed_memory.apply(FreedMemory.KEEP)
     others = OtherProcesses()
     timer = Timer(synchronizer(device), seconds_per_point)
     kind = "cuda" if device.type == "cuda" else "cpu"

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from flowrate.config import Execution, HostMemory, Mode, RunConfig
+from flowrate.config import Execution, FreedMemory, Mode, RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.estimate.cost import StepEstimate, StreamingEstimate, estimate_step, estimate_streaming
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
@@ -267,7 +267,7 @@ def _estimate_section(
         "execution": config.execution.value,
         "reason": None,
     }
-    if config.host_memory is HostMemory.RELEASE and device.device_type == "cpu":
+    if config.freed_memory is FreedMemory.RELEASE and device.device_type == "cpu":
         section["note"] = (
             "priced with freed host memory kept (flowrate's default): this run released it, and the "
             "page faults of its fresh pages are not in the estimate"

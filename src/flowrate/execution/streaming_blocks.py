@@ -149,9 +149,10 @@ def _outermost(count: int) -> list[int]:
 
 def _device_bytes(device: torch.device) -> int:
     """The device's memory, less what --device-memory-limit withholds (a per-process fraction)."""
-    total = int(torch.cuda.get_device_properties(device).total_memory)
-    fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    return int(total * fraction(device)) if fraction is not None else total
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    total = int(torch.cuda.get_device_properties(index).total_memory)
+    fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)  # needs an index
+    return int(total * fraction(index)) if fraction is not None else total
 
 
 def update_resident(

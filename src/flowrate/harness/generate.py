@@ -22,11 +22,11 @@ from typing import Any
 import torch
 
 from flowrate._version import __version__
-from flowrate.config import HostMemory
+from flowrate.config import FreedMemory
 from flowrate.errors import ConfigError, OutOfMemory
 from flowrate.harness import generate_model as gm
 from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 from flowrate.measure.device import is_out_of_memory, resolve_device, synchronizer
 from flowrate.measure.env import collect_environment
 from flowrate.measure.peaks import peak_for
@@ -74,7 +74,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     prompt, new = gm.lengths(shape, config.prompt_len, config.new_tokens)
     dtype = gm.weight_dtype(config.precision)
     device = resolve_device(config.device)
-    host_memory.apply(HostMemory.KEEP)  # as a run's default: the step's memory reused, not refaulted
+    freed_memory.apply(FreedMemory.KEEP)  # as a run's default: the step's memory reused, not refaulted
     with _threads(config.threads), torch.inference_mode():
         torch.manual_seed(config.seed)
         model = problem.build_model().to(device=device, dtype=dtype).eval()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from flowrate.execution.factory import run_device
 from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
 from flowrate.harness.recorder import IntervalRecorder
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 from flowrate.measure.device import is_out_of_memory, synchronizer
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.energy.meter import EnergyReading
@@ -88,7 +89,7 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     """One process's run: alone, or as one rank of a data-parallel run (``dp``)."""
     run = _settle(config, problem, dp, hooks)
     config, problem, device = run.config, run.problem, run.policy.device
-    host_memory.apply(config.host_memory)
+    freed_memory.apply(config.freed_memory)
     with contextlib.ExitStack() as stack:
         listeners = [hooks.on_interval] if hooks.on_interval is not None else []
         if hooks.tensorboard is not None:
@@ -224,6 +225,10 @@ def limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
             "device_memory_limit",
             f"{limit_gib:g} GiB is more than the device's {total / 2**30:.1f} GiB",
         )
+    # what an earlier run in this process left (tensors in reference cycles not yet collected,
+    # blocks the caching allocator kept) would count against the cap or be used beyond it
+    gc.collect()
+    torch.cuda.empty_cache()
     torch.cuda.set_per_process_memory_fraction(limit / total, device)
 
 

@@ -55,7 +55,7 @@ from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.loop_batches import LoaderWaits, input_section, samples_in, shard, to_device
 from flowrate.harness.loop_problem import LoopProblem, forward_under, known_optimizer
 from flowrate.harness.recorder import IntervalRecorder
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 from flowrate.measure.device import synchronizer
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.env import collect_environment, device_name
@@ -152,7 +152,7 @@ class Session:
     def _open(self) -> None:
         config = self.config
         stack = self._stack
-        host_memory.apply(config.host_memory)
+        freed_memory.apply(config.freed_memory)
         if config.threads is not None:
             saved = torch.get_num_threads()
             torch.set_num_threads(config.threads)

@@ -13,8 +13,12 @@ from flowrate.errors import ConfigError
 
 def resolve_device(name: str) -> torch.device:
     """'auto' is cuda when a CUDA device is present, else cpu; a named cuda device must exist."""
-    if name == AUTO:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == AUTO:  # cuda with its index: some CUDA APIs refuse a device without one
+        return (
+            torch.device("cuda", torch.cuda.current_device())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
+        )
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psutil
 import torch
 
-from flowrate.measure import host_memory
+from flowrate.measure import freed_memory
 
 __all__ = ["collect_environment", "read_nvml"]
 
@@ -43,7 +43,7 @@ _ENV_NAMES = frozenset(
         "KMP_BLOCKTIME",
         "LD_PRELOAD",  # jemalloc / tcmalloc change allocation-heavy workloads
         "MALLOC_CONF",  # jemalloc's settings
-        "MALLOC_MMAP_MAX_",  # glibc's: what flowrate.measure.host_memory sets
+        "MALLOC_MMAP_MAX_",  # glibc's: what flowrate.measure.freed_memory sets
         "MALLOC_MMAP_THRESHOLD_",
         "MALLOC_TRIM_THRESHOLD_",
         "MALLOC_ARENA_MAX",
@@ -270,7 +270,7 @@ def collect_environment(device: torch.device, argv: list[str] | None = None) -> 
         "device": device_info,
         "cpu": cpu,
         "memory": {"total_bytes": mem.total, "available_bytes": mem.available} if mem else None,
-        "host_memory": host_memory.describe(),  # what the allocator does with freed memory
+        "freed_memory": freed_memory.describe(),  # what the allocator does with freed memory
         "os": {
             "system": platform.system(),
             "release": platform.release(),

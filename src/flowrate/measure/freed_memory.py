@@ -6,7 +6,7 @@ its own mmap and unmaps it on free, and trims the heap's top once enough of it i
 run, each step's activations therefore land on fresh pages, and the kernel zeroes every page
 the step first touches: on this project's 2-vCPU VM, transformer/mini inference spent 20 of its
 80 ms per step in page faults (its addmm outputs, GELU outputs and the 32 MiB logits), and
-ResNet-50 training ran 1.29x faster with the memory kept (benchmarks/host_memory.py).
+ResNet-50 training ran 1.29x faster with the memory kept (benchmarks/freed_memory.py).
 
 flowrate keeps freed host memory by default, as PyTorch's own CPU launcher
 (torch.backends.xeon.run_cpu) does by preloading jemalloc or tcmalloc with decay off: on glibc,
@@ -24,7 +24,7 @@ import ctypes
 import os
 import platform
 
-from flowrate.config import HostMemory
+from flowrate.config import FreedMemory
 from flowrate.errors import ConfigError
 
 # mallopt parameters (glibc's malloc.h)
@@ -48,15 +48,15 @@ def is_glibc() -> bool:
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 
-def apply(setting: HostMemory) -> str:
+def apply(setting: FreedMemory) -> str:
     """Set this process's allocator for ``setting``; returns what now holds (describe())."""
-    if setting is HostMemory.RELEASE:
+    if setting is FreedMemory.RELEASE:
         if _Process.kept:
             raise ConfigError(
-                "host_memory",
+                "freed_memory",
                 "this process already keeps freed host memory (an earlier run in it asked for keep, "
                 "which cannot be undone); measure release in a fresh process, e.g. `flowrate run "
-                "--host-memory release`",
+                "--freed-memory release`",
             )
         return describe()
     if not _Process.kept and preloaded_allocator() is None and is_glibc():

@@ -1,13 +1,13 @@
-"""What does keeping freed host memory buy? `flowrate run --host-memory keep` against `release`.
+"""What does keeping freed host memory buy? `flowrate run --freed-memory keep` against `release`.
 
 glibc hands large freed blocks back to the OS, so on a CPU each step's large tensors land on
 fresh pages and pay their page faults again; flowrate keeps freed memory by default
-(flowrate.measure.host_memory). Each case runs with each setting in a fresh process (keeping
+(flowrate.measure.freed_memory). Each case runs with each setting in a fresh process (keeping
 cannot be undone within one), the two alternating, for several rounds; the script prints each
 setting's median samples/s and the median of the per-round ratios keep / release.
 
-    python benchmarks/host_memory.py                      # 4 cases, 3 rounds: about 5 minutes on 2 cores
-    python benchmarks/host_memory.py --rounds 5 --seconds 5
+    python benchmarks/freed_memory.py                      # 4 cases, 3 rounds: about 5 minutes on 2 cores
+    python benchmarks/freed_memory.py --rounds 5 --seconds 5
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from flowrate.measure.host_memory import describe
+from flowrate.measure.freed_memory import describe
 
 # name: flowrate run's arguments
 CASES = {
@@ -33,11 +33,11 @@ CASES = {
 
 def measure(args: list[str], setting: str, seconds: float) -> tuple[float, str]:
     """samples/s of one `flowrate run` in a fresh process, and what its allocator did."""
-    command = [sys.executable, "-m", "flowrate", "run", *args, "--device", "cpu", "--host-memory", setting]
+    command = [sys.executable, "-m", "flowrate", "run", *args, "--device", "cpu", "--freed-memory", setting]
     command += ["--duration", str(seconds), "--min-steps", "3", "--preheat", "3", "--json", "--no-store"]
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
-    return float(result["summary"]["samples_per_sec"]), str(result["environment"]["host_memory"])
+    return float(result["summary"]["samples_per_sec"]), str(result["environment"]["freed_memory"])
 
 
 def main() -> None:

@@ -11,16 +11,16 @@ import sys
 
 import pytest
 
-from flowrate.config import HostMemory, RunConfig
+from flowrate.config import FreedMemory, RunConfig
 from flowrate.errors import ConfigError
-from flowrate.measure import host_memory
-from flowrate.measure.host_memory import _Process
+from flowrate.measure import freed_memory
+from flowrate.measure.freed_memory import _Process
 
 _FREE_AND_MEASURE = """
 import json, sys, psutil, torch
-from flowrate.config import HostMemory
-from flowrate.measure import host_memory
-said = host_memory.apply(HostMemory(sys.argv[1]))
+from flowrate.config import FreedMemory
+from flowrate.measure import freed_memory
+said = freed_memory.apply(FreedMemory(sys.argv[1]))
 before = psutil.Process().memory_info().rss
 block = torch.ones(64 * 2**20)  # 256 MiB, touched
 del block
@@ -28,7 +28,7 @@ after = psutil.Process().memory_info().rss
 print(json.dumps({"said": said, "held_mib": (after - before) / 2**20}))
 """
 
-glibc_only = pytest.mark.skipif(not host_memory.is_glibc(), reason="mallopt is glibc's")
+glibc_only = pytest.mark.skipif(not freed_memory.is_glibc(), reason="mallopt is glibc's")
 
 
 def _freed(setting: str) -> dict[str, object]:
@@ -55,20 +55,20 @@ def test_keep_holds_freed_memory_and_release_gives_it_back() -> None:
 def test_release_after_keep_in_one_process_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_Process, "kept", True)
     with pytest.raises(ConfigError, match="fresh process"):
-        host_memory.apply(HostMemory.RELEASE)
-    assert host_memory.apply(HostMemory.KEEP).startswith("kept")  # keeping again is no change
+        freed_memory.apply(FreedMemory.RELEASE)
+    assert freed_memory.apply(FreedMemory.KEEP).startswith("kept")  # keeping again is no change
 
 
 def test_a_preloaded_allocator_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_Process, "kept", False)
     monkeypatch.setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
-    said = host_memory.apply(HostMemory.KEEP)
+    said = freed_memory.apply(FreedMemory.KEEP)
     assert said == "as jemalloc (LD_PRELOAD) does; flowrate leaves it"
     assert _Process.kept is False
 
 
 def test_the_setting_is_part_of_the_config() -> None:
-    assert RunConfig().host_memory is HostMemory.KEEP
-    assert RunConfig(host_memory="RELEASE").to_dict()["host_memory"] == "release"  # type: ignore[arg-type]
+    assert RunConfig().freed_memory is FreedMemory.KEEP
+    assert RunConfig(freed_memory="RELEASE").to_dict()["freed_memory"] == "release"  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown setting 'forget'; use keep or release"):
-        RunConfig(host_memory="forget")  # type: ignore[arg-type]
+        RunConfig(freed_memory="forget")  # type: ignore[arg-type]
