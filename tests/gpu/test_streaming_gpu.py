@@ -57,31 +57,26 @@ def test_streaming_fp32_step_equals_resident_on_cuda() -> None:
     streamed.finish()
 
 
-def test_device_memory_limit_holds_a_streamed_gpt2() -> None:
-    # a resident run first leaves gigabytes in the caching allocator: the cap must bound the
-    # streamed run all the same (measured on an H100: 3 GiB fits at 2.49 GiB reserved, 2 does not)
-    flowrate.benchmark("gpt2", precision="bf16", steps=2, preheat_steps=1, batch_size=8, device="cuda")
-    assert torch.cuda.memory_reserved() > 3 * 2**30
-    result = flowrate.benchmark(
+def _streamed_gpt2(limit_gib: float) -> flowrate.Result:
+    return flowrate.benchmark(
         "gpt2",
         execution="streaming",
         precision="bf16",
-        device_memory_limit_gib=3,
+        device_memory_limit_gib=limit_gib,
         steps=4,
         preheat_steps=1,
         batch_size=2,
         device="cuda",
     )
+
+
+def test_device_memory_limit_holds_a_streamed_gpt2() -> None:
+    # a resident run first leaves gigabytes in the caching allocator: the cap must bound the
+    # streamed run all the same (measured on an H100: 3 GiB fits at 2.49 GiB reserved, 2 does not)
+    flowrate.benchmark("gpt2", precision="bf16", steps=2, preheat_steps=1, batch_size=8, device="cuda")
+    assert torch.cuda.memory_reserved() > 3 * 2**30
+    result = _streamed_gpt2(3)
     assert result.memory["device_peak_reserved_bytes"] <= 3 * 2**30
     assert result.streaming is not None and result.streaming["host_pinned"] is True
     with pytest.raises(OutOfMemory, match="out of memory at batch size 2"):
-        flowrate.benchmark(
-            "gpt2",
-            execution="streaming",
-            precision="bf16",
-            device_memory_limit_gib=2,
-            steps=4,
-            preheat_steps=1,
-            batch_size=2,
-            device="cuda",
-        )
+        _streamed_gpt2(2)
