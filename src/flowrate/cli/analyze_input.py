@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from flowrate.cli.options import FiniteRange, run_options
+from flowrate.cli.options import run_options
+from flowrate.cli.param_types import FiniteRange
 from flowrate.config import BOUNDS, WEEK_S
 
 # Seconds of synthetic timing for the model's rate when the user sets no length.

@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from flowrate.cli.options import FiniteRange, output_options, run_options
+from flowrate.cli.options import output_options, run_options
+from flowrate.cli.param_types import FiniteRange
 from flowrate.config import CHECK_STEPS
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import click
 
 from flowrate.cli.compare_live import live_options
-from flowrate.cli.options import FiniteRange, store_option
+from flowrate.cli.options import store_option
+from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
     from flowrate.results.compare import Comparison

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.options import FiniteRange, run_options
+from flowrate.cli.options import run_options
+from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
     from flowrate.campaigns.interleave import Interleaved, StoppingRule

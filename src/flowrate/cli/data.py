@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.cli.options import Setting, dataset_options
+from flowrate.cli.options import dataset_options
+from flowrate.cli.param_types import Setting
 
 MAX_SAMPLES = 10**12  # beyond what any dataset holds; the free space is checked before writing
 

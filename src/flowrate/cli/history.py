@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from flowrate.cli.options import FiniteRange, filter_options, store_option
+from flowrate.cli.options import filter_options, store_option
+from flowrate.cli.param_types import FiniteRange
 
 
 @click.command("history")
