@@ -21,6 +21,7 @@ threshold does not come back), so a release run after a keep run in the same pro
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 
@@ -44,6 +45,7 @@ def preloaded_allocator() -> str | None:
     return next((name for name in _PRELOADED if name in preload), None)
 
 
+@functools.cache  # platform.libc_ver() scans the interpreter's binary
 def is_glibc() -> bool:
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
