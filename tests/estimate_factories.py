@@ -20,12 +20,13 @@ def flat_device(
     bandwidth: float = BANDWIDTH,
     overhead: float = OVERHEAD,
     capacity: float | None = None,
+    device_type: str = "cpu",
 ) -> DeviceModel:
     """One rate per kind of work, whatever the op's size: times are computable by hand."""
     curve = ((1.0, flops),)
     return DeviceModel(
         name="Flat Test Device",
-        device_type="cpu",
+        device_type=device_type,
         flops={"matmul": {"fp32": curve, "bf16": ((1.0, 2 * flops),)}},
         bandwidth=((1.0, bandwidth),),
         launch_overhead_s={"train": overhead, "infer": overhead},

@@ -33,3 +33,27 @@ def test_calibrated_launch_overhead_is_microseconds_per_kernel(monkeypatch: pyte
     assert set(measured.launch_overhead_s) == {"train", "infer"}
     assert all(0 < s < 1e-3 for s in measured.launch_overhead_s.values())
     assert measured.host_link_bandwidth is not None and 0 < measured.host_link_bandwidth < math.inf
+
+
+def test_no_calibrated_rate_exceeds_the_datasheet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first H100 calibration (2026-11-24) recorded bf16 GEMMs at 3.6 PFLOP/s, 3.6 times the
+    # datasheet: the bare call's time was left out of calls whose launch overlaps the kernel.
+    from flowrate.measure.env import device_name
+    from flowrate.measure.peaks import find_device
+
+    peak = find_device(device_name(torch.device("cuda")))
+    if peak is None:
+        pytest.skip("this GPU is not in the peak table")
+    monkeypatch.setitem(cal.PRECISIONS, "cuda", (cal.Precision.BF16, cal.Precision.FP32))
+    measured = cal.calibrate(torch.device("cuda"), seconds_per_point=0.02)
+    assert measured.method == cal.CALIBRATION_METHOD
+    for op_class, by_key in measured.flops.items():
+        for key, points in by_key.items():
+            ceiling = peak.dense_flops.get(key)
+            if ceiling is not None:
+                assert max(rate for _, rate in points) <= 1.02 * ceiling, (op_class, key, points)
+    # a batch norm over ELEMENTWISE_SIZE elements is bound by memory, not by its launch: its read
+    # and write of 4 bytes each at a good share of a large copy's bandwidth (over 1 Mi elements,
+    # launch-bound, the H100 reached 10%)
+    batch_norm = measured.elementwise["_native_batch_norm_legit"] * 8
+    assert batch_norm > 0.25 * measured.bandwidth[-1][1]

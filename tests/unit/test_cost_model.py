@@ -11,7 +11,7 @@ from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.estimate.cost import estimate_step, op_cost
 from flowrate.estimate.devices import EstimateUnavailable, interpolate
 from flowrate.estimate.ops import FORWARD, Op
-from flowrate.estimate.trace import trace_step
+from flowrate.estimate.trace import StepTrace, trace_step
 from flowrate.problems.registry import get_problem
 
 F32 = 4
@@ -102,3 +102,31 @@ def test_curves_interpolate_in_log_log_and_stay_flat_past_their_ends() -> None:
     assert interpolate(curve, 1e9) == 1e11
     assert interpolate(curve, 1e4) == pytest.approx(1e10)
     assert math.isclose(interpolate(curve, 1e3), 1e9)
+
+
+def _matmuls(*seconds: float) -> StepTrace:
+    """An inference step of fp32 matmuls, each ``seconds`` long on flat_device (no bytes)."""
+    ops = tuple(
+        Op("aten.mm.default", FORWARD, None, round(s * FLOPS), 0, "fp32", True, "matmul") for s in seconds
+    )
+    return StepTrace(Mode.INFER, Precision.FP32, OptimizerName.ADAMW, 1, ops, 0, 4, 4, 0, 0, None)
+
+
+def test_a_gpu_step_waits_for_the_later_of_its_host_and_its_device() -> None:
+    # kernels of 4, 30 and 2 µs, each queued after 10 µs of host time: the host queues at 10, 20
+    # and 30 µs; the device runs 10-14, 20-50 (the second kernel hides the third's launch) and
+    # 50-52: 52 µs, where a CPU, dispatching and computing on the same cores, takes 36 + 30
+    trace = _matmuls(4e-6, 30e-6, 2e-6)
+    gpu = estimate_step(trace, flat_device(overhead=10e-6, device_type="cuda"))
+    assert gpu.step_s == pytest.approx(52e-6)
+    assert gpu.terms["compute"] == pytest.approx(36e-6)
+    assert gpu.terms["launch"] == pytest.approx(16e-6)  # the host time nothing hid
+    assert sum(gpu.phase_s.values()) == pytest.approx(52e-6)
+    assert estimate_step(trace, flat_device(overhead=10e-6)).step_s == pytest.approx(66e-6)
+
+
+def test_a_gpu_step_is_its_hosts_when_kernels_are_short_and_its_devices_when_long() -> None:
+    short = estimate_step(_matmuls(*[1e-6] * 50), flat_device(overhead=10e-6, device_type="cuda"))
+    assert short.step_s == pytest.approx(50 * 10e-6 + 1e-6)  # the last kernel runs after the host
+    long = estimate_step(_matmuls(*[1e-3] * 50), flat_device(overhead=10e-6, device_type="cuda"))
+    assert long.step_s == pytest.approx(10e-6 + 50 * 1e-3)  # only the first launch shows

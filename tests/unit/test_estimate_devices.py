@@ -104,7 +104,7 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(cal.PRECISIONS, "cpu", (cal.Precision.FP32,))
     monkeypatch.setitem(cal.THIN_SIDE, "cpu", 64)
     monkeypatch.setattr(cal, "THIN", (1, 16))
-    monkeypatch.setattr(cal, "ELEMENTWISE_SIZE", 1 << 16)
+    monkeypatch.setitem(cal.ELEMENTWISE_SIZE, "cpu", 1 << 16)
     monkeypatch.setattr(cal, "OPTIMIZER_PARAMETERS", 1 << 12)
     monkeypatch.setattr(overheads, "OPTIMIZER_GRID", ((1, 64), (8, 64), (4, 1 << 12)))
     monkeypatch.setattr(overheads, "BLOCKS", (1, 3))
@@ -135,3 +135,40 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
     assert terms.autograd_node_s >= 0 and terms.module_s >= 0 and set(terms.step_s) == {"train", "infer"}
     assert set(terms.optimizer) == {"adamw", "sgd"}
     assert measured.fingerprint == cal.machine_fingerprint(torch.device("cpu"))
+
+
+def _as_h100(measured: cal.Calibration, **changes: object) -> cal.Calibration:
+    return cal.Calibration(**{**measured.__dict__, "device": "NVIDIA H100 80GB HBM3", **changes})
+
+
+def test_a_rate_measured_above_the_datasheet_peak_is_capped_at_it() -> None:
+    # what the first GPU calibration recorded: a 1024 x 1024 bf16 GEMM at 3.6 PFLOP/s on an H100
+    # whose datasheet says 989 TFLOP/s, the launch left out of a call the launch overlaps
+    peak = find_device("NVIDIA H100 80GB HBM3")
+    measured = _as_h100(
+        cpu_calibration(),
+        device_type="cuda",
+        method=cal.CALIBRATION_METHOD,
+        flops={"matmul": {"bf16": [(2.7e8, 456e12), (2.1e9, 3572e12)], "fp32": [(2.7e8, 9.5e12)]}},
+    )
+    model = device_model(measured.device, peak, measured, None)
+    assert model.flop_rate("bf16", 2.7e8) == pytest.approx(456e12)  # below the peak: as measured
+    assert model.large_flop_rate("bf16") == pytest.approx(989.4e12)
+    assert "1 rates above the datasheet peak capped" in model.basis
+    assert "capped" not in device_model(measured.device, None, measured, None).basis  # no datasheet
+
+
+def test_a_gpu_calibration_timed_by_the_earlier_method_is_not_used(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "calibration.json"  # type: ignore[operator]
+    gpu = _as_h100(cpu_calibration(), device_type="cuda", method=1)
+    cpu = cpu_calibration()  # a CPU's calls block: the earlier method timed it right
+    cal.save_calibration(cpu, path)
+    data = json.loads(path.read_text())
+    data["devices"][gpu.device] = {k: v for k, v in gpu.to_dict().items() if k != "method"}
+    path.write_text(json.dumps(data))
+    with pytest.warns(cal.CalibrationWarning, match="earlier method .* not used; run `flowrate estimate"):
+        loaded = cal.load_calibrations(path)
+    assert list(loaded) == [cpu.device]
+    data["devices"][gpu.device]["method"] = cal.CALIBRATION_METHOD
+    path.write_text(json.dumps(data))
+    assert set(cal.load_calibrations(path)) == {cpu.device, gpu.device}

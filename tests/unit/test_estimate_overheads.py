@@ -102,6 +102,22 @@ def test_the_breakdown_sums_to_the_step_and_names_what_dominates_each_block() ->
     assert report.to_dict()["device"]["overheads"]["autograd_node_s"] == 7 * US
 
 
+def test_on_a_gpu_the_host_terms_hide_the_kernels_of_a_small_model() -> None:
+    # TinyMLP's kernels take a third of a µs of memory traffic in all, its host over 200 µs: on a
+    # GPU the kernels run while the host dispatches, so the step is the host's time (dispatch,
+    # autograd and module calls, all of it exposed) plus the optimizer's and the step's fixed time
+    trace = _trace(Mode.TRAIN)
+    serial = estimate_step(trace, _device())
+    gpu = estimate_step(trace, dataclasses.replace(_device(), device_type="cuda"))
+    host = sum(serial.terms[name] for name in ("dispatch", "autograd", "modules"))
+    fixed = serial.terms["optimizer"] + serial.terms["step"]
+    assert host <= gpu.step_s - fixed <= host + serial.terms["memory"]
+    assert gpu.step_s == pytest.approx(serial.step_s - serial.terms["memory"], abs=serial.terms["memory"])
+    assert gpu.terms["memory"] == serial.terms["memory"]
+    assert gpu.step_s == pytest.approx(sum(gpu.terms.values()))
+    assert gpu.step_s == pytest.approx(sum(gpu.phase_s.values()))
+
+
 def test_without_overhead_terms_each_kernel_pays_the_launch_overhead() -> None:
     estimate = estimate_step(_trace(Mode.INFER), flat_device(overhead=5 * US))
     assert estimate.terms == pytest.approx({"memory": 1492 / BANDWIDTH, "launch": 4 * 5 * US})

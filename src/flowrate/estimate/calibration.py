@@ -21,8 +21,13 @@ problems over a ladder of sizes, because small operations reach a small share of
   node, per module call, the optimizer's per-step, per-tensor and per-byte cost, and the fixed
   cost of a training step, each from its own micro-measurement.
 
-A point's rate leaves out the bare cost of one call (the time of a 1 x 1 GEMM), which the cost
-model adds back per kernel as the launch overhead. The ops are timed directly rather than through
+On a CPU a call blocks until its work is done, so a point's rate leaves out the bare cost of one
+call (the time of a 1 x 1 GEMM), which the cost model adds back per op as its dispatch. A GPU's
+calls return at launch and its kernels queue behind each other: a loop of calls takes the longer
+of the launches and the kernels, never their sum, so nothing is left out there (leaving the launch
+out made a 1024 x 1024 bf16 GEMM on an H100 look 3.6 times faster than the datasheet allows), and
+a GPU's elementwise kernels are timed on a tensor large enough that the kernel outlasts its
+launch (ELEMENTWISE_SIZE). The ops are timed directly rather than through
 the kernel problems' harness, whose per-call bookkeeping would swamp a 16 x 16 GEMM. Each point
 takes the fastest of three rounds: other processes on the machine can only slow a round down.
 
@@ -78,6 +83,10 @@ from flowrate.results.schema import environment_fingerprint
 CALIBRATION_ENV = "FLOWRATE_CALIBRATION"
 # History of the file format: 1, the first; 2, the overhead terms and the machine's fingerprint.
 CALIBRATION_VERSION = 2
+# History of how a device is timed (an entry's ``method``): 1, the first; 2, a GPU's calls timed
+# whole and its elementwise kernels on 64 Mi elements (module docstring). A GPU's entry of an
+# earlier method is not used: its small ops' rates were overstated.
+CALIBRATION_METHOD = 2
 
 # The ladders, per device type: square GEMM sides; conv2d channels (3x3, batch and image side
 # fixed); attention sequence lengths (8 heads of 64); copy sizes in bytes.
@@ -97,7 +106,9 @@ PRECISIONS = {
 # of thin matmuls and convolutions.
 THIN = (1, 4, 16, 64, 256)
 THIN_SIDE = {"cpu": 1024, "cuda": 4096}
-ELEMENTWISE_SIZE = 1 << 20
+# Elements of the tensor elementwise kernels are timed on: a CPU's run from its caches like a
+# model's activations; a GPU's must outlast the launch (64 Mi fp32: about 0.1 ms on an H100).
+ELEMENTWISE_SIZE = {"cpu": 1 << 20, "cuda": 1 << 26}
 OPTIMIZER_PARAMETERS = 1 << 24
 _DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -129,6 +140,7 @@ class Calibration:
     overheads: Overheads | None = None  # the framework's terms (flowrate.estimate.overheads)
     # the machine it was measured on (machine_fingerprint); empty: unknown
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    method: int = 1  # how it was timed (CALIBRATION_METHOD's history)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -156,6 +168,7 @@ class Calibration:
             disturbed=float(data.get("disturbed", 0.0)),
             overheads=Overheads.from_dict(data["overheads"]) if data.get("overheads") else None,
             fingerprint=dict(data.get("fingerprint") or {}),
+            method=int(data.get("method", 1)),
         )
 
 
@@ -234,9 +247,24 @@ def load_calibrations(path: str | os.PathLike[str] | None = None) -> dict[str, C
             f"calibration file {file} has version {version!r}, not {CALIBRATION_VERSION}; {again}"
         )
     try:
-        return {name: Calibration.from_dict(entry) for name, entry in data["devices"].items()}
+        entries = {name: Calibration.from_dict(entry) for name, entry in data["devices"].items()}
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise FlowrateError(f"calibration file {file} is damaged ({error!r}); {again}") from None
+    return {name: entry for name, entry in entries.items() if _timed_right(entry, file)}
+
+
+def _timed_right(calibration: Calibration, file: Path) -> bool:
+    """False (with a warning) for a GPU's entry timed by a method that overstated its rates."""
+    if calibration.device_type != "cuda" or calibration.method >= CALIBRATION_METHOD:
+        return True
+    warnings.warn(
+        CalibrationWarning(
+            f"the calibration of {calibration.device} in {file} was timed by an earlier method that "
+            "overstated a GPU's small-op rates: not used; run `flowrate estimate --calibrate` on it again"
+        ),
+        stacklevel=3,
+    )
+    return False
 
 
 def save_calibration(calibration: Calibration, path: str | os.PathLike[str] | None = None) -> Path:
@@ -262,15 +290,14 @@ def calibrate(
     timer = Timer(synchronizer(device), seconds_per_point)
     kind = "cuda" if device.type == "cuda" else "cpu"
     note = on_point or (lambda _: None)
-    timer.bare = timer.seconds(gemm_rung(device, torch.float32, 1)[2])
+    if kind == "cpu":  # a GPU's launches overlap its kernels: nothing to leave out (module docstring)
+        timer.bare = timer.seconds(gemm_rung(device, torch.float32, 1)[2])
     flops = _flop_rates(device, kind, timer, note)
     bandwidth = timer.ladder([copy_rung(device, size) for size in COPY_BYTES[kind]], stop=False)
     best = max(rate for _, rate in bandwidth)
     note(f"copy: {best / 1e9:.4g} GB/s at best, {bandwidth[-1][1] / 1e9:.4g} at the largest")
-    elementwise = {
-        key: ELEMENTWISE_SIZE / timer.seconds(call)
-        for key, call in elementwise_calls(device, ELEMENTWISE_SIZE).items()
-    }
+    size = ELEMENTWISE_SIZE[kind]
+    elementwise = {key: size / timer.seconds(call) for key, call in elementwise_calls(device, size).items()}
     optimizer = {
         name: OPTIMIZER_PARAMETERS / timer.seconds(call)
         for name, call in optimizer_calls(device, OPTIMIZER_PARAMETERS).items()
@@ -301,6 +328,7 @@ def calibrate(
         disturbed=others.share(),
         overheads=overheads,
         fingerprint=machine_fingerprint(device),
+        method=CALIBRATION_METHOD,
     )
 
 

@@ -30,6 +30,15 @@ Which rate prices an op's work:
 The step's time is the sum of its terms (StepEstimate.terms): compute and memory (each op's
 larger roofline time), dispatch (or launch), autograd, modules, optimizer and step.
 
+On a GPU the host and the device work at once: a call returns once its kernel is queued, and the
+kernel starts when the device is free and the host has queued it. So the host's time (each op's
+dispatch or launch, and autograd's and the modules' time, spread over their block's ops) runs on
+one clock and the device's work on another (host_exposed_share); the step waits for the later,
+and the host terms count only the share the device's work does not hide. A model of large
+kernels is the device's time; one of many small kernels the host's. The optimizer's and the
+step's fixed time stay outside that overlap. (The serial sum above is a CPU's: there the same
+cores dispatch and compute.)
+
 A device known only from its datasheet (no calibration) has one rate per precision and one
 bandwidth, each at DEFAULT_EFFICIENCY of the peak, and no elementwise or optimizer rates.
 
@@ -46,6 +55,7 @@ F the achieved FLOP/s, B the achievable host-link bandwidth.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from flowrate.config import Mode
@@ -153,21 +163,25 @@ def estimate_step(
     mode = trace.mode.value
     launch = "dispatch" if device.overheads is not None else "launch"
     extra = framework_terms(trace, device.overheads) if device.overheads is not None else {}
+    costs = [op_cost(op, device, mode) for op in trace.ops]
+    # the share of the host's time the step waits for: all of it on a CPU (module docstring)
+    exposed = host_exposed_share(trace.ops, costs, extra) if device.device_type == "cuda" else 1.0
     by_block: dict[int | None, dict[str, float]] = {}
     phases = {phase: 0.0 for phase in (FORWARD, BACKWARD, OPTIMIZER)}
-    for op in trace.ops:
-        cost = op_cost(op, device, mode)
+    for op, cost in zip(trace.ops, costs, strict=True):
         terms = by_block.setdefault(op.block, {})
         bound = "compute" if cost.compute_s >= cost.memory_s and cost.compute_s > 0 else "memory"
-        terms[bound] = terms.get(bound, 0.0) + max(cost.compute_s, cost.memory_s)
-        terms[launch] = terms.get(launch, 0.0) + cost.overhead_s
-        phases[op.phase] += cost.seconds
+        work = max(cost.compute_s, cost.memory_s)
+        terms[bound] = terms.get(bound, 0.0) + work
+        terms[launch] = terms.get(launch, 0.0) + exposed * cost.overhead_s
+        phases[op.phase] += work + exposed * cost.overhead_s
     for block, terms in extra.items():
         for name, seconds in terms.items():
-            by_block.setdefault(block, {})[name] = by_block.get(block, {}).get(name, 0.0) + seconds
-        phases[FORWARD] += terms.get("modules", 0.0)
+            shown = exposed * seconds if name in _HOST_TERMS else seconds
+            by_block.setdefault(block, {})[name] = by_block.get(block, {}).get(name, 0.0) + shown
+        phases[FORWARD] += exposed * terms.get("modules", 0.0)
         phases[BACKWARD if trace.mode is Mode.TRAIN else FORWARD] += terms.get("step", 0.0)
-        phases[BACKWARD] += terms.get("autograd", 0.0)
+        phases[BACKWARD] += exposed * terms.get("autograd", 0.0)
         phases[OPTIMIZER] += terms.get("optimizer", 0.0)
     totals = {name: sum(t.get(name, 0.0) for t in by_block.values()) for name in (*TERMS, "launch")}
     totals = {name: seconds for name, seconds in totals.items() if seconds > 0}
@@ -194,6 +208,46 @@ def estimate_step(
         terms=totals,
         block_terms=block_terms,
     )
+
+
+# The framework's terms that run on the host beside the device's work (module docstring).
+_HOST_TERMS = ("autograd", "modules")
+
+
+def host_exposed_share(
+    ops: Sequence[Op], costs: Sequence[OpCost], extra: dict[int | None, dict[str, float]]
+) -> float:
+    """On a device that runs while its host queues work: the share of the host's time in the ops
+    (their dispatch or launch, and autograd's and the modules' time spread evenly over their
+    block's ops) that the device's work does not hide. The host queues each op after the one
+    before; the device starts an op's work once it is queued and the work before it is done."""
+    per_block: dict[int | None, int] = {}
+    for op in ops:
+        per_block[op.block] = per_block.get(op.block, 0) + 1
+    spread = {
+        block: sum(extra.get(block, {}).get(name, 0.0) for name in _HOST_TERMS) / count
+        for block, count in per_block.items()
+    }
+    # a block with host terms and no op of its own (none in practice) queues first
+    host = host_total = sum(
+        seconds
+        for block, terms in extra.items()
+        if block not in per_block
+        for name, seconds in terms.items()
+        if name in _HOST_TERMS
+    )
+    device = work_total = 0.0
+    for op, cost in zip(ops, costs, strict=True):
+        queued = cost.overhead_s + spread[op.block]
+        host += queued
+        host_total += queued
+        work = max(cost.compute_s, cost.memory_s)
+        if work > 0:
+            device = max(device, host) + work
+            work_total += work
+    if host_total <= 0:
+        return 0.0
+    return max(0.0, max(host, device) - work_total) / host_total
 
 
 @dataclass(frozen=True)

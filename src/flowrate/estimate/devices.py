@@ -10,7 +10,7 @@ A ``DeviceModel`` holds *achievable* rates, never bare datasheet ones:
   peaks times DEFAULT_EFFICIENCY, the share large GEMMs and copies typically reach on data-centre
   GPUs (MEASUREMENT.md: 790 of 989 TFLOP/s for an H100's bf16 GEMM; STREAM-like copies reach
   80–90% of HBM bandwidth; a pinned PCIe copy about 80% of the link), and a launch overhead of
-  DEFAULT_LAUNCH_OVERHEAD_S per kernel.
+  the host's DEFAULT_LAUNCH_OVERHEAD_S per kernel.
 - A CPU has no datasheet entry by design, so without a calibration there is no estimate: the
   reason says to run ``flowrate estimate --calibrate``.
 """
@@ -34,9 +34,11 @@ from flowrate.measure.peaks import PRECISION_KEYS, DevicePeak, find_device, know
 
 # Shares of the datasheet peaks that large operations reach on a device never calibrated.
 DEFAULT_EFFICIENCY = {"flops": 0.80, "memory": 0.85, "host_link": 0.80}
-# Seconds per kernel beyond its arithmetic and memory time on a GPU never calibrated: the usual
-# CUDA launch latency of an eager PyTorch op.
-DEFAULT_LAUNCH_OVERHEAD_S = 5e-6
+# The host's seconds per kernel of an eager PyTorch step (its op's dispatch, autograd, modules and
+# launch; flowrate.estimate.probes.launch_overhead) on a GPU never calibrated: as the one GPU host
+# calibrated so far measured it (an H100 SXM under a 16-core Xeon, torch 2.11, 2026-11-24: 30.7 µs
+# training, 11.8 inferring). The bare CUDA launch (about 5 µs) is a floor no eager op reaches.
+DEFAULT_LAUNCH_OVERHEAD_S = {"train": 30e-6, "infer": 12e-6}
 
 Curve = tuple[tuple[float, float], ...]  # ((size of the op, achieved rate), …), ascending in size
 
@@ -121,12 +123,13 @@ def device_model(
         device_type="cuda",
         flops={"matmul": flat},
         bandwidth=((1.0, (peak.memory_bandwidth or 0.0) * e["memory"]),),
-        launch_overhead_s={"train": DEFAULT_LAUNCH_OVERHEAD_S, "infer": DEFAULT_LAUNCH_OVERHEAD_S},
+        launch_overhead_s=dict(DEFAULT_LAUNCH_OVERHEAD_S),
         host_link_bandwidth=peak.host_link_bandwidth * e["host_link"] if peak.host_link_bandwidth else None,
         memory_capacity=capacity if capacity is not None else peak.memory_capacity,
         basis=(
             f"datasheet peaks x assumed efficiency ({e['flops']:.0%} of FLOP/s, {e['memory']:.0%} of "
-            f"memory bandwidth; not calibrated), {DEFAULT_LAUNCH_OVERHEAD_S * 1e6:g} µs per kernel"
+            f"memory bandwidth; not calibrated), host {DEFAULT_LAUNCH_OVERHEAD_S['train'] * 1e6:g} µs per "
+            f"kernel training, {DEFAULT_LAUNCH_OVERHEAD_S['infer'] * 1e6:g} inferring"
         ),
         source=peak.source,
     )
@@ -135,10 +138,7 @@ def device_model(
 def _calibrated(
     name: str, peak: DevicePeak | None, calibration: Calibration, capacity: float | None
 ) -> DeviceModel:
-    flops: dict[str, dict[str, Curve]] = {
-        op_class: {key: tuple(points) for key, points in by_key.items() if points}
-        for op_class, by_key in calibration.flops.items()
-    }
+    flops, capped = _within_datasheet(calibration.flops, peak)
     matmul = flops.setdefault("matmul", {})
     if peak is not None:  # a precision not timed: the datasheet at the efficiency measured at the others
         measured = [matmul[k][-1][1] / peak.dense_flops[k] for k in matmul if k in peak.dense_flops]
@@ -161,6 +161,7 @@ def _calibrated(
         basis=(
             f"{where} on {calibration.device} ({calibration.threads} threads, "
             f"{calibration.measured_at[:10]}), "
+            + (f"{capped} rates above the datasheet peak capped at it, " if capped else "")
             + (
                 calibration.overheads.describe()
                 if calibration.overheads is not None
@@ -173,6 +174,23 @@ def _calibrated(
         optimizer=dict(calibration.optimizer),
         overheads=calibration.overheads,
     )
+
+
+def _within_datasheet(
+    measured: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], peak: DevicePeak | None
+) -> tuple[dict[str, dict[str, Curve]], int]:
+    """The calibration's FLOP/s curves, each rate no higher than the datasheet's dense peak at its
+    precision (a rate above it is a timing error, not the device), and how many were capped."""
+    capped = 0
+    curves: dict[str, dict[str, Curve]] = {}
+    for op_class, by_key in measured.items():
+        curves[op_class] = {}
+        for key, points in by_key.items():
+            ceiling = peak.dense_flops.get(key, math.inf) if peak is not None else math.inf
+            capped += sum(rate > ceiling for _, rate in points)
+            if points:
+                curves[op_class][key] = tuple((size, min(rate, ceiling)) for size, rate in points)
+    return curves, capped
 
 
 def _first(*values: float | None) -> float | None:
