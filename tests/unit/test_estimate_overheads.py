@@ -102,6 +102,17 @@ def test_the_breakdown_sums_to_the_step_and_names_what_dominates_each_block() ->
     assert report.to_dict()["device"]["overheads"]["autograd_node_s"] == 7 * US
 
 
+def test_a_large_models_update_runs_at_the_measured_rate_of_a_large_update() -> None:
+    # the fit's per-byte term comes from updates that stay in cache; a model whose parameters are
+    # slower to update at the calibration's 16 Mi-parameter rate pays that rate instead
+    trace = _trace(Mode.TRAIN)  # 212 parameters
+    fitted = estimate_step(trace, _device()).terms["optimizer"]
+    slow = dataclasses.replace(_device(), optimizer={"adamw": 212 / (2 * fitted)})
+    assert estimate_step(trace, slow).terms["optimizer"] == pytest.approx(2 * fitted)
+    fast = dataclasses.replace(_device(), optimizer={"adamw": 212 / (fitted / 2)})
+    assert estimate_step(trace, fast).terms["optimizer"] == pytest.approx(fitted)
+
+
 def test_on_a_gpu_the_host_terms_hide_the_kernels_of_a_small_model() -> None:
     # TinyMLP's kernels take a third of a µs of memory traffic in all, its host over 200 µs: on a
     # GPU the kernels run while the host dispatches, so the step is the host's time (dispatch,
