@@ -61,7 +61,6 @@ from dataclasses import dataclass, field
 from flowrate.config import Mode
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
 from flowrate.estimate.ops import BACKWARD, FORWARD, OPTIMIZER, Op
-from flowrate.estimate.overheads import Overheads
 from flowrate.estimate.trace import StepTrace
 
 # Parameters per second a host optimizer updates: DeepSpeed's CPU Adam, 11.6 B parameters in
@@ -109,14 +108,15 @@ def op_cost(op: Op, device: DeviceModel, mode: str = "train") -> OpCost:
 TERMS = ("compute", "memory", "dispatch", "autograd", "modules", "optimizer", "step")
 
 
-def framework_terms(
-    trace: StepTrace, overheads: Overheads, update_rate: float | None = None
-) -> dict[int | None, dict[str, float]]:
+def framework_terms(trace: StepTrace, device: DeviceModel) -> dict[int | None, dict[str, float]]:
     """Autograd's nodes and the module calls, by block (None: outside every block), and the
-    optimizer's and the step's fixed time outside every block. The optimizer's step is its fit
-    (a + b·k + c·bytes, fitted on updates small enough to stay in cache) or, where longer, its
-    parameters at ``update_rate`` (the calibration's fused update of 16 Mi parameters, from
-    memory): a ResNet-50's 100 MB of weights update at the second."""
+    optimizer's and the step's fixed time outside every block; none on a device without overhead
+    terms. The optimizer's step is its fit (a + b·k + c·bytes, fitted on updates small enough to
+    stay in cache) or, where longer, its parameters at the calibration's rate for a fused update
+    of 16 Mi parameters, from memory: a ResNet-50's 100 MB of weights update at the second."""
+    overheads = device.overheads
+    if overheads is None:
+        return {}
     train = trace.mode is Mode.TRAIN
     nodes: dict[int | None, int] = dict(trace.trained_tensors) if train else {}
     for op in trace.ops:
@@ -134,7 +134,8 @@ def framework_terms(
         cost = overheads.optimizer.get(trace.optimizer.value)
         tensors = sum(trace.trained_tensors.values())
         weights = trace.parameters * trace.weight_element_size
-        streamed = trace.parameters / update_rate * trace.weight_element_size / 4 if update_rate else 0.0
+        rate = device.optimizer.get(trace.optimizer.value)
+        streamed = trace.parameters / rate * trace.weight_element_size / 4 if rate else 0.0
         terms[None]["optimizer"] = max(cost.seconds(tensors, weights), streamed) if cost is not None else 0.0
     terms[None]["step"] = overheads.step_s.get(trace.mode.value, 0.0)
     return terms
@@ -168,11 +169,7 @@ def estimate_step(
     framework's terms (see the module's docstring)."""
     mode = trace.mode.value
     launch = "dispatch" if device.overheads is not None else "launch"
-    extra = (
-        framework_terms(trace, device.overheads, device.update_rate(trace.optimizer.value))
-        if device.overheads is not None
-        else {}
-    )
+    extra = framework_terms(trace, device)
     costs = [op_cost(op, device, mode) for op in trace.ops]
     # the share of the host's time the step waits for: all of it on a CPU (module docstring)
     exposed = host_exposed_share(trace.ops, costs, extra) if device.device_type == "cuda" else 1.0
@@ -352,11 +349,7 @@ def _block_seconds(
             forward[op.block] += seconds
         else:
             backward[op.block] += seconds
-    extra = (
-        framework_terms(trace, device.overheads, device.update_rate(trace.optimizer.value))
-        if device.overheads is not None
-        else {}
-    )
+    extra = framework_terms(trace, device)
     for block, terms in extra.items():
         if block is None:
             outside += terms["autograd"] + terms["modules"] + terms.get("step", 0.0)

@@ -81,10 +81,6 @@ class DeviceModel:
             rate = min(rate, interpolate(thin_curve, thin))
         return rate
 
-    def update_rate(self, optimizer: str) -> float | None:
-        """Parameters/s of the fused ``optimizer`` update on a large model (None: not measured)."""
-        return self.optimizer.get(optimizer)
-
     def bandwidth_rate(self, nbytes: float) -> float:
         return interpolate(self.bandwidth, nbytes)
 
