@@ -197,3 +197,22 @@ def test_an_embedding_reads_the_rows_it_gathers_not_its_table() -> None:
     (tokens,) = [op for op in trace.ops if op.name == "aten.embedding.default" and op.elements == 512 * 64]
     rows = 4 * 32 * 64 * 4  # the gathered rows, fp32
     assert tokens.bytes == 4 * 32 * 8 + 2 * rows  # int64 ids, the rows read, the rows written
+
+
+def test_training_batch_norm_reads_its_input_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the statistics pass and the normalising pass each read the input (the backward: the gradient
+    # and the input); with running statistics (inference) one pass
+    from flowrate.estimate import ops
+
+    def norms(mode: Mode) -> list:
+        _, trace = _trace("resnet50", mode=mode, batch=2)
+        return [op for op in trace.ops if "batch_norm" in op.name]
+
+    two_pass, inferring = norms(Mode.TRAIN), norms(Mode.INFER)
+    monkeypatch.setattr(ops, "_TWO_PASS", {})
+    one_pass, inferring_unchanged = norms(Mode.TRAIN), norms(Mode.INFER)
+    assert two_pass and [op.name for op in two_pass] == [op.name for op in one_pass]
+    for twice, once in zip(two_pass, one_pass, strict=True):
+        passes = 1 if twice.phase == "forward" else 2  # the input; the gradient and the input
+        assert twice.bytes - once.bytes == passes * 4 * twice.elements
+    assert inferring and [op.bytes for op in inferring] == [op.bytes for op in inferring_unchanged]

@@ -119,6 +119,16 @@ _COPY = {
 # Kernels that gather rows of their first argument (an embedding table): they read what they
 # write, whatever the table's size.
 _GATHERS = {"embedding", "index_select", "gather", "index"}
+# Batch normalisation in training reduces each channel over the whole batch before it can write a
+# value, so a tensor larger than the cache is read twice: the forward reads its input for the
+# statistics and again to normalise; the backward reads the gradient and the input for its two
+# reductions and again for the input's gradient. Op -> (where its ``training`` flag is, how many
+# leading tensor arguments the second pass reads again).
+_TWO_PASS = {
+    "_native_batch_norm_legit": (5, 1),
+    "native_batch_norm": (5, 1),
+    "native_batch_norm_backward": (7, 2),
+}
 _FACTORIES = {
     "zeros_like",
     "ones_like",
@@ -183,6 +193,16 @@ def _thinnest(kind: str, name: str, args: tuple[Any, ...], outputs: list[torch.T
     # few output pixels (a late stage at a small image) leave the cores little to share
     out = args[0] if kind.endswith("backward") else outputs[0]  # (B, C_out, H_out, W_out)
     return int(out.shape[0] * math.prod(out.shape[2:]))
+
+
+def _read_again(name: str, args: tuple[Any, ...]) -> int:
+    """The bytes a two-pass kernel (_TWO_PASS) reads a second time; 0 for every other op."""
+    if name not in _TWO_PASS:
+        return 0
+    flag, reread = _TWO_PASS[name]
+    if len(args) <= flag or args[flag] is not True:  # .no_stats, or running statistics: one pass
+        return 0
+    return sum(tensor_bytes(t) for t in args[:reread] if isinstance(t, torch.Tensor))
 
 
 def _mutated(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
@@ -299,6 +319,7 @@ class OpRecorder(TorchDispatchMode):
         moved = sum(tensor_bytes(t) for t in (*inputs, *outputs))
         if packet.__name__ in _GATHERS:  # reads the rows it gathers, not the whole source
             moved = sum(tensor_bytes(t) for t in inputs[1:]) + 2 * sum(tensor_bytes(t) for t in outputs)
+        moved += _read_again(packet.__name__, args)
         kind, key, elements = _classify(func, args, kwargs, (*inputs, *outputs))
         thin = _thinnest(kind, key, args, outputs) if kind.startswith(("matmul", "conv")) else 0
         if phase != OPTIMIZER:

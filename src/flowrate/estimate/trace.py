@@ -16,8 +16,11 @@ optimizer's update — and records (flowrate.estimate.ops):
   outputs; an in-place op's target counts once read and once written). This is the standard
   roofline approximation: it ignores caches (an operand read twice counts twice, a tensor that
   stays in cache between two ops counts at each) and assumes nothing is read twice inside a
-  kernel. A tensor's bytes are its elements x element size, capped by its storage (an expanded
-  bias counts once).
+  kernel, except in training BatchNorm, whose per-channel statistics over the whole batch come
+  before any output: its input (the backward's gradient and input) counts twice
+  (flowrate.estimate.ops._TWO_PASS). Gathers count the rows they move, not their table. A
+  tensor's bytes are its elements x element size, capped by its storage (an expanded bias counts
+  once).
 - Views and metadata ops (view, transpose, detach, split, …) move no data and launch no kernel.
 - The framework's work that the overhead terms (flowrate.estimate.overheads) price: each op's
   dispatch class, whether it makes an autograd node, the ``nn.Module`` calls per block and the
