@@ -38,7 +38,7 @@ def predicted(config: RunConfig, problem: Problem, batch: int) -> tuple[float, d
     trace = trace_for(config, problem, batch, device)
     by_op: dict[str, tuple[int, float]] = {}
     for op in trace.ops:
-        cost = op_cost(op, device, config.settled_mode.value)
+        cost = op_cost(op, device, config.settled_mode.value, trace.saved_bytes)
         name = op.name.split(".")[1] if op.name.startswith("aten.") else op.name
         count, seconds = by_op.get(name, (0, 0.0))
         by_op[name] = (count + 1, seconds + max(cost.compute_s, cost.memory_s))

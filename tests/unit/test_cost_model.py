@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -130,3 +131,20 @@ def test_a_gpu_step_is_its_hosts_when_kernels_are_short_and_its_devices_when_lon
     assert short.step_s == pytest.approx(50 * 10e-6 + 1e-6)  # the last kernel runs after the host
     long = estimate_step(_matmuls(*[1e-3] * 50), flat_device(overhead=10e-6, device_type="cuda"))
     assert long.step_s == pytest.approx(10e-6 + 50 * 1e-3)  # only the first launch shows
+
+
+def test_in_training_bytes_move_at_the_bandwidth_of_the_saved_activations() -> None:
+    # a cache holding up to 1 MB at 4x the memory's bandwidth: a training step that saves 1 GB of
+    # activations streams even its small ops' bytes from memory; inference keeps them in cache
+    device = dataclasses.replace(flat_device(flops=1e15), bandwidth=((1e6, 4 * BANDWIDTH), (1e9, BANDWIDTH)))
+    trace = _trace(TinyMLP(), mode=Mode.TRAIN)
+    (relu,) = [op for op in trace.ops if op.name == "aten.relu.default"]
+    assert op_cost(relu, device, "train").memory_s == pytest.approx(relu.bytes / (4 * BANDWIDTH))
+    assert op_cost(relu, device, "train", 10**9).memory_s == pytest.approx(relu.bytes / BANDWIDTH)
+    assert op_cost(relu, device, "train", relu.bytes // 2).memory_s == op_cost(relu, device, "train").memory_s
+
+    def memory(saved: int) -> float:
+        return estimate_step(dataclasses.replace(trace, saved_bytes=saved), device).terms["memory"]
+
+    assert trace.saved_bytes < 1e6
+    assert memory(10**9) == pytest.approx(4 * memory(trace.saved_bytes), rel=1e-12)
