@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from explore_grid import synthetic_table
 
-from flowrate.campaigns import explore_plan
+from flowrate.campaigns import explore, explore_plan
 from flowrate.campaigns.explore import Exploration
 from flowrate.campaigns.explore_fidelity import Fidelity, Measured, beats, first_front, hypervolume
 from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
@@ -145,6 +145,24 @@ def test_only_points_nothing_beats_at_their_rung_run_longer(
         assert one.outcome.cost_s == pytest.approx(
             table.timed(point, fidelity.durations[1]) - table.timed(point, fidelity.durations[0])
         )
+
+
+@pytest.mark.parametrize("runs", [40, 6])
+def test_stopped_points_are_judged_once_twice_the_design_is_measured_or_the_budget_runs_short(
+    table: GridTable, runs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ExploreSpec, "continues", property(lambda spec: False))
+    fidelity = Fidelity.ladder(table.duration_s, table.duration_s / 3)
+    log = EvaluationLog()
+    Exploration(
+        _spec(table, fidelity), Recording(table), budget=Budget(runs=runs), seed=2, initial=4, listener=log
+    ).run()
+    rungs = [e.rung for e in log.items]
+    first = rungs.index(1)  # some point goes on to full length in either budget
+    if runs == 40:
+        assert rungs[:first].count(0) >= explore.JUDGED_AFTER * 4
+    else:  # 4 measured, 2 runs left: the points waiting go on rather than never
+        assert rungs[:first].count(0) == 4 and rungs.count(1) == 2
 
 
 def test_noise_keeps_a_point_in_the_race_that_plain_dominance_would_drop() -> None:

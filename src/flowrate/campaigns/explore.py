@@ -49,6 +49,12 @@ if TYPE_CHECKING:
     import optuna
 
 _DUPLICATES = 10  # proposals in a row already measured before one is drawn from the unmeasured
+# Points stopped at a rung are judged for promotion once this many times the initial design is
+# measured at the lowest rung (Exploration._judged). On the recorded grid, successive halving
+# reached the full-length search's hypervolume in a median 0.64 of the full search's compute
+# judged at 2x (2 of 20 seeds never reached it), 0.63 at 3x (3 never), 0.69 judged at once
+# (benchmarks/explore_efficiency.py, 20 seeds).
+JUDGED_AFTER = 2
 
 
 class ExploreListener(Protocol):
@@ -193,6 +199,8 @@ class Exploration:
                 pending.add(point_key(params))
                 lowest = self.spec.fidelity.durations[0]
                 batch.append((Evaluation(params, lowest, 0, self._continuation(0, params)), trial))
+            if not batch:  # nothing new to ask: the points waiting to be judged go on now
+                batch = [(e, None) for e in self._promotions(waited=True)[:room]]
             if not batch:
                 exhausted = True
                 break
@@ -256,12 +264,33 @@ class Exploration:
         )
         return next((p for p in every if point_key(p) not in taken), None)
 
-    def _promotions(self) -> list[Evaluation]:
+    def _promotions(self, waited: bool = False) -> list[Evaluation]:
         """Points to measure at the next rung: those nothing at their rung beats beyond noise, the
-        highest rungs first (their full-length runs complete the frontier), once the initial
-        design is measured."""
+        highest rungs first (their full-length runs complete the frontier), once they can be
+        judged (_judged; ``waited``: nothing else is left to measure first)."""
         if len(self.done[0]) < self.initial:
             return []
+        promoted = self._front_runners()
+        return promoted if waited or self._judged(len(promoted)) else []
+
+    def _judged(self, waiting: int) -> bool:
+        """Whether points stopped at their rung are judged now. They wait until JUDGED_AFTER times
+        the initial design is measured at the lowest rung: judged against the design alone, most
+        of a small design is on its own frontier, and each of them would run to full length
+        before a later point showed it beaten. They wait no longer than the budget allows: when
+        what is left of it would not run them all at full length, they go on at once."""
+        if len(self.done[0]) >= JUDGED_AFTER * self.initial:
+            return True
+        runs, seconds = self.spent()
+        if self.budget.runs is not None:
+            return self.budget.runs - runs <= waiting
+        if self.budget.seconds is not None:
+            return self.budget.seconds - seconds <= waiting * self.spec.fidelity.durations[-1]
+        return False
+
+    def _front_runners(self) -> list[Evaluation]:
+        """The points nothing at their rung beats beyond noise and not yet measured at the next,
+        highest rungs first."""
         objectives = self.spec.objectives
         promoted = []
         for rung in reversed(range(self.spec.fidelity.top)):
@@ -284,7 +313,7 @@ class Exploration:
         initial design's points stop at their rung: with few rivals measured, nearly every run
         would go on to full length (on the recorded grid, going on from the first point took a
         median 0.84 of the full-length search's compute, against 0.69 this way, over 20 seeds);
-        those of them nothing beats are promoted once it is measured."""
+        those of them nothing beats are promoted once they can be judged (_judged)."""
         fidelity = self.spec.fidelity
         if not self.spec.continues or rung >= fidelity.top or len(self.done[0]) < self.initial:
             return None  # in the initial design nothing is measured yet to judge a run against
