@@ -12,15 +12,11 @@ optimizer's update — and records (flowrate.estimate.ops):
   attention; 2 FLOPs per multiply-add), plus the CPU's fused attention kernel, which the registry
   lacks. A causal fused attention kernel skips the masked half of its square, so it is counted at
   half: the FLOPs here are the work a kernel does, which is what its time depends on.
-- **Bytes**: the bytes of every tensor the op reads plus every tensor it writes (inputs plus
-  outputs; an in-place op's target counts once read and once written). This is the standard
-  roofline approximation: it ignores caches (an operand read twice counts twice, a tensor that
-  stays in cache between two ops counts at each) and assumes nothing is read twice inside a
-  kernel, except in training BatchNorm, whose per-channel statistics over the whole batch come
-  before any output: its input (the backward's gradient and input) counts twice
-  (flowrate.estimate.ops._TWO_PASS). Gathers count the rows they move, not their table. A
-  tensor's bytes are its elements x element size, capped by its storage (an expanded bias counts
-  once).
+- **Bytes**: every tensor the op reads plus every tensor it writes (an in-place op's target
+  counts once read and once written): the roofline approximation, which ignores caches and reads
+  nothing twice inside a kernel, except training BatchNorm, whose input (the backward's gradient
+  and input) counts twice (ops._TWO_PASS). Gathers count the rows they move, not their table. A
+  tensor's bytes are its elements x element size, capped by its storage (expanded: once).
 - Views and metadata ops (view, transpose, detach, split, …) move no data and launch no kernel.
 - The framework's work that the overhead terms (flowrate.estimate.overheads) price: each op's
   dispatch class, whether it makes an autograd node, the ``nn.Module`` calls per block and the
