@@ -73,13 +73,18 @@ def test_a_search_spends_its_budget_in_batches_and_never_measures_a_point_twice(
     assert first_front(gains, 0) == gains
 
 
-def test_a_space_smaller_than_the_budget_is_measured_whole_and_said_so(table: GridTable) -> None:
+def _small_grid(table: GridTable) -> GridTable:
+    """The table's 14 debug-size points on 2 threads, uncompiled."""
     small = {
         k: p
         for k, p in table.points.items()
         if p.params["size"] == "debug" and p.params["threads"] == 2 and not p.params["compile"]
     }
-    grid = GridTable(table.duration_s, table.startup_s, small, table.source, full_s=table.duration_s)
+    return GridTable(table.duration_s, table.startup_s, small, table.source, full_s=table.duration_s)
+
+
+def test_a_space_smaller_than_the_budget_is_measured_whole_and_said_so(table: GridTable) -> None:
+    grid = _small_grid(table)
     evaluate = Recording(grid)
     outcome = Exploration(_spec(grid), evaluate, budget=Budget(runs=40), seed=0, initial=4).run()
     assert outcome.exhausted and outcome.runs == grid.space().size == 14
@@ -163,6 +168,21 @@ def test_stopped_points_are_judged_once_twice_the_design_is_measured_or_the_budg
         assert rungs[:first].count(0) >= explore.JUDGED_AFTER * 4
     else:  # 4 measured, 2 runs left: the points waiting go on rather than never
         assert rungs[:first].count(0) == 4 and rungs.count(1) == 2
+
+
+def test_when_every_point_is_measured_the_points_waiting_to_be_judged_go_on(
+    table: GridTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 14 points, an initial design of 8: twice the design is never measured, the budget is ample
+    monkeypatch.setattr(ExploreSpec, "continues", property(lambda spec: False))
+    grid = _small_grid(table)
+    fidelity = Fidelity.ladder(grid.duration_s, grid.duration_s / 3)
+    log = EvaluationLog()
+    Exploration(
+        _spec(grid, fidelity), Recording(grid), budget=Budget(runs=40), seed=0, initial=8, listener=log
+    ).run()
+    rungs = [e.rung for e in log.items]
+    assert rungs.index(1) == grid.space().size == 14 and rungs.count(1) >= 1
 
 
 def test_noise_keeps_a_point_in_the_race_that_plain_dominance_would_drop() -> None:
