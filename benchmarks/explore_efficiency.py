@@ -77,10 +77,10 @@ class Efficiency:
         return sum(h >= TARGET for h in self.explore)
 
 
-def ladder(table: GridTable, eta: int = Fidelity.eta) -> Fidelity:
+def ladder(table: GridTable, eta: int = Fidelity.eta, z: float = Fidelity.z) -> Fidelity:
     """The rungs successive halving runs: the table's recorded duration up to a full run's, as
     `flowrate explore --duration FULL --min-duration RECORDED` builds them."""
-    return Fidelity.ladder(table.full_s, table.duration_s, eta)
+    return Fidelity.ladder(table.full_s, table.duration_s, eta, z)
 
 
 def measure(
@@ -90,10 +90,11 @@ def measure(
     fraction: float = 0.25,
     eta: int = Fidelity.eta,
     with_halving: bool = True,
+    z: float = Fidelity.z,
 ) -> Efficiency:
     """The three comparisons' figures over ``seeds`` (module docstring)."""
     budget = max(1, round(fraction * len(table.points)))
-    fidelity = ladder(table, eta)
+    fidelity = ladder(table, eta, z)
     explore, random, ratios, strict, oracle = [], [], [], [], []
     for seed in seeds:
         looked = search(table, objectives, seed=seed, budget=Budget(runs=budget))
@@ -189,6 +190,12 @@ def main() -> int:
         help="rung ratio (default: flowrate explore's); 9 from 1 s to 10 s leaves two rungs",
     )
     parser.add_argument(
+        "--z",
+        type=float,
+        default=Fidelity.z,
+        help="standard errors a promotion's comparison allows for (default: flowrate explore's)",
+    )
+    parser.add_argument(
         "--full-duration",
         type=float,
         default=RunConfig.duration_s,
@@ -199,7 +206,7 @@ def main() -> int:
         print(f"no grid table at {args.table}: record one with benchmarks/record_grid.py", file=sys.stderr)
         return 2
     table = dataclasses.replace(load_table(args.table), full_s=args.full_duration)
-    result = measure(table, parse_objectives(OBJECTIVES), range(args.seeds), eta=args.eta)
+    result = measure(table, parse_objectives(OBJECTIVES), range(args.seeds), eta=args.eta, z=args.z)
     return 0 if report(table, result, args.seeds, args.eta) else 1
 
 

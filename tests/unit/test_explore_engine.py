@@ -15,6 +15,7 @@ from flowrate.campaigns.explore import Exploration
 from flowrate.campaigns.explore_fidelity import Fidelity, Measured, beats, first_front, hypervolume
 from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
 from flowrate.campaigns.explore_plan import DONE, OOM, Budget, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.explore_space import Axis, SearchSpace
 from flowrate.campaigns.explore_study import choose_sampler
 from flowrate.campaigns.explore_table import EvaluationLog, GridTable, TableEvaluator, load_table
 from flowrate.errors import ConfigError
@@ -131,14 +132,18 @@ def test_only_points_nothing_beats_at_their_rung_run_longer(
     # the initial design's points are promoted to runs of their own; later ones go on in theirs
     continued = [e for e in longer if e.continued]
     assert bool(continued) == in_one_process and len(continued) < len(longer)
-    # each point measured at full length was unbeaten among the short runs measured before
-    seen: list[Measured] = []
+    # each point measured at full length was unbeaten among the points measured before, each
+    # as its longest run had measured it
+    standing: dict[str, Measured] = {}
     for evaluated in log.items:
         if evaluated.rung == 1:
-            mine = next(m for m in seen if m.key == evaluated.key)
-            assert not any(beats(m, mine, fidelity.z) for m in seen)
-        elif evaluated.feasible:
-            seen.append(Measured(evaluated.key, evaluated.gains(OBJECTIVES), evaluated.noise(OBJECTIVES)))
+            mine = standing[evaluated.key]
+            assert not any(beats(m, mine, fidelity.z) for m in standing.values())
+        if evaluated.feasible:
+            gains, noise = evaluated.gains(OBJECTIVES), evaluated.noise(OBJECTIVES)
+            standing[evaluated.key] = Measured(evaluated.key, gains, noise)
+        else:
+            standing.pop(evaluated.key, None)
     assert len(longer) < len(short)
     # a run that went on counts once against the budget; each rung costs what it added
     runs = [e for e in evaluate.evaluations]
@@ -183,6 +188,36 @@ def test_when_every_point_is_measured_the_points_waiting_to_be_judged_go_on(
     ).run()
     rungs = [e.rung for e in log.items]
     assert rungs.index(1) == grid.space().size == 14 and rungs.count(1) >= 1
+
+
+def test_a_lucky_short_draw_stops_no_one_once_its_longer_run_measured_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batch 2's short run drew twice its real throughput and beat batch 4 there; its full-length
+    run measured what it really does, and batch 4, on the frontier beside it, goes on too."""
+    monkeypatch.setattr(ExploreSpec, "continues", property(lambda spec: False))
+    figures = {  # batch size -> (samples/s, peak bytes) at the short rung, then at full length
+        1: [(500.0, 400.0), (500.0, 400.0)],
+        2: [(2000.0, 300.0), (1000.0, 300.0)],
+        4: [(1500.0, 320.0), (1500.0, 320.0)],
+        8: [(400.0, 500.0), (400.0, 500.0)],
+    }
+
+    def evaluate(batch: Sequence[Evaluation]) -> list[Outcome]:
+        outcomes = []
+        for evaluation in batch:
+            rate, peak = figures[evaluation.params["batch_size"]][evaluation.rung]
+            values = {"samples_per_sec": rate, "peak_memory_bytes": peak}
+            noise = {"samples_per_sec": 10.0, "peak_memory_bytes": 1.0}
+            outcomes.append(Outcome(DONE, values, noise, cost_s=evaluation.duration_s))
+        return outcomes
+
+    space = SearchSpace({}, (Axis("batch_size", (1, 2, 4, 8), True, True),))
+    spec = ExploreSpec(space, OBJECTIVES, fidelity=Fidelity((1.0, 10.0)))
+    outcome = Exploration(spec, evaluate, budget=Budget(runs=8), seed=0, initial=4).run()
+    full_length = sorted(e.params["batch_size"] for e in outcome.evaluations if e.rung == 1)
+    assert full_length == [2, 4]
+    assert sorted(e.params["batch_size"] for e in outcome.frontier) == [2, 4]
 
 
 def test_noise_keeps_a_point_in_the_race_that_plain_dominance_would_drop() -> None:

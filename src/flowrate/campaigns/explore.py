@@ -291,21 +291,26 @@ class Exploration:
     def _front_runners(self) -> list[Evaluation]:
         """The points nothing at their rung beats beyond noise and not yet measured at the next,
         highest rungs first."""
-        objectives = self.spec.objectives
         promoted = []
         for rung in reversed(range(self.spec.fidelity.top)):
-            feasible = [e for e in self.done[rung].values() if e.feasible]
-            front = first_front(
-                [Measured(e.key, e.gains(objectives), e.noise(objectives)) for e in feasible],
-                self.spec.fidelity.z,
-            )
-            keys = {m.key for m in front}
-            for evaluated in feasible:
-                if evaluated.key in keys and evaluated.key not in self.done[rung + 1]:
+            front = {m.key for m in first_front(self._standing(rung), self.spec.fidelity.z)}
+            for evaluated in self.done[rung].values():
+                if evaluated.key in front and evaluated.key not in self.done[rung + 1]:
                     params, up = evaluated.params, rung + 1
                     then = self._continuation(up, params)
                     promoted.append(Evaluation(params, self.spec.fidelity.durations[up], up, then))
         return promoted
+
+    def _standing(self, rung: int) -> list[Measured]:
+        """The feasible configurations measured at ``rung``, each as its longest run measured it,
+        so one lucky short draw stops no rival once a longer run of it measured what it does (on
+        the recorded grid a 1 s run drew 26% over its mean throughput and 7% under its memory,
+        and kept the whole frontier from full length)."""
+        latest = dict(self.done[rung])
+        for higher in self.done[rung + 1 :]:
+            latest.update((key, e) for key, e in higher.items() if key in latest)
+        goals = self.spec.objectives
+        return [Measured(k, e.gains(goals), e.noise(goals)) for k, e in latest.items() if e.feasible]
 
     def _continuation(self, rung: int, params: dict[str, Any]) -> Continuation | None:
         """How a run of ``params`` starting at ``rung`` goes on in its own process: against
@@ -317,16 +322,9 @@ class Exploration:
         fidelity = self.spec.fidelity
         if not self.spec.continues or rung >= fidelity.top or len(self.done[0]) < self.initial:
             return None  # in the initial design nothing is measured yet to judge a run against
-        key, objectives = point_key(params), self.spec.objectives
-        rivals = tuple(
-            tuple(
-                Measured(e.key, e.gains(objectives), e.noise(objectives))
-                for e in self.done[r].values()
-                if e.feasible and e.key != key
-            )
-            for r in range(rung, fidelity.top)
-        )
-        named = tuple((o.name, o.maximize) for o in objectives)
+        key = point_key(params)
+        rivals = tuple(tuple(m for m in self._standing(r) if m.key != key) for r in range(rung, fidelity.top))
+        named = tuple((o.name, o.maximize) for o in self.spec.objectives)
         return Continuation(fidelity.durations[rung:], rivals, named, fidelity.z)
 
     def _record(
