@@ -53,7 +53,7 @@ _DUPLICATES = 10  # proposals in a row already measured before one is drawn from
 # measured at the lowest rung (Exploration._judged). On the recorded grid, successive halving
 # reached the full-length search's hypervolume in a median 0.64 of the full search's compute
 # judged at 2x (2 of 20 seeds never reached it), 0.63 at 3x (3 never), 0.69 judged at once
-# (benchmarks/explore_efficiency.py, 20 seeds; z 1.0, rivals judged by their shortest runs).
+# (benchmarks/explore_efficiency.py, 20 seeds).
 JUDGED_AFTER = 2
 
 
