@@ -1,11 +1,22 @@
-"""One run (a RunConfig, or a GenerateConfig's generation) in a freshly spawned process: what
---repeat, sweeps and scaling share.
+"""One run (a RunConfig, or a GenerateConfig's generation) in a fresh process: what --repeat,
+sweeps and scaling share.
 
 One process can carry state from run to run (allocator caches, autotuning choices, a warm or
-cold page cache, CPU frequency). Spawning a new interpreter per run (never fork: CUDA does not
-survive it) makes each run independent. The child sends back its Result as JSON, or the kind of
-failure and its message, so a caller can tell an expected outcome (a sweep's batch that does not
-fit) from a real failure without parsing text.
+cold page cache, CPU frequency). A new process per run makes each run independent. The child
+sends back its Result as JSON, or the kind of failure and its message, so a caller can tell an
+expected outcome (a sweep's batch that does not fit) from a real failure without parsing text.
+
+Where the platform has it, each run's process is forked from a server that has imported torch
+and done nothing else (multiprocessing's forkserver, started once per campaign): the
+interpreter's start and torch's import, about 1.5 s of every run's start-up on this project's
+2-vCPU CPU (benchmarks/child_startup.py), are paid once instead of once per run. Nothing of an
+earlier run can be inherited (the server never runs one), and no CUDA context exists to be
+forked: the server never touches the device, and PyTorch supports CUDA in forkserver children
+as in spawned ones (plain fork is what CUDA does not survive). The child takes this process's
+environment as it is when the run starts. A variable read while the interpreter and torch start
+(any but flowrate's own FLOWRATE_* and a few more no library reads then: READ_LATE) is read by
+the server, once: when one of them has changed since the server started, the run is spawned
+instead, as it always was elsewhere.
 """
 
 from __future__ import annotations
@@ -66,13 +77,56 @@ def portable(config: SameConfig) -> SameConfig:
     return config
 
 
-def run_in_fresh_process(
-    config: PointConfig, *, argv: list[str] | None = None, tensorboard: str | None = None
-) -> ChildOutcome:
-    """Run ``config`` in a newly spawned interpreter and wait for it (used by --repeat and sweeps).
+# Modules the fork server imports before it forks any run: torch only, which touches no device and
+# starts no thread of its own on import (numpy's BLAS thread it brings shuts down across a fork).
+# Not flowrate's harness: importing it starts a native thread (seen in /proc here), and a thread
+# pool that a fork leaves behind can hang the child; it costs about 0.5 s more per run.
+PRELOADED = ["torch"]
 
-    Never fork: CUDA does not survive it. A FlowrateError in the child comes back as a failure
-    of kind OOM or ERROR; a child that dies before reporting (killed, out of host memory, a
+
+class _Server:
+    """The environment the fork server started with (None until the first run starts it)."""
+
+    environment: dict[str, str] | None = None
+
+
+# Variables no library reads as it starts, which a run's child takes from the caller (module
+# docstring): flowrate's own, and pytest's name of the test under way (it changes every test).
+READ_LATE = ("FLOWRATE_", "PYTEST_CURRENT_TEST")
+
+
+def _start_up_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(READ_LATE)}
+
+
+def process_context(method: str | None = None) -> Any:
+    """The multiprocessing context a run's process comes from: the fork server where the platform
+    has one and the start-up environment is the server's, else spawn (module docstring);
+    ``method`` ("spawn" or "forkserver") insists on one, as benchmarks/child_startup.py does."""
+    if method == "spawn" or "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    environment = _start_up_environment()
+    if _Server.environment is None:
+        context.set_forkserver_preload(PRELOADED)
+        _Server.environment = environment
+    elif environment != _Server.environment and method is None:
+        return multiprocessing.get_context("spawn")
+    return context
+
+
+def run_in_fresh_process(
+    config: PointConfig,
+    *,
+    argv: list[str] | None = None,
+    tensorboard: str | None = None,
+    start_method: str | None = None,
+) -> ChildOutcome:
+    """Run ``config`` in a new process and wait for it (used by --repeat and sweeps).
+
+    The process is forked from a server that only imported torch, or spawned (module docstring);
+    never forked from this one: CUDA does not survive that. A FlowrateError in the child comes
+    back as a failure of kind OOM or ERROR; a child that dies before reporting (killed, out of host memory, a
     crash in native code) as CRASHED. Any other exception is a bug: ChildCrash, with the child's
     traceback. The child leaves with os._exit once its answer is sent, skipping the interpreter's
     teardown of torch (about 0.7 s per run on a CPU, paid by every sweep point); it has nothing
@@ -80,10 +134,11 @@ def run_in_fresh_process(
     here ends the child too.
     """
     config = portable(config)
-    context = multiprocessing.get_context("spawn")
+    context = process_context(start_method)
     receiver, sender = context.Pipe(duplex=False)
+    environment = dict(os.environ)
     process = context.Process(
-        target=_child_main, args=(sender, to_job(config), argv, tensorboard), name="flowrate-run"
+        target=_child_main, args=(sender, to_job(config), argv, tensorboard, environment), name="flowrate-run"
     )
     process.start()
     sender.close()  # the child holds the only writer now: its death reads as end of file here
@@ -112,9 +167,18 @@ def run_in_fresh_process(
     return ChildOutcome(None, kind, text, started, finished)
 
 
-def _child_main(sender: Connection, job: dict[str, Any], argv: list[str] | None, logdir: str | None) -> None:
-    """The child's whole life: run, send the answer, leave at once (see run_in_fresh_process)."""
+def _child_main(
+    sender: Connection,
+    job: dict[str, Any],
+    argv: list[str] | None,
+    logdir: str | None,
+    environment: dict[str, str],
+) -> None:
+    """The child's whole life: take the caller's environment, run, send the answer, leave at once
+    (see run_in_fresh_process)."""
     code = 1
+    os.environ.clear()  # a forked child has the server's: the caller's FLOWRATE_* may differ
+    os.environ.update(environment)
     try:
         sender.send(run_and_report(job, argv, logdir))
         code = 0

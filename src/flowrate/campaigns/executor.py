@@ -31,7 +31,7 @@ class Executor(Protocol):
 
 
 def fresh_process_runner(argv: list[str] | None = None) -> PointRunner:
-    """Runs each point in a newly spawned process; a bug in one point fails that point only."""
+    """Runs each point in a fresh process (flowrate.campaigns.child): a bug fails that point only."""
 
     def run(config: PointConfig) -> ChildOutcome:
         try:

@@ -34,7 +34,7 @@ def run_repeated(
     tensorboard: str | None = None,
     on_run: Callable[[int, Result], None] | None = None,
 ) -> Result:
-    """Run ``config`` ``repeats`` times, each in a freshly spawned process, and combine the results.
+    """Run ``config`` ``repeats`` times, each in a fresh process, and combine the results.
 
     With ``tensorboard``, run i writes its event files to the subfolder ``run-i``.
     """

@@ -148,7 +148,7 @@ def run_sweep(
     """Run every point of ``spec`` not yet recorded in ``store``, recording each as it ends.
 
     ``executor`` runs the points, in batches of its max_parallel (default: one at a time, each
-    in a fresh spawned process; ``runner`` instead runs each point, as tests do with a fake one).
+    in a fresh process; ``runner`` instead runs each point, as tests do with a fake one).
     ``points``: the sweep's plan_points(spec), when the caller made it already. With
     ``retry_failed``, failed and skipped points are run again. An interrupt (Ctrl-C) stops
     the sweep between two records: nothing recorded is lost and the same call resumes it.

@@ -1,0 +1,85 @@
+"""What a fresh process per run costs: spawned (a new interpreter imports torch for every run)
+against forked from flowrate's fork server (torch imported once), side by side in one run.
+
+Each round runs the same short training run once each way, alternating (spawn, server, server,
+spawn, ...) so that drift on a shared machine falls on both. A run's start-up is the time from
+the caller starting its process to the run's first line in the child (ChildOutcome's
+child_started); its wall time is the caller's, start to answer. The first run through the
+server, which starts it (and imports torch there), is reported on its own and left out of the
+medians: a campaign pays it once.
+
+    python benchmarks/child_startup.py                   # 6 rounds, transformer debug, 1 s runs
+    python benchmarks/child_startup.py --rounds 10 --duration 10
+
+Also printed: each way's median throughput (the same work: the ratio should be 1 within noise)
+and median peak resident set (the CPU's peak memory figure), which differs because a spawned
+child's own import of torch passes through a transient peak that a forked child never has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import scipy.stats
+
+from flowrate.campaigns.child import ChildOutcome, run_in_fresh_process
+from flowrate.config import RunConfig
+from flowrate.results.metrics import peak_memory_bytes
+
+WAYS = ("spawn", "forkserver")
+
+
+def one(config: RunConfig, way: str) -> tuple[float, float, float, float]:
+    """(start-up s, wall s, peak bytes, median samples/s) of one run started ``way``."""
+    launched = time.time()
+    outcome: ChildOutcome = run_in_fresh_process(config, start_method=way)
+    wall = time.time() - launched
+    if outcome.result is None or outcome.child_started is None:
+        raise SystemExit(f"the {way} run failed: {outcome.message}")
+    result = outcome.result
+    rate = result.summary.median_samples_per_sec
+    return outcome.child_started - launched, wall, float(peak_memory_bytes(result) or 0), rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--duration", type=float, default=1.0)
+    parser.add_argument("--problem", default="transformer")
+    args = parser.parse_args()
+    config = RunConfig(
+        problem=args.problem, size="debug", mode="train", device="cpu", duration_s=args.duration, threads=1
+    )
+    first = one(config, "forkserver")
+    print(f"first run through the server (starts it): start-up {first[0]:.2f} s, wall {first[1]:.2f} s")
+    seen: dict[str, list[tuple[float, float, float, float]]] = {way: [] for way in WAYS}
+    for round_ in range(args.rounds):
+        for way in WAYS if round_ % 2 == 0 else reversed(WAYS):
+            seen[way].append(one(config, way))
+    median = {way: [statistics.median(x[i] for x in seen[way]) for i in range(4)] for way in WAYS}
+    for way in WAYS:
+        startup, wall, peak, rate = median[way]
+        print(
+            f"{way:10s} median start-up {startup:.3f} s  wall {wall:.2f} s  peak RSS {peak / 2**20:.0f} MiB"
+            f"  {rate:.0f} samples/s"
+            f"  ({args.rounds} runs: start-up {' '.join(f'{x[0]:.2f}' for x in seen[way])})"
+        )
+    rates = [[x[3] for x in seen[way]] for way in WAYS]
+    p = scipy.stats.mannwhitneyu(*rates).pvalue
+    for way, way_rates in zip(WAYS, rates, strict=True):
+        cv = statistics.stdev(way_rates) / statistics.mean(way_rates)
+        print(f"{way:10s} samples/s per run (CV {cv:.1%}): {' '.join(f'{r:.0f}' for r in way_rates)}")
+    (s_up, s_wall, s_peak, s_rate), (f_up, f_wall, f_peak, f_rate) = median["spawn"], median["forkserver"]
+    print(
+        f"forkserver / spawn: wall {f_wall / s_wall:.2f}, start-up saved {s_up - f_up:.2f} s per run, "
+        f"peak RSS {f_peak / s_peak:.2f} ({(f_peak - s_peak) / 2**20:+.0f} MiB), "
+        f"samples/s {f_rate / s_rate:.3f} (Mann-Whitney p = {p:.2f})"
+    )
+
+
+if __name__ == "__main__":
+    main()
