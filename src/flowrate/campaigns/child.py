@@ -8,8 +8,9 @@ expected outcome (a sweep's batch that does not fit) from a real failure without
 
 Where the platform has it, each run's process is forked from a server that has imported torch
 and done nothing else (multiprocessing's forkserver, started once per campaign): the
-interpreter's start and torch's import, about 1.5 s of every run's start-up on this project's
-2-vCPU CPU (benchmarks/child_startup.py), are paid once instead of once per run. Nothing of an
+interpreter's start and torch's import (and on a CPU build dynamo's, which a run's optimizer
+imports: fork_preload), seconds of every run's start-up on this project's 2-vCPU CPU
+(benchmarks/child_startup.py), are paid once instead of once per run. Nothing of an
 earlier run can be inherited (the server never runs one), and no CUDA context exists to be
 forked: the server never touches the device, and PyTorch supports CUDA in forkserver children
 as in spawned ones (plain fork is what CUDA does not survive). The child takes this process's
@@ -77,11 +78,12 @@ def portable(config: SameConfig) -> SameConfig:
     return config
 
 
-# Modules the fork server imports before it forks any run: torch only, which touches no device and
-# starts no thread of its own on import (numpy's BLAS thread it brings shuts down across a fork).
-# Not flowrate's harness: importing it starts a native thread (seen in /proc here), and a thread
-# pool that a fork leaves behind can hang the child; it costs about 0.5 s more per run.
-PRELOADED = ["torch"]
+# Modules the fork server imports before it forks any run: torch (and, on a CPU build, dynamo:
+# fork_preload), which touch no device and start no thread of their own on import (numpy's BLAS
+# thread that torch brings shuts down across a fork). Not flowrate's harness: importing it starts
+# a native thread (seen in /proc here), and a thread pool that a fork leaves behind can hang the
+# child; it costs about 0.5 s more per run.
+PRELOADED = ["flowrate.campaigns.fork_preload"]
 
 
 class _Server:
