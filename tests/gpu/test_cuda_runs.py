@@ -63,3 +63,17 @@ def test_gpt2_bf16_training_throughput_is_recorded() -> None:
     # and the ceiling nothing passes
     assert result.flops["mfu"] == pytest.approx(s.model_flops_per_sec / result.flops["peak_flops"])
     assert 0.05 <= result.flops["mfu"] <= 1.0
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_cuda_runs_in_a_fresh_process_forked_from_the_server_or_spawned(method: str) -> None:
+    # the server imports torch (flowrate.campaigns.fork_preload) and must leave the driver alone:
+    # a CUDA driver initialised before a fork fails in the child; two runs, as a sweep's points
+    from flowrate.campaigns.child import run_in_fresh_process
+    from flowrate.config import RunConfig
+
+    config = RunConfig(problem="transformer", size="debug", device="cuda", steps=4, preheat_steps=1)
+    for _ in range(2):
+        outcome = run_in_fresh_process(config, start_method=method)
+        assert outcome.failure is None, outcome.message
+        assert outcome.result is not None and outcome.result.environment["device"]["type"] == "cuda"
