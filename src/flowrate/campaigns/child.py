@@ -126,10 +126,10 @@ def run_in_fresh_process(
 ) -> ChildOutcome:
     """Run ``config`` in a new process and wait for it (used by --repeat and sweeps).
 
-    The process is forked from a server that only imported torch, or spawned (module docstring);
-    never forked from this one: CUDA does not survive that. A FlowrateError in the child comes
-    back as a failure of kind OOM or ERROR; a child that dies before reporting (killed, out of host memory, a
-    crash in native code) as CRASHED. Any other exception is a bug: ChildCrash, with the child's
+    The process is forked from a server that has run nothing, or spawned (module docstring); never
+    forked from this one: CUDA does not survive that. A FlowrateError in the child comes back as
+    a failure of kind OOM or ERROR; a child that dies before reporting (killed, out of host
+    memory, a crash in native code) as CRASHED. Any other exception is a bug: ChildCrash, with the child's
     traceback. The child leaves with os._exit once its answer is sent, skipping the interpreter's
     teardown of torch (about 0.7 s per run on a CPU, paid by every sweep point); it has nothing
     left to flush, and this process still waits for it to be gone before going on. An interrupt
