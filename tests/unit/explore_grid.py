@@ -14,7 +14,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REAL_TABLE = Path(__file__).parents[2] / "benchmarks" / "data" / "grid_transformer_cpu.json"
+# every grid recorded on this project's VM: its AMD host's (2026-11-24) and its Intel host's (2026-11-25)
+RECORDED_TABLES = sorted(
+    (Path(__file__).parents[2] / "benchmarks" / "data").glob("grid_transformer_cpu*.json")
+)
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "explore_efficiency.py"
 
 

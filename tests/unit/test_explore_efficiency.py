@@ -1,7 +1,7 @@
 """Issue 19's search-efficiency acceptance, replayed from a grid table (benchmarks/explore_efficiency.py
 is the same code): explore with a quarter of the grid's runs reaches 95% of the grid frontier's
-hypervolume and beats random search, on the synthetic grid of explore_grid.py and on the
-recorded one (benchmarks/data) where it is there."""
+hypervolume and beats random search, on the synthetic grid of explore_grid.py and on each
+recorded one (benchmarks/data)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from explore_grid import REAL_TABLE, benchmark_module, synthetic_table, table_point
+from explore_grid import RECORDED_TABLES, benchmark_module, synthetic_table, table_point
 
 from flowrate.campaigns.explore_plan import DONE, Evaluated, Outcome
 from flowrate.campaigns.explore_table import GridTable, load_table
@@ -44,9 +44,9 @@ def test_over_twenty_seeds_explore_reaches_95_percent_in_18_and_beats_random(
     _acceptance(synthetic, capsys)
 
 
-@pytest.mark.skipif(not REAL_TABLE.exists(), reason="no recorded grid table (benchmarks/record_grid.py)")
-def test_the_acceptance_on_the_recorded_grid(capsys: pytest.CaptureFixture[str]) -> None:
-    _acceptance(load_table(REAL_TABLE), capsys)
+@pytest.mark.parametrize("recorded", RECORDED_TABLES, ids=lambda path: path.stem)
+def test_the_acceptance_on_each_recorded_grid(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _acceptance(load_table(recorded), capsys)
 
 
 def test_the_oracle_screens_every_configuration_and_lets_only_their_frontier_go_on(

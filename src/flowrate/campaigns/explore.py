@@ -42,6 +42,7 @@ from flowrate.campaigns.explore_plan import (
     default_initial,
     space_filling,
 )
+from flowrate.campaigns.explore_proposals import frontier_neighbour, polishing, unmeasured
 from flowrate.campaigns.explore_study import check_identity, choose_sampler, distribution, param_name
 from flowrate.results.store import point_key
 
@@ -107,6 +108,7 @@ class Exploration:
         self.max_parallel = max(1, max_parallel)
         self.listener = listener or _Silent()
         self.sampler = choose_sampler(spec.space, budget, self.initial, seed, sampler)
+        self.polish = sampler != "random"  # random search stays the plain baseline
         self.random = random.Random(seed)
         self.axes = {param_name(a): a for a in spec.space.axes}
         self.distributions = {name: distribution(a) for name, a in self.axes.items()}
@@ -221,15 +223,23 @@ class Exploration:
     def _ask(self, pending: set[str]) -> tuple[optuna.trial.Trial, dict[str, Any]] | None:
         """A new point to measure at the lowest rung, or None when every point is measured.
 
-        A point already measured is answered from its measurement (the sampler learns it again,
-        nothing runs); after a run of those, an unmeasured point is drawn at random instead.
+        After the initial design, every second new point is the frontier's nearest unmeasured
+        neighbour (flowrate.campaigns.explore_proposals says why). A point already measured is
+        answered from its measurement (the sampler learns it again, nothing runs); after a run of
+        those, an unmeasured point is drawn at random instead.
         """
         import optuna
 
         measured = self.done[0]
+        taken = measured.keys() | pending
+        if self.polish and polishing(len(taken), self.initial):
+            front = sorted(first_front(self._standing(0), self.spec.fidelity.z), key=lambda m: -m.gains[0])
+            near = frontier_neighbour(self.spec.space, [measured[m.key].params for m in front], taken)
+            if near is not None:
+                self.study.enqueue_trial(self._encode(near))
         for attempt in range(_DUPLICATES + 1):
             if attempt == _DUPLICATES:
-                fresh = self._unmeasured(pending)
+                fresh = unmeasured(self.spec.space, measured.keys() | pending, self.random)
                 if fresh is None:
                     return None
                 self.study.enqueue_trial(self._encode(fresh))
@@ -245,24 +255,6 @@ class Exploration:
             trial.set_user_attr("duplicate_of", key)  # costs nothing: not a run of the budget
             self._tell(trial, earlier.outcome, earlier.violations)
         return None
-
-    def _unmeasured(self, pending: set[str]) -> dict[str, Any] | None:
-        """A point of the space not measured yet nor pending, drawn with the study's seed."""
-        import itertools
-
-        taken = set(self.done[0]) | pending
-        if len(taken) >= self.spec.space.size:
-            return None
-        axes = self.spec.space.axes
-        for _ in range(1000):  # a large space: random draws find an unmeasured point at once
-            params = {a.name: self.random.choice(a.values) for a in axes}
-            if point_key(params) not in taken:
-                return params
-        every = (
-            dict(zip([a.name for a in axes], combo, strict=True))
-            for combo in itertools.product(*(a.values for a in axes))
-        )
-        return next((p for p in every if point_key(p) not in taken), None)
 
     def _promotions(self, waited: bool = False) -> list[Evaluation]:
         """Points to measure at the next rung: those nothing at their rung beats beyond noise, the

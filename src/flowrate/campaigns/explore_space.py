@@ -168,6 +168,18 @@ class SearchSpace:
     def identity(self) -> dict[str, Any]:
         return {"base": self.base, "space": {a.name: list(a.values) for a in self.axes}}
 
+    def neighbours(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The points one step from ``params`` along one axis, in the axes' order: the next value
+        either side on a numeric axis, every other value on a list axis."""
+        near = []
+        for axis in self.axes:
+            at = axis.values.index(params[axis.name])
+            steps = (at - 1, at + 1) if axis.numeric else range(len(axis.values))
+            near += [
+                {**params, axis.name: axis.values[i]} for i in steps if 0 <= i < len(axis.values) and i != at
+            ]
+        return near
+
     def config_for(self, params: Mapping[str, Any], duration_s: float | None = None) -> RunConfig:
         """The RunConfig of one point (a sweep point's, base then params), at ``duration_s``."""
         config = SweepSpec(self.base, {a.name: a.values for a in self.axes}).config_for(params)
