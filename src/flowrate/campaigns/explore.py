@@ -239,7 +239,7 @@ class Exploration:
                 self.study.enqueue_trial(self._encode(near))
         for attempt in range(_DUPLICATES + 1):
             if attempt == _DUPLICATES:
-                fresh = unmeasured(self.spec.space, measured.keys() | pending, self.random)
+                fresh = unmeasured(self.spec.space, taken, self.random)
                 if fresh is None:
                     return None
                 self.study.enqueue_trial(self._encode(fresh))
