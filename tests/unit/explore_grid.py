@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-# every grid recorded on this project's VM: its AMD host's (2026-11-24) and its Intel host's (2026-11-25)
+# every grid recorded on this project's VM (each names its host, launcher and date)
 RECORDED_TABLES = sorted(
     (Path(__file__).parents[2] / "benchmarks" / "data").glob("grid_transformer_cpu*.json")
 )

@@ -34,8 +34,8 @@ POLISH_EVERY = 2
 
 
 def polishing(measured: int, initial: int) -> bool:
-    """Whether the next new configuration, after ``measured`` at the lowest rung, is the frontier's
-    neighbour (module docstring): never within the initial design."""
+    """Whether the next new configuration, after ``measured`` at the lowest rung or pending there,
+    is the frontier's neighbour (module docstring): never within the initial design."""
     after = measured - initial
     return after >= 0 and after % POLISH_EVERY == POLISH_EVERY - 1
 
