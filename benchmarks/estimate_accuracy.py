@@ -7,8 +7,11 @@ measurement (flowrate.benchmark, GlobalRate). Two sets: the 20 original cases (C
 held-out shapes (HELD_OUT: other layer counts, widths, sequence lengths, image sizes and batch
 sizes per family) that no one looked at while the cost model was written. Nothing is fitted on
 either set: the calibration's micro-measurements (tiny ops, a chain of autograd nodes, empty
-modules, optimizer updates over k tensors, GEMM and copy ladders) are the model's only fit.
-Targets on a CPU: 19 of the 20 original cases and 90% of the held-out ones within ±25%.
+modules, optimizer updates over k tensors, GEMM and copy ladders) and its two reference models
+(flowrate.estimate.reference) are the model's only fit. Each row also shows its ratio without
+the references' working-set factor, priced from the same calibration: the factor's effect, side
+by side on the same measurement. Targets on a CPU: 19 of the 20 original cases and 90% of the
+held-out ones within ±25%.
 
 Other processes on the machine slow a measurement down without slowing the prediction: before
 each measurement the script waits for the CPUs to be idle, counts the CPU time other processes
@@ -36,6 +39,7 @@ With --calibration FILE nothing is recalibrated, and a row whose canary moved is
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -51,9 +55,10 @@ from torch import nn
 
 import flowrate
 from flowrate.config import RunConfig
-from flowrate.estimate.calibration import CALIBRATION_ENV, calibrate, save_calibration
+from flowrate.estimate.calibrating import calibrate
+from flowrate.estimate.calibration import CALIBRATION_ENV, local_calibration, save_calibration
 from flowrate.estimate.cost import estimate_step
-from flowrate.estimate.devices import local_device
+from flowrate.estimate.devices import DeviceModel, device_model, local_device
 from flowrate.estimate.report import trace_for
 from flowrate.problems.registry import get_problem
 
@@ -102,6 +107,8 @@ class Row:
     disturbed: float  # CPU share other processes used during the measurement
     drift: float  # the canary's time at the row's start over its time at calibration
     drift_after: float = 1.0  # the same at the row's end
+    # predicted ÷ measured with the overhead terms as micro-measured (no working-set factor)
+    ratio_without_factor: float = 0.0
 
     @property
     def steady(self) -> bool:
@@ -145,10 +152,10 @@ def canary() -> float:
     of 20 steps, about 0.3 s.
 
     Its working set (weights, AdamW's state, activations: about 2 MB) outgrows a core's L2 cache
-    as the debug models' does, and that is what makes it follow the VM's states: on 2026-11-26 a
-    slow state took transformer/debug's training step from 2.6 to 4.7 ms and this step from 2.9
-    to 5.1 ms, while the canary used before it (two 32-wide linears, 12 KB of weights) moved from
-    0.36 to 0.41 ms only (benchmarks/RESULTS.md, thirteenth session)."""
+    as the debug models' does, and that is what makes it follow the VM's states: on 2026-11-26, in
+    the rounds where transformer/debug's training step ran x1.68 its median, this canary ran
+    x1.71 its own and the one used before it (two 32-wide linears, 12 KB of weights) x1.10
+    (`benchmarks/canary_tracking.py`, benchmarks/RESULTS.md, thirteenth session)."""
     if not _CANARY:
         _CANARY.append(_canary_step())
     step = _CANARY[0]
@@ -227,24 +234,49 @@ def row(
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     batch_size = batch or problem.default_batch_size
     device = local_device(torch.device(args.device))
-    predicted = estimate_step(trace_for(config, problem, batch_size, device), device).samples_per_sec
+    trace = trace_for(config, problem, batch_size, device)
+    predicted = estimate_step(trace, device).samples_per_sec
+    without = estimate_step(trace, _without_factor(torch.device(args.device))).samples_per_sec
     for _ in range(args.retries):
         measured, disturbed = measure(name, size, options, mode, batch_size, args)
         if disturbed < DISTURBED:
             break
     ratio = predicted / measured
-    return Row(held_out, name, size, mode, batch_size, predicted, measured, ratio, disturbed, drift)
+    return Row(
+        held_out,
+        name,
+        size,
+        mode,
+        batch_size,
+        predicted,
+        measured,
+        ratio,
+        disturbed,
+        drift,
+        1.0,
+        without / measured,
+    )
 
 
-def summary(rows: list[Row], name: str) -> str:
-    """'original: 19 of 20 within ±25%, 20 within ±30%; median |error| 8%, worst 1.27'."""
-    errors = [abs(r.ratio - 1) for r in rows]
+def _without_factor(device: torch.device) -> DeviceModel:
+    """The device as its calibration's micro-measurements price it, without the working-set factor."""
+    calibration = local_calibration(device)
+    assert calibration is not None and calibration.overheads is not None
+    plain = dataclasses.replace(calibration.overheads, working_set=())
+    return device_model(calibration.device, None, dataclasses.replace(calibration, overheads=plain), None)
+
+
+def summary(rows: list[Row], name: str, without_factor: bool = False) -> str:
+    """'original: 19 of 20 within ±25%, 20 within ±30%; median |error| 8%, worst 1.27'; of the
+    ratios without the working-set factor with ``without_factor``."""
+    ratios = [(r.ratio_without_factor if without_factor else r.ratio, r) for r in rows]
+    errors = [abs(ratio - 1) for ratio, _ in ratios]
     within = ", ".join(f"{sum(e <= w for e in errors)} within ±{w:.0%}" for w in WITHIN)
-    worst = max(rows, key=lambda r: abs(r.ratio - 1))
+    worst, row = max(ratios, key=lambda pair: abs(pair[0] - 1))
     return (
         f"{name}: {len(rows)} cases, {within}; median |error| {statistics.median(errors):.0%}, "
-        f"median ratio {statistics.median(r.ratio for r in rows):.2f}, worst {worst.ratio:.2f} "
-        f"({worst.problem}/{worst.size} {worst.mode})"
+        f"median ratio {statistics.median(ratio for ratio, _ in ratios):.2f}, worst {worst:.2f} "
+        f"({row.problem}/{row.size} {row.mode})"
     )
 
 
@@ -267,7 +299,10 @@ def main() -> None:
         reference = calibrate_here(args)
     device = local_device(torch.device(args.device))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {device.name}: {device.basis}")
-    print(f"{'problem':40} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6}")
+    print(
+        f"{'problem':40} {'mode':6} {'batch':>5} {'predicted':>11} {'measured':>11} {'ratio':>6} "
+        f"{'no factor':>9}"
+    )
     rows = []
     cases = [(case, False) for case in CASES] + [(case, True) for case in HELD_OUT]
     recalibrations = again = 0
@@ -290,13 +325,17 @@ def main() -> None:
         mark = "  (disturbed)" if r.disturbed >= DISTURBED else ""
         mark += f"  (canary x{r.drift:.2f} before, x{r.drift_after:.2f} after)" if not r.steady else ""
         figures = f"{r.batch_size:>5} {r.predicted:>11.4g} {r.measured:>11.4g} {r.ratio:>6.2f}"
+        figures += f" {r.ratio_without_factor:>6.2f}"
         print(f"{label:40} {mode:6} {figures}{mark}", flush=True)
     print(
         f"recalibrations: {recalibrations}, rows measured again: {again} (the canary moved by more "
         f"than {DRIFT:.0%}); rows whose state never held: {sum(not r.steady for r in rows)}"
     )
     for held_out in (False, True):
-        print(summary([r for r in rows if r.held_out == held_out], "held-out" if held_out else "original"))
+        subset = [r for r in rows if r.held_out == held_out]
+        name = "held-out" if held_out else "original"
+        print(summary(subset, name))
+        print(summary(subset, f"{name} without the working-set factor", without_factor=True))
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as out:
             json.dump([asdict(r) for r in rows], out, indent=2)

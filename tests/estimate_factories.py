@@ -8,11 +8,21 @@ from torch import nn
 import flowrate
 from flowrate.estimate.calibration import Calibration, machine_fingerprint
 from flowrate.estimate.devices import DeviceModel
+from flowrate.estimate.overheads import OptimizerCost, Overheads
 from flowrate.measure.env import device_name
 
 FLOPS = 100e9  # FLOP/s of every op class and precision
 BANDWIDTH = 10e9  # bytes/s at every size
 OVERHEAD = 5e-6  # seconds per kernel
+# overhead terms of round values, each a different prime number of µs: priced by hand in tests
+US = 1e-6
+OVERHEADS = Overheads(
+    dispatch_s={"matmul": 1 * US, "elementwise": 2 * US, "reduction": 3 * US, "copy": 4 * US, "view": 5 * US},
+    autograd_node_s=7 * US,
+    module_s=11 * US,
+    optimizer={"adamw": OptimizerCost(13 * US, 17 * US, 1e-9)},
+    step_s={"train": 19 * US, "infer": 23 * US},
+)
 
 
 def flat_device(

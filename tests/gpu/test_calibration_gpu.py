@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 
+from flowrate.estimate import calibrating
 from flowrate.estimate import calibration as cal
 
 pytestmark = pytest.mark.gpu
@@ -27,7 +28,7 @@ def test_calibrated_launch_overhead_is_microseconds_per_kernel(monkeypatch: pyte
     monkeypatch.setitem(cal.THIN_SIDE, "cuda", 512)
     monkeypatch.setattr(cal, "THIN", (1, 16))
     monkeypatch.setattr(cal, "OPTIMIZER_PARAMETERS", 1 << 20)
-    measured = cal.calibrate(torch.device("cuda"), seconds_per_point=0.01)
+    measured = calibrating.calibrate(torch.device("cuda"), seconds_per_point=0.01)
     assert measured.device_type == "cuda" and measured.threads == torch.get_num_threads()
     # a launch costs ~5-20 µs; a millisecond per kernel would mean a sync or a host copy per kernel
     assert set(measured.launch_overhead_s) == {"train", "infer"}
@@ -45,7 +46,7 @@ def test_no_calibrated_rate_exceeds_the_datasheet(monkeypatch: pytest.MonkeyPatc
     if peak is None:
         pytest.skip("this GPU is not in the peak table")
     monkeypatch.setitem(cal.PRECISIONS, "cuda", (cal.Precision.BF16, cal.Precision.FP32))
-    measured = cal.calibrate(torch.device("cuda"), seconds_per_point=0.02)
+    measured = calibrating.calibrate(torch.device("cuda"), seconds_per_point=0.02)
     assert measured.method == cal.CALIBRATION_METHOD
     for op_class, by_key in measured.flops.items():
         for key, points in by_key.items():

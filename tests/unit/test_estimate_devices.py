@@ -10,8 +10,8 @@ import torch
 
 from estimate_factories import cpu_calibration
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.estimate import calibrating, overheads
 from flowrate.estimate import calibration as cal
-from flowrate.estimate import overheads
 from flowrate.estimate.devices import (
     DEFAULT_EFFICIENCY,
     EstimateUnavailable,
@@ -108,7 +108,7 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cal, "OPTIMIZER_PARAMETERS", 1 << 12)
     monkeypatch.setattr(overheads, "OPTIMIZER_GRID", ((1, 64), (8, 64), (4, 1 << 12)))
     monkeypatch.setattr(overheads, "BLOCKS", (1, 3))
-    measured = cal.calibrate(torch.device("cpu"), seconds_per_point=0.003)
+    measured = calibrating.calibrate(torch.device("cpu"), seconds_per_point=0.003)
     for op_class in (
         "matmul",
         "conv",

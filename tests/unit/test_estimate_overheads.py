@@ -9,24 +9,15 @@ import warnings
 import pytest
 import torch
 
-from estimate_factories import BANDWIDTH, TinyMLP, cpu_calibration, flat_device
+from estimate_factories import BANDWIDTH, OVERHEADS, US, TinyMLP, cpu_calibration, flat_device
 from flowrate.cli.estimate_text import report_lines
 from flowrate.config import Mode, OptimizerName, Precision, RunConfig
 from flowrate.estimate import calibration as cal
 from flowrate.estimate.cost import TERMS, estimate_step
 from flowrate.estimate.devices import EstimateUnavailable, local_device
-from flowrate.estimate.overheads import OptimizerCost, Overheads, fit_optimizer
+from flowrate.estimate.overheads import OptimizerCost, fit_optimizer
 from flowrate.estimate.report import build_report
 from flowrate.estimate.trace import trace_step
-
-US = 1e-6
-OVERHEADS = Overheads(
-    dispatch_s={"matmul": 1 * US, "elementwise": 2 * US, "reduction": 3 * US, "copy": 4 * US, "view": 5 * US},
-    autograd_node_s=7 * US,
-    module_s=11 * US,
-    optimizer={"adamw": OptimizerCost(13 * US, 17 * US, 1e-9)},
-    step_s={"train": 19 * US, "infer": 23 * US},
-)
 
 
 def _device():  # type: ignore[no-untyped-def]

@@ -117,7 +117,8 @@ def _calibrate(config: RunConfig) -> None:
     import torch
 
     from flowrate.cli import console
-    from flowrate.estimate.calibration import calibrate, save_calibration
+    from flowrate.estimate.calibrating import calibrate
+    from flowrate.estimate.calibration import save_calibration
     from flowrate.measure.device import resolve_device
 
     device = resolve_device(config.device)

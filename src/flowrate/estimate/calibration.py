@@ -21,6 +21,10 @@ problems over a ladder of sizes, because small operations reach a small share of
   node, per module call, the optimizer's per-step, per-tensor and per-byte cost, and the fixed
   cost of a training step, each from its own micro-measurement.
 
+``measure_rates`` measures all of these; flowrate.estimate.calibrating's ``calibrate`` (what
+`--calibrate` runs) then adds the overhead terms' working-set factor from the reference model
+(flowrate.estimate.reference), priced with them.
+
 On a CPU a call blocks until its work is done, so a point's rate leaves out the bare cost of one
 call (the time of a 1 x 1 GEMM), which the cost model adds back per op as its dispatch. A GPU's
 calls return at launch and its kernels queue behind each other: a loop of calls takes the longer
@@ -277,14 +281,15 @@ def save_calibration(calibration: Calibration, path: str | os.PathLike[str] | No
     return file
 
 
-def calibrate(
+def measure_rates(
     device: torch.device,
     *,
     seconds_per_point: float = 0.04,
     on_point: Callable[[str], None] | None = None,
 ) -> Calibration:
-    """Measure ``device``'s rates (see the module's docstring); about 10 s on a CPU. The process
-    keeps freed host memory from here on, as the runs the rates will price do."""
+    """Measure ``device``'s rates and overhead terms (see the module's docstring), without their
+    working-set factors (flowrate.estimate.calibrating.calibrate adds them); about 17 s on a CPU.
+    The process keeps freed host memory from here on, as the runs the rates will price do."""
     freed_memory.apply(FreedMemory.KEEP)
     others = OtherProcesses()
     timer = Timer(synchronizer(device), seconds_per_point)

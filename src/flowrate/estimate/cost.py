@@ -27,7 +27,9 @@ Which rate prices an op's work:
   class; training adds autograd's cost per node (each forward op on a tensor that requires
   grad, and each trained parameter tensor's AccumulateGrad) and the step's fixed cost; every
   nn.Module call costs its own; and the optimizer's step replaces its ops' roofline with
-  a + b·k + c·bytes over its k tensors and their bytes;
+  a + b·k + c·bytes over its k tensors and their bytes; dispatch, autograd, module calls and
+  the step's fixed cost come at the calibration's working-set factor for the step's bytes per
+  kernel (flowrate.estimate.reference);
 - without overhead terms (a datasheet GPU, a hand-made model), one launch overhead per kernel
   by mode, which then holds the framework's work as well as the launch itself.
 
@@ -65,6 +67,7 @@ from dataclasses import dataclass, field
 from flowrate.config import Mode
 from flowrate.estimate.devices import DeviceModel, EstimateUnavailable
 from flowrate.estimate.ops import BACKWARD, FORWARD, OPTIMIZER, Op
+from flowrate.estimate.reference import bytes_per_kernel
 from flowrate.estimate.trace import StepTrace
 
 # Parameters per second a host optimizer updates: DeepSpeed's CPU Adam, 11.6 B parameters in
@@ -174,6 +177,7 @@ def estimate_step(
     """Time one step of ``trace`` on ``device``: each op's roofline and dispatch, and the
     framework's terms (see the module's docstring)."""
     mode = trace.mode.value
+    device = device.at_working_set(bytes_per_kernel(trace))
     launch = "dispatch" if device.overheads is not None else "launch"
     extra = framework_terms(trace, device)
     costs = [op_cost(op, device, mode, trace.saved_bytes) for op in trace.ops]
@@ -342,6 +346,7 @@ def _block_seconds(
 ) -> tuple[list[float], list[float], float]:
     """Forward and backward seconds per block, and the seconds outside every block; the device's
     optimizer update is left out, as the host optimizer replaces it."""
+    device = device.at_working_set(bytes_per_kernel(trace))
     forward = [0.0] * blocks
     backward = [0.0] * blocks
     outside = 0.0

@@ -18,6 +18,7 @@ A ``DeviceModel`` holds *achievable* rates, never bare datasheet ones:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import difflib
 import math
 import re
@@ -64,6 +65,13 @@ class DeviceModel:
     elementwise: Mapping[str, float] = field(default_factory=dict)  # op key -> elements/s
     optimizer: Mapping[str, float] = field(default_factory=dict)  # fused update -> parameters/s
     overheads: Overheads | None = None  # the framework's terms (calibrated devices only)
+
+    def at_working_set(self, bytes_per_kernel: float) -> DeviceModel:
+        """This device as a step whose kernels move ``bytes_per_kernel`` each meets it: its
+        overhead terms at their working-set factor (Overheads.at_working_set)."""
+        if self.overheads is None or not self.overheads.working_set:
+            return self
+        return dataclasses.replace(self, overheads=self.overheads.at_working_set(bytes_per_kernel))
 
     def flop_rate(self, key: str, flops: float, op_class: str = "matmul", thin: int = 0) -> float:
         """Achieved FLOP/s of an op of ``flops`` FLOPs at precision ``key``: the class's rate at that

@@ -22,6 +22,11 @@ cost model (flowrate.estimate.cost) adds, beside each op's roofline time:
 - **step**, per step and mode: what is left of that model's step at N = 0 (``backward()``,
   ``zero_grad``, ``inference_mode``) once its loss's ops, nodes and module calls are priced.
 
+Each term is timed with everything it touches in cache; flowrate.estimate.reference measures how
+much longer dispatch, autograd, module calls and the step take at a model's working set, and
+the cost model scales them by that factor at each step's bytes per kernel
+(Overheads.at_working_set).
+
 Nothing here is fitted on a model: the micro-measurements are the only fit. Each time is the
 fastest of the Timer's rounds (flowrate.estimate.probes), in seconds.
 """
@@ -29,6 +34,8 @@ fastest of the Timer's rounds (flowrate.estimate.probes), in seconds.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,17 +80,54 @@ class Overheads:
     module_s: float  # per nn.Module call
     optimizer: dict[str, OptimizerCost]  # adamw, sgd
     step_s: dict[str, float]  # mode (train, infer) -> seconds per step
+    # [(bytes per kernel, factor)], ascending: how much longer dispatch, autograd, module calls and
+    # the step's fixed cost take in a step whose kernels move that many bytes each than in these
+    # micro-measurements (flowrate.estimate.reference); empty (a calibration made before the
+    # reference existed): 1 at every working set
+    working_set: tuple[tuple[float, float], ...] = ()
 
     def dispatch(self, op_class: str) -> float:
         return self.dispatch_s.get(op_class, 0.0) if op_class else 0.0
 
+    def factor_at(self, bytes_per_kernel: float) -> float:
+        """The working-set factor of a step whose kernels move ``bytes_per_kernel`` each: the
+        measured points joined linearly in log bytes, the end points' beyond them."""
+        points = self.working_set
+        if not points:
+            return 1.0
+        if bytes_per_kernel <= points[0][0]:
+            return points[0][1]
+        for (b0, f0), (b1, f1) in itertools.pairwise(points):
+            if bytes_per_kernel <= b1:
+                t = math.log(bytes_per_kernel / b0) / math.log(b1 / b0)
+                return f0 + t * (f1 - f0)
+        return points[-1][1]
+
+    def at_working_set(self, bytes_per_kernel: float) -> Overheads:
+        """The terms a step whose kernels move ``bytes_per_kernel`` each pays: dispatch, autograd,
+        module calls and the step's fixed cost times factor_at (the optimizer's fit is timed on
+        real tensors)."""
+        factor = self.factor_at(bytes_per_kernel)
+        return Overheads(
+            dispatch_s={name: seconds * factor for name, seconds in self.dispatch_s.items()},
+            autograd_node_s=self.autograd_node_s * factor,
+            module_s=self.module_s * factor,
+            optimizer=self.optimizer,
+            step_s={name: seconds * factor for name, seconds in self.step_s.items()},
+        )
+
     def describe(self) -> str:
-        """'dispatch 0.8-1.8 µs per op, autograd 8.7 µs per node, 3.5 µs per module call'."""
+        """'dispatch 0.8-1.8 µs per op, autograd 8.7 µs per node, 3.5 µs per module call, x1 at 20
+        KB per kernel to x1.4 at 270 KB'."""
         low, high = min(self.dispatch_s.values()), max(self.dispatch_s.values())
-        return (
+        text = (
             f"dispatch {low * 1e6:.2g}-{high * 1e6:.2g} µs per op, autograd "
             f"{self.autograd_node_s * 1e6:.2g} µs per node, {self.module_s * 1e6:.2g} µs per module call"
         )
+        if self.working_set:
+            ends = " to ".join(f"x{factor:.2g} at {size / 1e3:.0f} KB" for size, factor in self.working_set)
+            text += f", {ends} per kernel"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +136,7 @@ class Overheads:
             "module_s": self.module_s,
             "optimizer": {k: [v.per_step, v.per_tensor, v.per_byte] for k, v in self.optimizer.items()},
             "step_s": dict(self.step_s),
+            "working_set": [list(point) for point in self.working_set],
         }
 
     @classmethod
@@ -102,6 +147,8 @@ class Overheads:
             module_s=float(data["module_s"]),
             optimizer={k: OptimizerCost(*map(float, v)) for k, v in data["optimizer"].items()},
             step_s={k: float(v) for k, v in data["step_s"].items()},
+            # a calibration made before the reference models has none: 1 at every working set
+            working_set=tuple((float(b), float(f)) for b, f in data.get("working_set", ())),
         )
 
 

@@ -1,0 +1,66 @@
+"""`flowrate estimate --calibrate`: a device's rates and overhead terms (flowrate.estimate.calibration),
+then the overhead terms' working-set factors from the reference model (flowrate.estimate.reference),
+priced with those rates."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from flowrate.config import Mode, OptimizerName, Precision
+from flowrate.estimate.calibration import Calibration, measure_rates
+from flowrate.estimate.cost import estimate_step
+from flowrate.estimate.devices import device_model
+from flowrate.estimate.probes import Timer
+from flowrate.estimate.reference import SIZES, bytes_per_kernel, reference_step, working_set_factor
+from flowrate.estimate.trace import trace_step
+from flowrate.measure.device import synchronizer
+
+# Timing the reference: the fastest of 5 rounds of 60 ms (its step takes a few ms on a CPU)
+REFERENCE_BUDGET_S, REFERENCE_ROUNDS = 0.3, 5
+
+
+def calibrate(
+    device: torch.device,
+    *,
+    seconds_per_point: float = 0.04,
+    on_point: Callable[[str], None] | None = None,
+) -> Calibration:
+    """Measure ``device``'s rates, overhead terms and their working-set factors; about 18 s on a
+    CPU."""
+    calibration = measure_rates(device, seconds_per_point=seconds_per_point, on_point=on_point)
+    if calibration.overheads is None:
+        return calibration
+    timer = Timer(synchronizer(device), REFERENCE_BUDGET_S, rounds=REFERENCE_ROUNDS)
+    curve = working_set_curve(device, calibration, timer)
+    if on_point is not None:
+        each = ", ".join(f"x{factor:.3g} at {size / 1e3:.0f} KB" for size, factor in curve)
+        on_point(f"the reference models' framework time per kernel's bytes: {each}")
+    overheads = dataclasses.replace(calibration.overheads, working_set=curve)
+    return dataclasses.replace(calibration, overheads=overheads)
+
+
+def working_set_curve(
+    device: torch.device, calibration: Calibration, timer: Timer
+) -> tuple[tuple[float, float], ...]:
+    """[(bytes per kernel, working-set factor)] of the reference models (reference.SIZES) on
+    ``device``: each one's training step timed by ``timer`` and priced with ``calibration``'s
+    rates and overhead terms (measure_rates': no factor yet). The training step is timed because
+    its framework share is the larger, so the factor is better determined; one curve serves
+    both modes, as the same framework code meets the same caches."""
+    model = device_model(calibration.device, None, calibration, calibration.memory_capacity)
+    points = []
+    for problem in SIZES:
+        trace = trace_step(
+            problem,
+            mode=Mode.TRAIN,
+            precision=Precision.FP32,
+            optimizer=OptimizerName.ADAMW,
+            batch_size=problem.default_batch_size,
+        )
+        priced = estimate_step(trace, model).terms
+        measured = timer.seconds(reference_step(problem, device, Mode.TRAIN))
+        points.append((bytes_per_kernel(trace), working_set_factor(measured, priced)))
+    return tuple(sorted(points))
