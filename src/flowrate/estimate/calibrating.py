@@ -1,6 +1,6 @@
 """`flowrate estimate --calibrate`: a device's rates and overhead terms (flowrate.estimate.calibration),
-then the overhead terms' working-set factors from the reference model (flowrate.estimate.reference),
-priced with those rates."""
+then the overhead terms' working-set factors from the two reference models
+(flowrate.estimate.reference), each priced with those rates and terms."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from flowrate.estimate.reference import SIZES, bytes_per_kernel, reference_step,
 from flowrate.estimate.trace import trace_step
 from flowrate.measure.device import synchronizer
 
-# Timing the reference: the fastest of 5 rounds of 60 ms (its step takes a few ms on a CPU)
+# Timing a reference: the fastest of 5 rounds of 60 ms (its step takes a few ms on a CPU)
 REFERENCE_BUDGET_S, REFERENCE_ROUNDS = 0.3, 5
 
 
