@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from estimate_accuracy import canary
+from estimate_accuracy import canary, median_step_time
 from flowrate.problems.registry import get_problem
 
 
@@ -56,19 +56,6 @@ def model_step() -> Callable[[], None]:
     return step
 
 
-def timed(step: Callable[[], None], steps: int) -> float:
-    """Seconds per step: the median of 5 blocks of ``steps``, after 3 warm-up steps."""
-    for _ in range(3):
-        step()
-    blocks = []
-    for _ in range(5):
-        started = time.perf_counter()
-        for _ in range(steps):
-            step()
-        blocks.append((time.perf_counter() - started) / steps)
-    return statistics.median(blocks)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0, help="how long to go round")
@@ -78,7 +65,7 @@ def main() -> None:
     start = time.monotonic()
     print(f"{'s':>6} {'small canary ms':>16} {'canary ms':>10} {'transformer/debug ms':>21}")
     while time.monotonic() - start < args.seconds:
-        row = (timed(small, 50), canary(), timed(model, 40))
+        row = (median_step_time(small, 50, warm_up=3), canary(), median_step_time(model, 40, warm_up=3))
         rounds.append(row)
         small_ms, canary_ms, model_ms = (seconds * 1e3 for seconds in row)
         elapsed = time.monotonic() - start

@@ -158,15 +158,19 @@ def canary() -> float:
     (`benchmarks/canary_tracking.py`, benchmarks/RESULTS.md, thirteenth session)."""
     if not _CANARY:
         _CANARY.append(_canary_step())
-    step = _CANARY[0]
-    for _ in range(5):
+    return median_step_time(_CANARY[0], 20)
+
+
+def median_step_time(step: Callable[[], None], steps: int, warm_up: int = 5) -> float:
+    """Seconds per step: the median of 5 blocks of ``steps``, after ``warm_up`` steps."""
+    for _ in range(warm_up):
         step()
     blocks = []
     for _ in range(5):
         started = time.perf_counter()
-        for _ in range(20):
+        for _ in range(steps):
             step()
-        blocks.append((time.perf_counter() - started) / 20)
+        blocks.append((time.perf_counter() - started) / steps)
     return statistics.median(blocks)
 
 
