@@ -56,9 +56,9 @@ from torch import nn
 import flowrate
 from flowrate.config import RunConfig
 from flowrate.estimate.calibrating import calibrate
-from flowrate.estimate.calibration import CALIBRATION_ENV, local_calibration, save_calibration
+from flowrate.estimate.calibration import CALIBRATION_ENV, save_calibration
 from flowrate.estimate.cost import estimate_step
-from flowrate.estimate.devices import DeviceModel, device_model, local_device
+from flowrate.estimate.devices import DeviceModel, local_device
 from flowrate.estimate.report import trace_for
 from flowrate.problems.registry import get_problem
 
@@ -240,7 +240,7 @@ def row(
     device = local_device(torch.device(args.device))
     trace = trace_for(config, problem, batch_size, device)
     predicted = estimate_step(trace, device).samples_per_sec
-    without = estimate_step(trace, _without_factor(torch.device(args.device))).samples_per_sec
+    without = estimate_step(trace, _without_factor(device)).samples_per_sec
     for _ in range(args.retries):
         measured, disturbed = measure(name, size, options, mode, batch_size, args)
         if disturbed < DISTURBED:
@@ -262,12 +262,11 @@ def row(
     )
 
 
-def _without_factor(device: torch.device) -> DeviceModel:
-    """The device as its calibration's micro-measurements price it, without the working-set factor."""
-    calibration = local_calibration(device)
-    assert calibration is not None and calibration.overheads is not None
-    plain = dataclasses.replace(calibration.overheads, working_set=())
-    return device_model(calibration.device, None, dataclasses.replace(calibration, overheads=plain), None)
+def _without_factor(device: DeviceModel) -> DeviceModel:
+    """``device`` as its calibration's micro-measurements price it: no working-set factor."""
+    if device.overheads is None:
+        return device
+    return dataclasses.replace(device, overheads=dataclasses.replace(device.overheads, working_set=()))
 
 
 def summary(rows: list[Row], name: str, without_factor: bool = False) -> str:

@@ -134,6 +134,9 @@ def test_calibrate_measures_every_kind_of_rate(monkeypatch: pytest.MonkeyPatch) 
     assert all(0 < s < math.inf for s in terms.dispatch_s.values())  # magnitudes: on a GPU
     assert terms.autograd_node_s >= 0 and terms.module_s >= 0 and set(terms.step_s) == {"train", "infer"}
     assert set(terms.optimizer) == {"adamw", "sgd"}
+    # the working-set curve: one point per reference, ascending in bytes per kernel, none below 1
+    (small, small_factor), (large, large_factor) = terms.working_set
+    assert 0 < small < large and small_factor >= 1 and large_factor >= 1
     assert measured.fingerprint == cal.machine_fingerprint(torch.device("cpu"))
 
 

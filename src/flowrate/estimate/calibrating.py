@@ -61,6 +61,6 @@ def working_set_curve(
             batch_size=problem.default_batch_size,
         )
         priced = estimate_step(trace, model).terms
-        measured = timer.seconds(reference_step(problem, device, Mode.TRAIN))
+        measured = timer.seconds(reference_step(problem, device))
         points.append((bytes_per_kernel(trace), working_set_factor(measured, priced)))
     return tuple(sorted(points))

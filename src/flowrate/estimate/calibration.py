@@ -22,8 +22,8 @@ problems over a ladder of sizes, because small operations reach a small share of
   cost of a training step, each from its own micro-measurement.
 
 ``measure_rates`` measures all of these; flowrate.estimate.calibrating's ``calibrate`` (what
-`--calibrate` runs) then adds the overhead terms' working-set factor from the reference model
-(flowrate.estimate.reference), priced with them.
+`--calibrate` runs) then adds the overhead terms' working-set factors, from the two reference
+models (flowrate.estimate.reference) priced with them.
 
 On a CPU a call blocks until its work is done, so a point's rate leaves out the bare cost of one
 call (the time of a 1 x 1 GEMM), which the cost model adds back per op as its dispatch. A GPU's

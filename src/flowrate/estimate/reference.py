@@ -5,9 +5,10 @@ between two calls the dispatcher's code and data stay in the core's caches. In a
 every kernel streams its tensors through those caches between two dispatches, and each dispatch,
 autograd node and module call then finds less of its own state there. How much that costs
 depends on the machine and on who shares its caches: on this project's 2-vCPU AMD EPYC VM
-(2026-11-26) the debug models' steps ran up to 1.8 times slower in some minutes than in others
-while the 4 x 4 timings moved by 1.13 at most, and calibrations made in the slow minutes priced
-those models 1.4-1.7 times too fast (benchmarks/RESULTS.md, thirteenth session).
+(2026-11-26), in the minutes when transformer/debug's training step ran 1.68 times slower, a
+step of a model of 12 KB of weights ran 1.10 times slower, and a calibration made in such
+minutes priced the debug models 1.4-1.7 times too fast (benchmarks/RESULTS.md, thirteenth
+session).
 
 So a calibration also times reference models whose steps are about half framework:
 ReferenceModel, a 2-layer pre-norm transformer with 4 heads and its own embedding and head, at
@@ -32,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowrate.config import Mode, OptimizerName
+from flowrate.config import OptimizerName
 from flowrate.estimate.trace import StepTrace
 from flowrate.execution.resident import make_optimizer
 from flowrate.problems.base import Batch, Problem
@@ -118,19 +119,15 @@ class ReferenceModel(Problem):
         return list(model.get_submodule("blocks").children())
 
 
-def reference_step(problem: ReferenceModel, device: torch.device, mode: Mode) -> Callable[[], None]:
-    """A real step of ``problem`` on ``device``: forward under ``inference_mode``, or forward,
-    backward, a fused AdamW update and ``zero_grad``, as flowrate's resident execution runs it."""
+def reference_step(problem: ReferenceModel, device: torch.device) -> Callable[[], None]:
+    """A real training step of ``problem`` on ``device``: forward, backward, a fused AdamW update
+    and ``zero_grad``, as flowrate's resident execution runs it."""
     torch.manual_seed(0)
     model = problem.build_model().to(device)
     batch = problem.make_batch(problem.default_batch_size, device, torch.Generator(device=device.type))
     optimizer = make_optimizer(OptimizerName.ADAMW, list(model.parameters()), 1e-4, device)
 
     def step() -> None:
-        if mode is Mode.INFER:
-            with torch.inference_mode():
-                problem.loss(model, batch)
-            return
         problem.loss(model, batch).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
