@@ -5,20 +5,19 @@ each point jittered, a few out of memory. Its numbers are made up; the real tabl
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from benchmark_scripts import load_benchmark
 
 # every grid recorded on this project's VM (each names its host, launcher and date)
 RECORDED_TABLES = sorted(
     (Path(__file__).parents[2] / "benchmarks" / "data").glob("grid_transformer_cpu*.json")
 )
-BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "explore_efficiency.py"
 
 
 def synthetic_table(seed: int = 7) -> dict[str, Any]:
@@ -69,13 +68,8 @@ def write_table(folder: Path) -> Path:
 
 
 def benchmark_module() -> ModuleType:
-    """benchmarks/explore_efficiency.py, imported (it is a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location("explore_efficiency", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/explore_efficiency.py, imported."""
+    return load_benchmark("explore_efficiency")
 
 
 def table_point(batch: int, rate: float, wall_s: float) -> dict[str, object]:
