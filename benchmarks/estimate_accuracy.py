@@ -213,7 +213,8 @@ class States:
 
     A row is priced with the calibration whose canary reads within DRIFT of the canary just
     before the row; where none does, the machine is in a state no calibration has seen, and it is
-    calibrated once more (at most ``limit`` times in all; beyond that the nearest prices the row).
+    calibrated once more (at most --max-calibrations times in all; beyond that the nearest prices
+    the row).
     A VM that flips between two states is calibrated about twice, not once per flip."""
 
     def __init__(self, args: argparse.Namespace, directory: str) -> None:
@@ -354,10 +355,12 @@ def main() -> None:
     again = 0
     for (case, held_out), mode in ((c, m) for c in cases for m in ("train", "infer")):
         for attempt in range(args.retries):
-            before = canary()
+            before, known = canary(), len(states.known)
             state = states.for_canary(before)
             os.environ[CALIBRATION_ENV] = state.path
-            r = row(case, held_out, mode, args, before / state.canary_s)
+            # a state calibrated just now was read right after its calibration: no drift yet
+            drift = 1.0 if len(states.known) > known else before / state.canary_s
+            r = row(case, held_out, mode, args, drift)
             r.state = states.known.index(state)
             r.drift_after = canary() / state.canary_s
             if r.steady or attempt == args.retries - 1:
