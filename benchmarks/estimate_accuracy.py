@@ -33,7 +33,7 @@ summed over the rows whose state held). Each row records which calibration price
 canary's ratio to that calibration's before and after it.
 With --calibration FILE that file prices every row, and a row whose canary moved is marked.
 
-    python benchmarks/estimate_accuracy.py                 # 3 minutes on 2 quiet cores, 15-30 restless
+    python benchmarks/estimate_accuracy.py                 # 3 minutes on 2 quiet cores, 10-15 restless
     python benchmarks/estimate_accuracy.py --seconds 5 --json accuracy.json
 """
 
