@@ -12,7 +12,7 @@ BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """benchmarks/``name``.py, imported once per call under its own name."""
+    """benchmarks/``name``.py, imported afresh under its own name."""
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -59,7 +59,18 @@ def test_a_state_between_the_known_ones_is_calibrated(
     states.for_canary(5.0e-3)
     middle = states.for_canary(4.0e-3)  # 20% from both
     assert len(made) == 3 and middle.canary_s == 4.0e-3
-    assert states.for_canary(3.8e-3) == middle  # nearest of those within 8%
+    assert states.for_canary(3.8e-3) == middle
+
+
+def test_of_two_calibrations_within_reach_the_nearer_prices_the_row(
+    accuracy: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    states, made = _states(accuracy, monkeypatch, tmp_path, [3.0e-3, 3.2e-3])
+    low = states.for_canary(3.0e-3)
+    high = states.for_canary(3.3e-3)  # 10% from the first: calibrated, its canary then read 3.2 ms
+    assert len(made) == 2
+    assert states.for_canary(3.12e-3) == high  # 4% from one, 2.5% from the other
+    assert states.for_canary(3.05e-3) == low
 
 
 def test_beyond_the_limit_the_nearest_calibration_prices_the_row(
