@@ -220,3 +220,23 @@ def test_the_second_compile_hits_the_cache_and_run_compile_reuses_it(run_cli) ->
     result = run.json()
     assert result["config"]["compile"] is True
     assert result["compile"]["cache_hit"] is True and result["compile"]["directory"] == first["directory"]
+
+
+@pytest.mark.parametrize(("moved", "warned"), [(1.62, True), (0.6, True), (1.04, False)])
+def test_calibrate_warns_when_the_machine_changed_speed_while_it_measured(
+    run_cli, monkeypatch: pytest.MonkeyPatch, moved: float, warned: bool
+) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from flowrate.estimate import calibrating
+    from flowrate.estimate.calibration import load_calibrations
+
+    made = replace(cpu_calibration(), speed_moved=moved)
+    monkeypatch.setattr(calibrating, "calibrate", lambda device, **_: made)
+    out = run_cli("estimate", "--calibrate")
+    assert out.code == 0, out.stderr
+    note = f"the machine's speed moved x{moved:.2f} while it was calibrated"
+    assert (note in out.stderr) is warned and ("calibrate again" in out.stderr) is warned
+    assert load_calibrations()[made.device].speed_moved == moved  # saved either way, as measured
+    report = run_cli("estimate", *DEBUG, "--device", "cpu")
+    assert (note in report.stdout) is warned  # every estimate priced with it says so

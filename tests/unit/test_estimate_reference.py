@@ -12,6 +12,7 @@ import torch
 
 from estimate_factories import OVERHEADS, TinyMLP, cpu_calibration
 from flowrate.config import Mode, OptimizerName, Precision
+from flowrate.estimate import calibrating
 from flowrate.estimate import calibration as cal
 from flowrate.estimate.calibrating import working_set_curve
 from flowrate.estimate.cost import estimate_step
@@ -143,3 +144,23 @@ def test_a_reference_is_two_blocks_whose_parameters_it_counts_and_its_step_runs(
     assert problem.parameter_count() == sum(p.numel() for p in model.parameters())
     assert len(problem.blocks(model)) == ReferenceModel.layers
     reference_step(problem, torch.device("cpu"))()
+
+
+def test_calibrate_records_how_far_the_machine_moved_between_its_start_and_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rates = dataclasses.replace(cpu_calibration(), overheads=OVERHEADS)
+    monkeypatch.setattr(calibrating, "measure_rates", lambda device, **_: rates)
+    # the larger reference at the start, the two references for the curve, the larger at the end
+    timings = _Timings([2.0e-3, 1.0e-3, 3.0e-3, 3.2e-3])
+    monkeypatch.setattr(calibrating, "Timer", lambda *args, **kwargs: timings)
+    measured = calibrating.calibrate(torch.device("cpu"))
+    assert measured.speed_moved == pytest.approx(1.6) and timings.left == []
+    assert measured.overheads is not None and len(measured.overheads.working_set) == 2
+    path = cal.calibration_path()
+    cal.save_calibration(measured, path)
+    assert cal.load_calibrations(path)[measured.device].speed_moved == pytest.approx(1.6)
+    data = json.loads(path.read_text())
+    del data["devices"][measured.device]["speed_moved"]  # a file from before the check
+    path.write_text(json.dumps(data))
+    assert cal.load_calibrations(path)[measured.device].speed_moved == 1.0

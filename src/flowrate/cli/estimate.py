@@ -137,6 +137,11 @@ def _calibrate(config: RunConfig) -> None:
             f"other processes used {calibration.disturbed:.0%} of a CPU while calibrating: the rates may be "
             "low; calibrate again on a quiet machine"
         )
+    if calibration.speed_note:
+        console.warn(
+            f"{calibration.speed_note} (a reference model's training step, timed at the start and the "
+            "end): the rates mix two speeds; calibrate again"
+        )
 
 
 def _check(

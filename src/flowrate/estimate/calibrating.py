@@ -28,18 +28,23 @@ def calibrate(
     seconds_per_point: float = 0.04,
     on_point: Callable[[str], None] | None = None,
 ) -> Calibration:
-    """Measure ``device``'s rates, overhead terms and their working-set factors; about 18 s on a
-    CPU."""
-    calibration = measure_rates(device, seconds_per_point=seconds_per_point, on_point=on_point)
-    if calibration.overheads is None:
-        return calibration
+    """Measure ``device``'s rates, overhead terms and their working-set factors; about 19 s on a
+    CPU. The larger reference model's training step is timed at the start and at the end
+    (Calibration.speed_moved): a VM can run such steps 1.5-1.8x slower for seconds to minutes
+    (benchmarks/RESULTS.md, thirteenth and fourteenth sessions), and rates measured across such a
+    change mix two machines."""
     timer = Timer(synchronizer(device), REFERENCE_BUDGET_S, rounds=REFERENCE_ROUNDS)
-    curve = working_set_curve(device, calibration, timer)
-    if on_point is not None:
-        each = ", ".join(f"x{factor:.3g} at {size / 1e3:.0f} KB" for size, factor in curve)
-        on_point(f"the reference models' framework time per kernel's bytes: {each}")
-    overheads = dataclasses.replace(calibration.overheads, working_set=curve)
-    return dataclasses.replace(calibration, overheads=overheads)
+    probe = reference_step(SIZES[-1], device)
+    start_s = timer.seconds(probe)
+    calibration = measure_rates(device, seconds_per_point=seconds_per_point, on_point=on_point)
+    if calibration.overheads is not None:
+        curve = working_set_curve(device, calibration, timer)
+        if on_point is not None:
+            each = ", ".join(f"x{factor:.3g} at {size / 1e3:.0f} KB" for size, factor in curve)
+            on_point(f"the reference models' framework time per kernel's bytes: {each}")
+        overheads = dataclasses.replace(calibration.overheads, working_set=curve)
+        calibration = dataclasses.replace(calibration, overheads=overheads)
+    return dataclasses.replace(calibration, speed_moved=timer.seconds(probe) / start_s)
 
 
 def working_set_curve(

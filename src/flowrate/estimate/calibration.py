@@ -91,6 +91,9 @@ CALIBRATION_VERSION = 2
 # whole and its elementwise kernels on 64 Mi elements (module docstring). A GPU's entry of an
 # earlier method is not used: its small ops' rates were overstated.
 CALIBRATION_METHOD = 2
+# How far a reference model's step may move from a calibration's start to its end before the
+# machine is said to have changed speed (a restless VM's states are 1.45-1.8x apart).
+SPEED_MOVED = 0.1
 
 # The ladders, per device type: square GEMM sides; conv2d channels (3x3, batch and image side
 # fixed); attention sequence lengths (8 heads of 64); copy sizes in bytes.
@@ -145,6 +148,16 @@ class Calibration:
     # the machine it was measured on (machine_fingerprint); empty: unknown
     fingerprint: dict[str, Any] = field(default_factory=dict)
     method: int = 1  # how it was timed (CALIBRATION_METHOD's history)
+    # a reference model's training step at the calibration's end over at its start: far from 1,
+    # the machine changed speed while it measured (flowrate.estimate.calibrating)
+    speed_moved: float = 1.0
+
+    @property
+    def speed_note(self) -> str:
+        """'the machine's speed moved x1.62 while it was calibrated', or '' when it held."""
+        if abs(self.speed_moved - 1) <= SPEED_MOVED:
+            return ""
+        return f"the machine's speed moved x{self.speed_moved:.2f} while it was calibrated"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -173,6 +186,7 @@ class Calibration:
             overheads=Overheads.from_dict(data["overheads"]) if data.get("overheads") else None,
             fingerprint=dict(data.get("fingerprint") or {}),
             method=int(data.get("method", 1)),
+            speed_moved=float(data.get("speed_moved", 1.0)),
         )
 
 

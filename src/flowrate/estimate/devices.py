@@ -170,6 +170,7 @@ def _calibrated(
             f"{where} on {calibration.device} ({calibration.threads} threads, "
             f"{calibration.measured_at[:10]}), "
             + (f"{capped} rates above the datasheet peak capped at it, " if capped else "")
+            + (f"{calibration.speed_note}, " if calibration.speed_note else "")
             + (
                 calibration.overheads.describe()
                 if calibration.overheads is not None
