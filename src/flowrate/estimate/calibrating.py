@@ -9,13 +9,14 @@ from collections.abc import Callable
 
 import torch
 
-from flowrate.config import Mode, OptimizerName, Precision
+from flowrate.config import FreedMemory, Mode, OptimizerName, Precision
 from flowrate.estimate.calibration import Calibration, measure_rates
 from flowrate.estimate.cost import estimate_step
 from flowrate.estimate.devices import device_model
 from flowrate.estimate.probes import Timer
 from flowrate.estimate.reference import SIZES, bytes_per_kernel, reference_step, working_set_factor
 from flowrate.estimate.trace import trace_step
+from flowrate.measure import freed_memory
 from flowrate.measure.device import synchronizer
 
 # Timing a reference: the fastest of 5 rounds of 60 ms (its step takes a few ms on a CPU)
@@ -32,7 +33,9 @@ def calibrate(
     CPU. The larger reference model's training step is timed at the start and at the end
     (Calibration.speed_moved): a VM can run such steps 1.5-1.8x slower for seconds to minutes
     (benchmarks/RESULTS.md, thirteenth and fourteenth sessions), and rates measured across such a
-    change mix two machines."""
+    change mix two machines. The process keeps freed host memory from here on, as the runs the
+    rates will price do, and as both ends of that check see it."""
+    freed_memory.apply(FreedMemory.KEEP)
     timer = Timer(synchronizer(device), REFERENCE_BUDGET_S, rounds=REFERENCE_ROUNDS)
     probe = reference_step(SIZES[-1], device)
     start_s = timer.seconds(probe)

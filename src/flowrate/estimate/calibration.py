@@ -57,7 +57,7 @@ from typing import Any
 
 import torch
 
-from flowrate.config import FreedMemory, Precision
+from flowrate.config import Precision
 from flowrate.errors import FlowrateError
 from flowrate.estimate.overheads import Overheads, measure_overheads
 from flowrate.estimate.probes import (
@@ -79,7 +79,6 @@ from flowrate.estimate.probes import (
 )
 from flowrate.execution.precision import check_supported, matmul_settings
 from flowrate.io import write_atomic
-from flowrate.measure import freed_memory
 from flowrate.measure.device import local_capacity, synchronizer
 from flowrate.measure.env import collect_environment, device_name
 from flowrate.results.schema import environment_fingerprint
@@ -302,9 +301,8 @@ def measure_rates(
     on_point: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Measure ``device``'s rates and overhead terms (see the module's docstring), without their
-    working-set factors (flowrate.estimate.calibrating.calibrate adds them); about 17 s on a CPU.
-    The process keeps freed host memory from here on, as the runs the rates will price do."""
-    freed_memory.apply(FreedMemory.KEEP)
+    working-set factors (flowrate.estimate.calibrating.calibrate adds them, and sets the process to
+    keep freed host memory first); about 17 s on a CPU."""
     others = OtherProcesses()
     timer = Timer(synchronizer(device), seconds_per_point)
     kind = "cuda" if device.type == "cuda" else "cpu"
