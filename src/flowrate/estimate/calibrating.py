@@ -5,7 +5,7 @@ then the overhead terms' working-set factors from the two reference models
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -30,37 +30,38 @@ def calibrate(
     on_point: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Measure ``device``'s rates, overhead terms and their working-set factors; about 19 s on a
-    CPU. The larger reference model's training step is timed at the start and at the end
-    (Calibration.speed_moved): a VM can run such steps 1.5-1.8x slower for seconds to minutes
-    (benchmarks/RESULTS.md, thirteenth and fourteenth sessions), and rates measured across such a
-    change mix two machines. The process keeps freed host memory from here on, as the runs the
-    rates will price do, and as both ends of that check see it."""
+    CPU. The larger reference model's training step is timed at the start and, with the smaller
+    one for the working-set curve, at the end (Calibration.speed_moved): a VM can run such steps
+    1.5-1.8x slower for seconds to minutes (benchmarks/RESULTS.md, thirteenth and fourteenth
+    sessions), and rates measured across such a change mix two machines. The process keeps freed
+    host memory from here on, as the runs the rates will price do, and as both ends of that check
+    see it."""
     freed_memory.apply(FreedMemory.KEEP)
     timer = Timer(synchronizer(device), REFERENCE_BUDGET_S, rounds=REFERENCE_ROUNDS)
-    probe = reference_step(SIZES[-1], device)
-    start_s = timer.seconds(probe)
+    steps = [reference_step(problem, device) for problem in SIZES]
+    start_s = timer.seconds(steps[-1])
     calibration = measure_rates(device, seconds_per_point=seconds_per_point, on_point=on_point)
-    if calibration.overheads is not None:
-        curve = working_set_curve(device, calibration, timer)
-        if on_point is not None:
-            each = ", ".join(f"x{factor:.3g} at {size / 1e3:.0f} KB" for size, factor in curve)
-            on_point(f"the reference models' framework time per kernel's bytes: {each}")
-        overheads = dataclasses.replace(calibration.overheads, working_set=curve)
-        calibration = dataclasses.replace(calibration, overheads=overheads)
-    return dataclasses.replace(calibration, speed_moved=timer.seconds(probe) / start_s)
+    measured = [timer.seconds(step) for step in steps]
+    curve = working_set_curve(calibration, measured)
+    if on_point is not None:
+        each = ", ".join(f"x{factor:.3g} at {size / 1e3:.0f} KB" for size, factor in curve)
+        on_point(f"the reference models' framework time per kernel's bytes: {each}")
+    assert calibration.overheads is not None  # measure_rates always measures them
+    overheads = dataclasses.replace(calibration.overheads, working_set=curve)
+    return dataclasses.replace(calibration, overheads=overheads, speed_moved=measured[-1] / start_s)
 
 
 def working_set_curve(
-    device: torch.device, calibration: Calibration, timer: Timer
+    calibration: Calibration, measured_s: Sequence[float]
 ) -> tuple[tuple[float, float], ...]:
-    """[(bytes per kernel, working-set factor)] of the reference models (reference.SIZES) on
-    ``device``: each one's training step timed by ``timer`` and priced with ``calibration``'s
-    rates and overhead terms (measure_rates': no factor yet). The training step is timed because
-    its framework share is the larger, so the factor is better determined; one curve serves
-    both modes, as the same framework code meets the same caches."""
+    """[(bytes per kernel, working-set factor)] of the reference models (reference.SIZES): each
+    one's training step as measured (``measured_s``, in SIZES' order) against its price with
+    ``calibration``'s rates and overhead terms (measure_rates': no factor yet). The training step
+    is timed because its framework share is the larger, so the factor is better determined; one
+    curve serves both modes, as the same framework code meets the same caches."""
     model = device_model(calibration.device, None, calibration, calibration.memory_capacity)
     points = []
-    for problem in SIZES:
+    for problem, seconds in zip(SIZES, measured_s, strict=True):
         trace = trace_step(
             problem,
             mode=Mode.TRAIN,
@@ -69,6 +70,5 @@ def working_set_curve(
             batch_size=problem.default_batch_size,
         )
         priced = estimate_step(trace, model).terms
-        measured = timer.seconds(reference_step(problem, device))
-        points.append((bytes_per_kernel(trace), working_set_factor(measured, priced)))
+        points.append((bytes_per_kernel(trace), working_set_factor(seconds, priced)))
     return tuple(sorted(points))
