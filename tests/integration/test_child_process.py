@@ -3,6 +3,7 @@ environment is the server's, spawned otherwise; either way it runs with the call
 environment as it is when the run starts."""
 
 import multiprocessing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,46 @@ def test_the_child_runs_with_the_callers_environment_as_the_run_starts(
     second = run_in_fresh_process(TINY, start_method=method)
     assert second.failure == ERROR
     assert "FLOWRATE_PEAKS" in second.message and "not UTF-8" in second.message
+
+
+def test_ctrl_c_while_the_fork_server_imports_torch_is_left_to_the_caller() -> None:
+    """Ctrl-C reaches the whole process group, the fork server too, often while it still imports
+    torch: the preload ignores it (the caller ends its children), so no import traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import flowrate.campaigns; print('ready', flush=True); "
+        "import flowrate.campaigns.fork_preload; print('imported', flush=True)"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"ready\n"
+    time.sleep(0.2)  # inside `import torch`, which takes a second or more
+    while process.poll() is None:
+        os.kill(process.pid, signal.SIGINT)
+        time.sleep(0.1)
+    out, err = process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert out == b"imported\n" and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("method", ["spawn", pytest.param("forkserver", marks=needs_forkserver)])
+def test_a_runs_process_takes_ctrl_c_as_python_does(method: str, tmp_path: Path) -> None:
+    """The fork server ignores SIGINT; the run's process it forks sets Python's handler back."""
+    factory = tmp_path / "probe.py"
+    factory.write_text(
+        "import signal\n"
+        "from flowrate import get_problem\n"
+        "def make():\n"
+        "    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:\n"
+        "        raise ValueError('Ctrl-C is not handled in the run')\n"
+        "    return get_problem('fc_mnist', size='debug')\n"
+    )
+    outcome = run_in_fresh_process(replace(TINY, problem=f"{factory}:make", size=None), start_method=method)
+    assert outcome.failure is None, outcome.message

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -179,6 +180,7 @@ def _child_main(
     """The child's whole life: take the caller's environment, run, send the answer, leave at once
     (see run_in_fresh_process)."""
     code = 1
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the fork server ignores Ctrl-C
     os.environ.clear()  # a forked child has the server's: the caller's FLOWRATE_* may differ
     os.environ.update(environment)
     try:
