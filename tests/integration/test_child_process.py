@@ -61,9 +61,7 @@ def test_ctrl_c_while_the_fork_server_imports_torch_is_left_to_the_caller() -> N
         "import flowrate.campaigns; print('ready', flush=True); "
         "import flowrate.campaigns.fork_preload; print('imported', flush=True)"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None
     assert process.stdout.readline() == b"ready\n"
     time.sleep(0.2)  # inside `import torch`, which takes a second or more
