@@ -183,3 +183,56 @@ def test_ctrl_c_keeps_what_was_measured_as_partial(served, tmp_path) -> None:  #
     serving = json.loads(out.read_text())["serving"]
     assert serving["partial"] and 0 < serving["metrics"]["flowrate"]["completed"] < 2000
     assert "interrupted" in stderr
+
+
+def test_loads_and_kinds_are_separate_configurations_in_noise_compare_pareto_and_report(  # type: ignore[no-untyped-def]
+    served, run_cli, tmp_path, monkeypatch
+) -> None:
+    """Serving runs at three rates (one twice), a generation and a training run of one problem, in
+    one store: each load is a configuration of its own, and so is each kind of record."""
+    url, folder = served
+    monkeypatch.setenv("FLOWRATE_STORE", str(tmp_path / "kinds.db"))
+    bench = ("serve-bench", "--url", url, "--model", str(folder), "--tokenizer", str(folder), "-n", "3")
+    ids: dict[str, str] = {}
+    for name, rate in (("slow", "5"), ("mid", "10"), ("mid-again", "10"), ("fast", "20")):
+        out = tmp_path / f"{name}.json"
+        outcome = run_cli(*bench, "--rate", rate, "--input-len", "4", "--output-len", "3", "--out", str(out))
+        assert outcome.code == 0, outcome.stderr
+        ids[name] = json.loads(out.read_text())["run_id"]
+    problem = ("-p", "transformer", "--size", "debug")
+    for name, argv in (
+        ("train", ("run", *problem, "--preheat", "1", "--steps", "4")),
+        ("generate", ("generate", *problem, "--prompt-len", "8", "--new-tokens", "4", "--repeats", "2")),
+    ):
+        out = tmp_path / f"{name}.json"
+        outcome = run_cli(*argv, "--out", str(out))
+        assert outcome.code == 0, outcome.stderr
+        ids[name] = json.loads(out.read_text())["run_id"]
+
+    noise = run_cli("noise", "--json")
+    assert noise.code == 0, noise.stderr
+    rows = json.loads(noise.stdout)
+    serving = sorted((r["problem"]["rate"], r["runs"]) for r in rows if r["problem"]["kind"] == "serve")
+    assert serving == [(5.0, 1), (10.0, 2), (20.0, 1)]  # the two 10 req/s runs are repeats, no other
+    kinds = sorted(r["problem"]["kind"] for r in rows if r["problem"]["kind"] != "serve")
+    assert kinds == ["generate", "run"]
+
+    loads = run_cli("compare", ids["slow"], ids["mid"])
+    assert loads.code == 2
+    assert "runs of different kinds or workloads (rate: 5.0 vs 10.0)" in loads.stderr
+    assert run_cli("compare", ids["slow"], ids["mid"], "--force").code == 0
+    assert run_cli("compare", ids["mid"], ids["mid-again"]).code == 0  # one load: no refusal
+    kinds_refused = run_cli("compare", ids["train"], ids["generate"])
+    assert kinds_refused.code == 2 and "kind: 'run' vs 'generate'" in kinds_refused.stderr
+
+    pareto = run_cli("pareto", "--json")
+    assert pareto.code == 0, pareto.stderr
+    notes = " ".join(json.loads(pareto.stdout)["notes"])
+    assert "ranked within each of the 3 problems" in notes  # training, generation, the server
+
+    report = tmp_path / "report.html"
+    assert run_cli("report", "--out", str(report)).code == 0
+    html = report.read_text()
+    for label in ("5 req/s, in 4 / out 3 tokens", "10 req/s, in 4 / out 3 tokens", "20 req/s, in 4 / out 3"):
+        assert html.count(label) >= 2  # its row in the runs table and its serving figure's caption
+    assert "transformer/debug (generate)" in html

@@ -76,7 +76,7 @@ def test_one_run_a_side_gets_a_ratio_and_no_verdict_however_many_intervals() -> 
     assert m is not None and (m.n_a, m.n_b) == (1, 1)
     assert m.ratio == pytest.approx(1.2) and m.relative == pytest.approx(0.2)
     assert (m.verdict, m.p_value, m.ci_low, m.noise_source, m.method) == ("n/a", None, None, None, None)
-    assert m.reason.startswith("1 run a side: no spread between runs to judge by; repeat each side")
+    assert m.reason.startswith("1 run a side: no spread between runs to judge by; record 3 or more runs")
     assert m.within_cv_a == pytest.approx(statistics.stdev(NOISY_A) / statistics.fmean(NOISY_A))
 
 

@@ -175,8 +175,8 @@ def test_one_run_a_side_without_history_gives_no_verdict_and_says_how() -> None:
     assert (v.direction, v.p_value, v.significant, v.noise_source) == ("unknown", None, False, None)
     assert v.ratio == pytest.approx(0.95) and math.isnan(v.ci_low) and math.isnan(v.ci_high)
     assert v.evidence == (
-        "1 run a side: no spread between runs to judge by; repeat each side "
-        f"(--repeat {MIN_OWN_RUNS} or more) or record more runs of this configuration"
+        f"1 run a side: no spread between runs to judge by; record {MIN_OWN_RUNS} or more runs of each "
+        f"side's configuration (`flowrate run --repeat {MIN_OWN_RUNS}` does it in one command)"
     )
 
 

@@ -44,6 +44,7 @@ from flowrate.analysis.grouping import by_problem, problem_of
 from flowrate.analysis.pareto import TIE, Objective, choose_objectives, measured
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import summarize
+from flowrate.results.identity import workload
 from flowrate.results.metrics import get_metric
 from flowrate.results.store import StoredRun
 
@@ -122,7 +123,8 @@ class OracleView:
 
 def settings_of(run: StoredRun) -> dict[str, Any]:
     """Every option of a run that makes its configuration: run options, batch size, the problem's
-    shape and the device's name, each a hashable value."""
+    shape, the device's name and the kind's workload (flowrate.results.identity), each a hashable
+    value."""
     result = run.result
     found = {k: v for k, v in result.config.items() if k not in PROCEDURE}
     shape = (result.problem or {}).get("settings")
@@ -130,6 +132,7 @@ def settings_of(run: StoredRun) -> dict[str, Any]:
         found.update({k: v for k, v in shape.items() if k not in found})
     found["batch_size"] = result.batch_size
     found["device_name"] = run.device_name
+    found.update(workload(result))  # a serving run's offered load, a generation's lengths
     return {k: _hashable(v) for k, v in sorted(found.items())}
 
 

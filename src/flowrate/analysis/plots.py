@@ -24,6 +24,7 @@ from flowrate.analysis.grouping import problem_of
 from flowrate.errors import FlowrateError
 from flowrate.io import write_atomic
 from flowrate.measure.stats import summarize
+from flowrate.results.identity import Kind, kind_of
 from flowrate.results.metrics import METRICS, Metric
 from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result
@@ -107,8 +108,10 @@ def throughput_vs_batch(runs: Sequence[RunLike], metric: str | Metric = "samples
     """The metric at each batch size: one line per (mode, precision, device), one panel per problem.
 
     Problems never share an axis (their figures differ a thousandfold for reasons that are not a
-    trade-off): with several, each gets a panel with scales of its own (canvas.facets). Runs
-    without the metric are left out; the x axis is log2 (batch sizes are usually powers of two).
+    trade-off): with several, each gets a panel with scales of its own (canvas.facets); a problem's
+    generations get a panel of their own (grouping.problem_of). Serving runs, which have no batch
+    size, and runs without the metric are left out; the x axis is log2 (batch sizes are usually
+    powers of two).
     Error bars are each run's 95% CI half-width, for samples/s only (the one figure with a per-run
     CI). What a panel's lines share goes in its title, what tells them apart in its legend.
     """
@@ -143,6 +146,8 @@ def _series(
     series: dict[tuple[str, ...], list[tuple[int, float, float | None]]] = {}
     for run in runs:
         result = _result(run)
+        if kind_of(result) is Kind.SERVE:  # no batch size: drawn against its load (plots_serving)
+            continue
         value = m.value(result)
         if value is None or not math.isfinite(value):
             continue

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from flowrate.analysis import canvas
 from flowrate.analysis.html import e, note, plot
 from flowrate.errors import FlowrateError
+from flowrate.results.identity import load_label
 from flowrate.results.schema import Result
 from flowrate.serving.metrics import DEFINITIONS, per_request
 from flowrate.serving.trace import RequestTrace
@@ -57,7 +58,8 @@ def serving_figure(section: dict[str, Any], title: str) -> Figure:
 
 
 def _title(result: Result) -> str:
-    return f"{result.problem.get('name')}, run {result.run_id}"
+    """The server's model and the load its figures were measured under, and the run."""
+    return f"{result.problem.get('name')}, {load_label(result)}, run {result.run_id}"
 
 
 def run_figure(result: Result) -> Figure:

@@ -23,6 +23,7 @@ from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
 from flowrate.measure.census import census_line
+from flowrate.results.identity import load_label
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import StoredRun
@@ -66,9 +67,16 @@ def _precision_cell(run: StoredRun) -> str:
     return cell
 
 
+def _batch_or_load(run: StoredRun) -> str:
+    """The batch size; for a serving run, which has none, the load its figures were measured under."""
+    if run.mode == "serve":
+        return load_label(run.result)
+    return str(run.batch_size) if run.batch_size is not None else MISSING
+
+
 def _runs_table(runs: Sequence[StoredRun]) -> str:
     header = [
-        "run", "created", "tags", "problem", "mode", "precision", "execution", "device", "batch",
+        "run", "created", "tags", "problem", "mode", "precision", "execution", "device", "batch or load",
         "samples/s", "MFU", "samples/J", "peak memory", "loss reached",
     ]  # fmt: skip
     rows = []
@@ -84,7 +92,7 @@ def _runs_table(runs: Sequence[StoredRun]) -> str:
                 _precision_cell(run),
                 e(run.execution or MISSING),
                 e(run.device_name or run.device_type or MISSING),
-                e(run.batch_size if run.batch_size is not None else MISSING),
+                e(_batch_or_load(run)),
                 _throughput_cell(result),
                 e(show_value("mfu", METRICS["mfu"].value(result))),
                 e(show_value("samples_per_joule", METRICS["samples_per_joule"].value(result))),

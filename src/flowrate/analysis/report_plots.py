@@ -18,6 +18,7 @@ from flowrate.analysis.html import MISSING, e, note, plot, show_value, table
 from flowrate.analysis.pareto import TIE, Objective, ParetoResult, pareto_front, parse_objective
 from flowrate.analysis.plots_pareto import pareto_scatter
 from flowrate.errors import FlowrateError
+from flowrate.results.identity import load_label
 from flowrate.results.metrics import METRICS
 from flowrate.results.store import StoredRun
 
@@ -62,7 +63,7 @@ def rates(runs: Sequence[StoredRun]) -> str:
     for run in shown:
         parts.append(
             f'<figure><figcaption><a href="#run-{e(run.run_id)}"><code>{e(run.run_id)}</code></a> '
-            f"{e(problem_of(run))}, batch {e(run.batch_size)}</figcaption>"
+            f"{e(problem_of(run))}, {e(load_label(run.result) or f'batch {run.batch_size}')}</figcaption>"
             + plot(partial(plots.rate_over_time, run), f"Rate and GlobalRate over time, run {run.run_id}")
             + "</figure>"
         )

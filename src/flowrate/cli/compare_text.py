@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flowrate.results.identity import is_workload_field
 from flowrate.units import DASH, compact, counted, p_value
 
 if TYPE_CHECKING:
@@ -124,8 +125,12 @@ def legend(comparison: Comparison) -> str:
 def mismatch_message(comparison: Comparison) -> str:
     """Why the sides are refused: different problems, different machines, or both."""
     parts = []
-    if comparison.problem_mismatch:
-        parts.append(f"runs of different problems ({'; '.join(str(d) for d in comparison.problem_mismatch)})")
+    problems = [d for d in comparison.problem_mismatch if not is_workload_field(d.field)]
+    workloads = [d for d in comparison.problem_mismatch if is_workload_field(d.field)]
+    if problems:
+        parts.append(f"runs of different problems ({'; '.join(str(d) for d in problems)})")
+    if workloads:
+        parts.append(f"runs of different kinds or workloads ({'; '.join(str(d) for d in workloads)})")
     if comparison.machine_mismatch:
         parts.append(f"runs on different machines ({'; '.join(str(d) for d in comparison.machine_mismatch)})")
     return f"A and B are {' and '.join(parts)}; use --force to compare anyway"

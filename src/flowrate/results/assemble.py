@@ -37,6 +37,7 @@ class Built:
     parameters_built: int
     block_count: int | None  # None: the problem declares no blocks (fine for resident runs)
     batch_size_search: list[dict[str, Any]] = field(default_factory=list)  # --batch-size auto's tries
+    search_note: str | None = None  # what bounded the search, where the reader should know it
 
 
 @dataclass
@@ -215,6 +216,8 @@ def _warnings(
         warnings.append(flops.reason)  # MFU above 100%: withheld
     if measured.count_warning:
         warnings.append(measured.count_warning)
+    if built.search_note:
+        warnings.append(built.search_note)
     if summary.checkpoints:
         warnings.append(
             f"{summary.checkpoints} checkpoint(s) took {summary.checkpoint_s:.3g} s, "

@@ -14,9 +14,10 @@ flowrate.cli.compare_text renders it.
 A difference is called only when it is both significant (p < alpha) and large enough to matter
 (|B/A − 1| ≥ the minimum effect), so a 0.2% "significant" drift does not fail a CI job.
 
-Two sides are also checked for comparability: runs of different problems (name, size, mode,
-shape) or on different hardware (device, CPU model) are a mismatch the command refuses unless
-forced, and every differing field of the environment fingerprint (device, CPU, software
+Two sides are also checked for comparability: records of different kinds or problems (name,
+size, mode, shape) or workloads (a serving run's offered load, a generation's lengths:
+flowrate.results.identity) or on different hardware (device, CPU model) are a mismatch the
+command refuses unless forced, and every differing field of the environment fingerprint (device, CPU, software
 versions, threads) is listed as a warning.
 """
 
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flowrate.measure.stats import DEFAULT_ALPHA
+from flowrate.results.identity import kind_of, workload
 from flowrate.results.metrics import METRICS, SERVING_METRICS, Metric
 from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result, environment_fingerprint
@@ -370,9 +372,12 @@ class _Centre:
 
 
 def problem_identity(result: Result) -> dict[str, Any]:
-    """What must match for two runs to measure the same work: problem, size, mode and shape."""
+    """What must match for two records to measure the same work: the kind of record, the problem
+    (name, size, mode and shape) and the kind's workload (flowrate.results.identity: a serving
+    run's server and offered load, a generation's lengths)."""
     problem = result.problem or {}
     identity = {
+        "kind": str(kind_of(result)),
         "problem": problem.get("name") or result.config.get("problem"),
         "size": problem.get("size") or result.config.get("size"),
         "mode": result.config.get("mode"),
@@ -380,6 +385,7 @@ def problem_identity(result: Result) -> dict[str, Any]:
     settings = problem.get("settings")
     if isinstance(settings, dict):
         identity.update({f"shape.{key}": value for key, value in settings.items()})
+    identity.update(workload(result))
     return identity
 
 

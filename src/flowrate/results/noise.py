@@ -4,7 +4,10 @@ pyperf and asv learn a benchmark's noise from its past runs; so does flowrate. R
 what must match for their numbers to be draws of one quantity: the problem (name, size, mode,
 shape), the configuration (batch size, precision, execution, optimizer, device, threads) and
 the machine (host name, device, CPU model, thread count). Each process — a run, or each repeat of
-a --repeat result — is one value: its median interval samples/s. Per group:
+a --repeat result — is one value: its median interval samples/s (a serving run's: the requests/s
+it completed over the whole run, since completions counted in windows are too lumpy to take a
+median of). Records are grouped by kind and workload too (flowrate.results.identity): serving
+runs at different loads are different configurations. Per group:
 
 - between-run CV: the spread of those values relative to their mean, pooled over the sessions
   and commits the runs were made in. Runs of different code differ for a reason: a step is not
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowrate.results.compare import History, configuration, problem_identity
+from flowrate.results.identity import Kind, kind_of
 from flowrate.results.schema import Result, environment_fingerprint
 
 if TYPE_CHECKING:
@@ -95,7 +99,10 @@ def process_points(result: Result, session: str | None = None) -> list[ProcessPo
     ]
     if not entries:
         s = result.summary
-        made = [point(result.run_id, s.median_samples_per_sec, s.cv, s.intervals)]
+        if kind_of(result) is Kind.SERVE:  # completions in windows are lumpy: the run's request rate
+            made = [point(result.run_id, s.samples_per_sec, None, s.intervals)]
+        else:
+            made = [point(result.run_id, s.median_samples_per_sec, s.cv, s.intervals)]
     return [p for p in made if p is not None]
 
 

@@ -186,8 +186,8 @@ def run_level_verdict(
     else:
         ratio = statistics.fmean(b) / statistics.fmean(a)
         evidence = (
-            f"{_runs(na, nb)}: no spread between runs to judge by; repeat each side "
-            f"(--repeat {MIN_OWN_RUNS} or more) or record more runs of this configuration"
+            f"{_runs(na, nb)}: no spread between runs to judge by; record {MIN_OWN_RUNS} or more runs "
+            f"of each side's configuration (`flowrate run --repeat {MIN_OWN_RUNS}` does it in one command)"
         )
         return Verdict(ratio, math.nan, math.nan, None, False, UNKNOWN, "none", evidence, na, nb, None)
     low, high = _interval(lr, alpha)

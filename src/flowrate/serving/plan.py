@@ -136,6 +136,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "concurrency": concurrency if times is None else None,
         "replay": flags["replay"],
         "dataset": flags["dataset"],
+        # the lengths asked for (tokens, N or LOW:HIGH); a replay's lengths come from its file
+        "input_len": None if flags["replay"] or flags["dataset"] else flags["input_len"],
+        "output_len": None if flags["replay"] else flags["output_len"],
         "tokenizer": flags["tokenizer"],
         "token_counts": "tokenizer" if tokenizer else "server usage, else one per chunk",
         "slo": parse_slo(flags["slo"]),

@@ -1,0 +1,138 @@
+"""What a record measured: its kind, and the fields that make "the same configuration" for that kind.
+
+A run, a `flowrate check`, a generation and a serving load test all produce a Result, but their
+figures answer different questions: samples/s of a training step, sequences/s of a generation at
+a prompt and output length, requests/s a server completed under an offered load. Two records are
+repeats of one configuration (their spread is noise, `compare` may call a difference, a plot may
+draw them as one point) only when they are of one kind and agree on the kind's workload:
+
+- run and check: the problem (name, size, mode, shape) — the configuration fields (batch size,
+  precision, execution, …) are compared on top, by flowrate.results.compare;
+- generate: the prompt length and the new tokens each generation produced (the batch size is a
+  configuration field already);
+- serve: the server (URL, endpoint, model, and what it runs on where the user said so) and the
+  load offered (scenario, request rate or concurrency, burstiness, ramp-up, the input and output
+  lengths asked for, or the dataset or replay file they came from).
+
+Every reader that groups records — noise, compare, history, pareto, the oracle view, plots and
+the report — takes its grouping from here, so that no two of them can disagree on it.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Any
+
+from flowrate.results.schema import Result
+
+
+class Kind(StrEnum):
+    """The kinds of record, each with its own configuration identity."""
+
+    RUN = "run"
+    CHECK = "check"
+    GENERATE = "generate"
+    SERVE = "serve"
+
+
+# serving section fields that fix the load offered and the server it was offered to
+SERVING_WORKLOAD = (
+    "url",
+    "endpoint",
+    "model",
+    "server_device",
+    "scenario",
+    "rate",
+    "concurrency",
+    "burstiness",
+    "ramp_up_s",
+    "input_len",
+    "output_len",
+    "dataset",
+    "replay",
+)
+# generation section fields that fix the work of one generation
+GENERATION_WORKLOAD = ("prompt_len", "new_tokens")
+
+
+def is_workload_field(name: str) -> bool:
+    """Whether a field of compare's problem identity is the kind or the kind's workload (a
+    mismatch in one is "different workloads", not "different problems"); "rate (within A)" too."""
+    return name.split(" ", 1)[0] in {"kind", *SERVING_WORKLOAD, *GENERATION_WORKLOAD}
+
+
+def kind_of(result: Result) -> Kind:
+    """The record's kind, from the section only that kind writes."""
+    if result.serving is not None:
+        return Kind.SERVE
+    if result.generation is not None:
+        return Kind.GENERATE
+    if result.fidelity is not None:
+        return Kind.CHECK
+    return Kind.RUN
+
+
+def workload(result: Result) -> dict[str, Any]:
+    """The fields besides the problem that a record of this kind must share with another for the
+    two to measure the same thing (module docstring); empty for runs and checks."""
+    kind = kind_of(result)
+    if kind is Kind.SERVE:
+        section = result.serving or {}
+        return {key: section.get(key) for key in SERVING_WORKLOAD}
+    if kind is Kind.GENERATE:
+        section = result.generation or {}
+        return {key: section.get(key) for key in GENERATION_WORKLOAD}
+    return {}
+
+
+def load_label(result: Result) -> str:
+    """What a serving record's figures were measured under, for captions and row labels:
+    '2 req/s', 'concurrency 4', 'max rate', with burstiness and lengths where set; a generation's
+    lengths; '' for runs and checks."""
+    kind = kind_of(result)
+    if kind is Kind.GENERATE:
+        section = result.generation or {}
+        lengths = f"prompt {section.get('prompt_len')}, {section.get('new_tokens')} new"
+        return f"batch {result.batch_size}, {lengths}"
+    if kind is not Kind.SERVE:
+        return ""
+    section = result.serving or {}
+    rate, concurrency = section.get("rate"), section.get("concurrency")
+    if concurrency is not None:
+        parts = [f"concurrency {concurrency}"]
+    elif rate == "inf" or (isinstance(rate, float) and math.isinf(rate)):
+        parts = ["max rate"]
+    elif isinstance(rate, int | float):
+        parts = [f"{rate:g} req/s"]
+    else:
+        parts = [str(section.get("scenario") or "load ?")]
+    burstiness = section.get("burstiness")
+    if isinstance(burstiness, int | float) and burstiness != 1 and concurrency is None:
+        parts.append(f"burstiness {burstiness:g}")
+    if section.get("replay"):
+        parts.append(f"replay {section['replay']}")
+    elif section.get("dataset"):
+        parts.append(f"dataset {section['dataset']}")
+    elif section.get("input_len") is not None:
+        parts.append(f"in {section['input_len']} / out {section.get('output_len')} tokens")
+    return ", ".join(parts)
+
+
+def family(result: Result) -> str:
+    """The records a plot panel or a ranking holds together: the problem ('family/size' as the store
+    lists it) for runs and checks, qualified by the kind for generations and by the server for
+    serving; a figure is compared only with figures of its own family."""
+    problem = result.problem or {}
+    name = problem.get("name") or result.config.get("problem") or "?"
+    size = problem.get("size")
+    label = f"{name}/{size}" if size else str(name)
+    kind = kind_of(result)
+    if kind is Kind.GENERATE:
+        return f"{label} (generate)"
+    if kind is Kind.SERVE:
+        section = result.serving or {}
+        where = section.get("url") or "?"
+        device = section.get("server_device")
+        return f"{label} at {where}" + (f" on {device}" if device else "")
+    return label
