@@ -1,7 +1,9 @@
 """What a run measures, built before the clock starts: the model, its executor and its batches.
 
 With ``--batch-size auto`` the batch size is searched for: halved from ``max_batch_size`` until
-one trial step fits in device memory.
+one trial step fits in device memory. On a CPU each trial is held to the host memory available
+(flowrate.measure.memory.host_memory_cap), so a batch too large fails its allocation instead of
+having the process killed by the kernel.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from flowrate.execution.factory import build_device, make_executor
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.measure.device import is_out_of_memory, release_memory, synchronizer
 from flowrate.measure.loop import BatchStream
+from flowrate.measure.memory import host_memory_cap
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.assemble import Built
+from flowrate.units import gib
 
 # Distinct synthetic batches cycled through the timed loop, all made before the clock starts.
 BATCH_POOL = 2
@@ -54,9 +58,11 @@ def prepare_with_batch_search(
             return prepare(config, problem, policy, batch_size, data, trial_step=False, dp=dp)
     search: list[dict[str, Any]] = []
     batch_size = config.max_batch_size
+    cap: int | None = None
     while batch_size >= 1:
         try:
-            prepared = prepare(config, problem, policy, batch_size, data, trial_step=True)
+            with host_memory_cap(policy.device) as cap:
+                prepared = prepare(config, problem, policy, batch_size, data, trial_step=True)
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
@@ -65,11 +71,25 @@ def prepare_with_batch_search(
             batch_size //= 2
             continue
         search.append({"batch_size": batch_size, "fits": True})
-        prepared.built = dataclasses.replace(prepared.built, batch_size_search=search)
+        note = _capped_note(search, cap)
+        prepared.built = dataclasses.replace(prepared.built, batch_size_search=search, search_note=note)
         return prepared
+    where = f"the {gib(cap)} of host memory available" if cap is not None else str(policy.device)
     raise OutOfMemory(
-        f"not even batch size 1 fits on {policy.device}: use a smaller --size, --precision bf16, "
+        f"not even batch size 1 fits in {where}: use a smaller --size, --precision bf16, "
         "or a device with more memory"
+    )
+
+
+def _capped_note(search: list[dict[str, Any]], cap: int | None) -> str | None:
+    """On a CPU, which batch sizes did not fit in the host memory each trial was held to."""
+    failed = [str(a["batch_size"]) for a in search if not a["fits"]]
+    if cap is None or not failed:
+        return None
+    return (
+        f"--batch-size auto: each trial step was held to the {gib(cap)} of host memory available; "
+        f"{', '.join(failed)} did not fit, {search[-1]['batch_size']} did (--max-batch-size sets "
+        "where the search starts)"
     )
 
 

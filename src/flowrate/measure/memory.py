@@ -8,8 +8,10 @@ Where it cannot be reset, the figure covers the whole process life and says so.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +83,33 @@ def _status_kib(proc: Path, key: str) -> int | None:
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     return None
+
+
+# share of the memory the machine has available that a CPU batch-size trial may take
+HOST_TRIAL_SHARE = 0.9
+
+
+@contextlib.contextmanager
+def host_memory_cap(device: torch.device, proc: Path = _PROC) -> Iterator[int | None]:
+    """While it is open, a CPU trial step cannot take more host memory than the machine has
+    available: the process's data limit (RLIMIT_DATA, which since Linux 4.7 counts anonymous
+    mappings, where PyTorch's CPU tensors live) is set to what it uses now plus HOST_TRIAL_SHARE of
+    the available memory, so an allocation past it fails at once with the CPU allocator's "can't
+    allocate memory" (an out-of-memory a batch search halves on) instead of the kernel's
+    out-of-memory killer ending the process. Yields the cap's headroom in bytes, or None where
+    none was set (a GPU, no /proc, a limit already lower); the limit is restored on leaving."""
+    import psutil
+
+    used = _status_kib(proc, "VmData")
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    headroom = int(psutil.virtual_memory().available * HOST_TRIAL_SHARE)
+    cap = None if used is None else used + headroom
+    lower = cap is not None and (soft == resource.RLIM_INFINITY or cap < soft)
+    if device.type != "cpu" or cap is None or not lower or (hard != resource.RLIM_INFINITY and cap > hard):
+        yield None
+        return
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield headroom
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
