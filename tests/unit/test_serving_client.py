@@ -103,7 +103,7 @@ def test_conflicting_load_options_are_one_line_each(run_cli) -> None:  # type: i
         (("--scenario", "server"), "server needs --rate and Poisson arrivals"),
         (("--rate", "5", "--concurrency", "2"), "choose one of --rate, --concurrency, --replay"),
         (("--find-max-rate", "--rate", "5"), "needs --slo and a starting --rate"),
-        (("--slo", "ttft_ms=-1"), "a limit must be above 0 ms"),
+        (("--slo", "ttft_ms=-1"), "a limit must be a finite number above 0 ms"),
     ]
     for extra, message in cases:
         outcome = run_cli(*base, *extra)
