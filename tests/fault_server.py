@@ -66,9 +66,26 @@ async def _close(request: web.Request, *parts: bytes) -> web.StreamResponse:
     return response
 
 
+async def _demo(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+    """Mode ``demo``: model "tiny" only; a prompt holding "fail" gets a 500, "garble" bad JSON."""
+    if body["model"] != "tiny":
+        return web.json_response({"detail": f"no model {body['model']}"}, status=404)
+    if "fail" in body.get("prompt", ""):
+        return web.json_response({"detail": "boom"}, status=500)
+    if "garble" in body.get("prompt", ""):
+        return await _stream(request, b"data: {not json\n\n", done=False)
+    words = WORDS[: body["max_tokens"]]
+    usage = {"prompt_tokens": 2, "completion_tokens": len(words)}
+    return await _stream(
+        request, *(_chunk(w) for w in words), _event({"choices": [{"text": ""}], "usage": usage})
+    )
+
+
 async def answer(request: web.Request) -> web.StreamResponse:
     mode = request.match_info["mode"]
     body = await request.json()
+    if mode == "demo":
+        return await _demo(request, body)
     max_tokens = int(body.get("max_tokens", 3))
     probe = max_tokens == 1
     if mode == "ok" or (probe and mode in ("gone", "stall", "slow")):
