@@ -23,6 +23,7 @@ from hostile import (
     cases_numbers,
     cases_paths,
     cases_process,
+    cases_serving,
     cases_stores,
     cases_user_code,
 )
@@ -41,6 +42,7 @@ CASES: list[Case] = [
     *cases_user_code.CASES,
     *cases_process.CASES,
     *cases_friction.CASES,
+    *cases_serving.CASES,
 ]
 
 

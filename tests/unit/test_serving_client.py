@@ -1,58 +1,25 @@
-"""The streaming client and a whole bench run against a real HTTP server on loopback (aiohttp's,
-in a thread) that can answer well, with HTTP errors, or with malformed SSE."""
+"""The streaming client and a whole bench run against a real HTTP server on loopback
+(tests/fault_server.py, in a thread) that can answer well, with HTTP errors, or with malformed SSE."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
-from aiohttp import web
 
+import fault_server
 from flowrate.errors import ConfigError
 from flowrate.results.schema import Result
 from flowrate.serving import bench, metrics, prompts
 from flowrate.serving.result import build_result, serving_section
 
 
-async def completions(request: web.Request) -> web.StreamResponse:
-    body = await request.json()
-    if body["model"] != "tiny":
-        return web.json_response({"detail": f"no model {body['model']}"}, status=404)
-    if "fail" in body.get("prompt", ""):
-        return web.json_response({"detail": "boom"}, status=500)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
-    if "garble" in body.get("prompt", ""):
-        await response.write(b"data: {not json\n\n")
-        return response
-    for word in ["one", " two", " three"][: body["max_tokens"]]:
-        await response.write(f"data: {json.dumps({'choices': [{'text': word}]})}\n\n".encode())
-    usage = {"prompt_tokens": 2, "completion_tokens": min(3, body["max_tokens"])}
-    await response.write(f"data: {json.dumps({'choices': [{'text': ''}], 'usage': usage})}\n\n".encode())
-    await response.write(b"data: [DONE]\n\n")
-    return response
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/v1/completions", completions)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}"
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=5)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=5)
+    """tests/fault_server.py's mode ``demo``: model "tiny"; prompts with "fail" or "garble" fail."""
+    fault_server.start()
+    yield fault_server.url("demo")
 
 
 def _prompts(*texts: str) -> list[prompts.Prompt]:
@@ -103,7 +70,7 @@ def test_conflicting_load_options_are_one_line_each(run_cli) -> None:  # type: i
         (("--scenario", "server"), "server needs --rate and Poisson arrivals"),
         (("--rate", "5", "--concurrency", "2"), "choose one of --rate, --concurrency, --replay"),
         (("--find-max-rate", "--rate", "5"), "needs --slo and a starting --rate"),
-        (("--slo", "ttft_ms=-1"), "a limit must be above 0 ms"),
+        (("--slo", "ttft_ms=-1"), "a limit must be a finite number above 0 ms"),
     ]
     for extra, message in cases:
         outcome = run_cli(*base, *extra)

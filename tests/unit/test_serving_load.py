@@ -39,11 +39,11 @@ def test_replay_sorts_and_shifts_to_zero_and_refuses_bad_lines(tmp_path: Path) -
     path = tmp_path / "trace.jsonl"
     rows = [{"time": 5.5, "prompt_len": 3, "output_len": 4}, {"time": 2.0, "prompt_len": 1, "output_len": 2}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    plan = load.read_replay(path)
+    plan = load.read_replay(path, 100, 1000)
     assert [(p.at_s, p.prompt_len, p.output_len) for p in plan] == [(0.0, 1, 2), (3.5, 3, 4)]
     path.write_text('{"time": 1}\n')
     with pytest.raises(ConfigError, match="line 1: expected a JSON object"):
-        load.read_replay(path)
+        load.read_replay(path, 100, 1000)
 
 
 def test_open_loop_sends_on_schedule_whatever_the_responses_do() -> None:

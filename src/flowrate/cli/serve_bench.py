@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
 
 from flowrate.cli.options import output_options
+from flowrate.cli.param_types import FiniteRange
+from flowrate.serving.bounds import MAX_REQUESTS
 
 SCENARIO_HELP = (
     "MLPerf LoadGen's scenarios: offline (every request at once; the figure is throughput), server "
     "(Poisson arrivals at --rate; p99 TTFT/TPOT against --slo), single-stream (one request at a time; "
     "the figure is p90 latency). LoadGen's 600 s minimum duration is not enforced: set --num-requests."
 )
+
+
+class Rate(click.FloatRange):
+    """--rate: requests/s above 0, or inf (every request at once); nan is refused."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail("nan is not a rate: give requests/s above 0, or inf for all at once.", param, ctx)
+        return number
 
 
 @click.command("serve-bench")
@@ -29,21 +42,23 @@ SCENARIO_HELP = (
 @click.option(
     "--dataset", type=click.Path(dir_okay=False), help='JSONL prompts: {"prompt": …, "output_len": …}.'
 )
-@click.option("--num-requests", "-n", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--num-requests", "-n", type=click.IntRange(1, MAX_REQUESTS), default=100, show_default=True)
 @click.option("--input-len", default="128", show_default=True, help="Prompt tokens: N or LOW:HIGH (uniform).")
 @click.option("--output-len", default="128", show_default=True, help="max_tokens: N or LOW:HIGH (uniform).")
 @click.option(
-    "--rate", type=click.FloatRange(min=0, min_open=True), help="Arrival rate, requests/s (open loop)."
+    "--rate",
+    type=Rate(min=0, min_open=True),
+    help="Arrival rate, requests/s (open loop); inf sends every request at once.",
 )
 @click.option(
     "--burstiness",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=1.0,
     show_default=True,
     help="Gamma shape of the gaps: 1 = Poisson, < 1 burstier.",
 )
 @click.option(
-    "--ramp-up", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Seconds to reach --rate."
+    "--ramp-up", type=FiniteRange(min=0), default=0.0, show_default=True, help="Seconds to reach --rate."
 )
 @click.option(
     "--concurrency", type=click.IntRange(1), help="Fixed concurrency (closed loop) instead of a rate."
@@ -56,7 +71,7 @@ SCENARIO_HELP = (
 @click.option("--find-max-rate", is_flag=True, help="Bisect for the highest --rate whose p99s meet --slo.")
 @click.option(
     "--max-error-rate",
-    type=click.FloatRange(0, 1),
+    type=FiniteRange(0, 1),
     default=0.0,
     show_default=True,
     help="The run fails when more requests than this share fail.",
@@ -69,22 +84,30 @@ SCENARIO_HELP = (
 @click.option(
     "--timeout",
     "request_timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=300.0,
     show_default=True,
     help="Seconds one request may take.",
 )
 @click.option(
-    "--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True
+    "--connect-timeout",
+    type=FiniteRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    help="Seconds to connect and receive a response's headers (a streaming server sends them at once).",
 )
 @click.option(
     "--deadline",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=3600.0,
     show_default=True,
     help="Seconds the whole load may take; unfinished requests are then cancelled.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option(
+    "--server-device",
+    help="What the server runs on, e.g. '1x H100 80GB' (recorded as the serving section's server_device).",
+)
 @click.option(
     "--plot",
     "plot_path",
@@ -122,6 +145,7 @@ def command(
         check_out(out)
     if flags["plot_path"]:
         check_out(flags["plot_path"], "plot")
+        _plot_format(flags["plot_path"])
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status(plan.start_line(), quiet)
     result = serving_plan.execute(plan, sys.argv, lambda line: console.status(line, quiet))
@@ -137,19 +161,27 @@ def command(
         _plot(section, title, flags["plot_path"], quiet)
     if section.get("partial"):
         raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
-    error_rate = section["metrics"]["flowrate"]["error_rate"]
-    if error_rate > flags["max_error_rate"]:
-        kinds = ", ".join(f"{k} x{v}" for k, v in section["errors"].items())
-        raise RunFailed(
-            f"{error_rate:.1%} of requests failed ({kinds}), above --max-error-rate "
-            f"{flags['max_error_rate']:.1%}; the run is recorded"
-        )
+    failure = serve_bench_text.failure(section, flags["max_error_rate"])
+    if failure:
+        raise RunFailed(failure)
+
+
+def _plot_format(path: str) -> str:
+    """The image format --plot's suffix names, refused before any request when unknown."""
+    from flowrate.analysis.plots import format_for
+    from flowrate.errors import ConfigError, FlowrateError
+
+    try:
+        return format_for(path)
+    except FlowrateError as error:
+        raise ConfigError("--plot", str(error)) from None
 
 
 def _plot(section: dict[str, Any], title: str, path: str, quiet: bool) -> None:
-    from flowrate.analysis import canvas
+    from flowrate.analysis.plots import render
     from flowrate.analysis.plots_serving import serving_figure
     from flowrate.cli import console
+    from flowrate.io import write_atomic
 
-    serving_figure(section, title).savefig(path, dpi=canvas.DPI)
+    write_atomic(path, render(serving_figure(section, title), _plot_format(path)))
     console.status(f"plot written to {path}", quiet)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowrate.serving.client import SHED
+
 DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
 
 
@@ -60,3 +62,26 @@ def search_rows(points: list[dict[str, Any]]) -> list[tuple[str, str]]:
         )
         for p in points
     ]
+
+
+def failure(section: dict[str, Any], max_error_rate: float) -> str | None:
+    """Why the recorded run fails (exit 1), or None: no request completed, or more failed than
+    --max-error-rate allows. A load the server shed (HTTP 429/503) is said so."""
+    errors: dict[str, int] = section["errors"]
+    kinds = ", ".join(f"{k} x{v}" for k, v in errors.items())
+    failed = sum(errors.values())
+    shed = sum(v for k, v in errors.items() if k.startswith(SHED))
+    if section["requests"] and failed == shed == section["requests"]:
+        return (
+            f"the server shed the load: all {failed} requests were answered HTTP 429/503 ({kinds}); "
+            "lower --rate or --concurrency; the run is recorded"
+        )
+    if section["requests"] and section["metrics"]["flowrate"]["completed"] == 0:
+        return f"no request completed ({kinds}); the run is recorded with its traces"
+    error_rate = section["metrics"]["flowrate"]["error_rate"]
+    if error_rate > max_error_rate:
+        return (
+            f"{error_rate:.1%} of requests failed ({kinds}), above --max-error-rate "
+            f"{max_error_rate:.1%}; the run is recorded"
+        )
+    return None

@@ -14,10 +14,12 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from flowrate.errors import ConfigError
-from flowrate.serving import client, load
+from flowrate.errors import ConfigError, RunFailed
+from flowrate.serving import client, load, usage
 from flowrate.serving.prompts import LocalTokenizer, Prompt
 from flowrate.serving.trace import RequestTrace
+
+UNFINISHED = "unfinished at the deadline"
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,29 @@ class Outcome:
     wall_s: float = 0.0
 
 
+def split_url(url: str) -> tuple[str, int]:
+    """The host and port of an http(s) URL; ConfigError naming --url for anything else."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError("--url", f"{url!r}: the port must be 1 to 65535") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("--url", f"{url!r} is not an http(s) URL like http://127.0.0.1:8000")
+    if port == 0:
+        raise ConfigError("--url", f"{url!r}: the port must be 1 to 65535")
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
 def check_reachable(target: Target) -> None:
     """One line, within the connect timeout, when nothing listens at the URL."""
-    parts = urlsplit(target.url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError("--url", f"{target.url!r} is not an http(s) URL like http://127.0.0.1:8000")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host, port = split_url(target.url)
     try:
-        socket.create_connection((parts.hostname, port), timeout=target.connect_timeout_s).close()
+        socket.create_connection((host, port), timeout=target.connect_timeout_s).close()
     except OSError as error:
         reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
         raise ConfigError(
-            "--url", f"cannot connect to {parts.hostname}:{port} ({reason}); is the server running?"
+            "--url", f"cannot connect to {host}:{port} ({reason}); is the server running?"
         ) from None
 
 
@@ -58,18 +71,24 @@ def _session(target: Target, concurrency: int) -> aiohttp.ClientSession:
 
 
 async def _probe(target: Target, session: aiohttp.ClientSession) -> None:
-    """A one-token request first: a rejected model name is one line, not N failed requests."""
-    trace = RequestTrace(index=-1, scheduled_s=0.0)
+    """A one-token request first: a rejected model name is one line (exit 2), and a server that
+    does not answer at all one line (exit 1), instead of N failed requests. Any other failure
+    (an HTTP 5xx, shed load, a malformed stream) is left to the load, whose requests record it."""
+    trace = RequestTrace(index=-1, scheduled_s=0.0, max_tokens=1)
     body = client.payload(target.endpoint, target.model, "hello", 1)
-    await client.stream_request(session, target.url + client.ENDPOINTS[target.endpoint], body, trace, 0.0)
-    if trace.status is not None and 400 <= trace.status < 500:
+    url = target.url + client.ENDPOINTS[target.endpoint]
+    await client.stream_request(session, url, body, trace, 0.0, target.connect_timeout_s)
+    status = trace.status
+    if status is not None and 400 <= status < 500 and status not in client.SHED_STATUSES:
         path = client.ENDPOINTS[target.endpoint]
         raise ConfigError(
             "--model",
             f"the server refused {target.model!r} at {path} (or has no such endpoint): {trace.error}",
         )
-    if trace.status is None and trace.error:
-        raise ConfigError("--url", f"{target.url}: {trace.error}")
+    if status is None and trace.error:
+        raise RunFailed(
+            f"the server at {target.url} did not answer a one-token probe ({trace.error}); no load was sent"
+        )
 
 
 async def _run(
@@ -81,9 +100,17 @@ async def _run(
     outcome: Outcome,
 ) -> None:
     url = target.url + client.ENDPOINTS[target.endpoint]
+    begin = time.perf_counter()
     async with _session(target, concurrency) as session:
-        await _probe(target, session)
+        try:
+            await asyncio.wait_for(_probe(target, session), deadline_s)
+        except TimeoutError:
+            raise RunFailed(
+                f"the one-token probe of {target.url} took the whole --deadline ({deadline_s:g} s); "
+                "no load was sent"
+            ) from None
         t0 = time.perf_counter()
+        deadline_s -= t0 - begin  # the deadline covers the probe and the load together
 
         async def send(index: int) -> None:
             prompt = prompts[index]
@@ -92,9 +119,9 @@ async def _run(
             outcome.traces.append(trace)
             body = client.payload(target.endpoint, target.model, prompt.text, prompt.max_tokens)
             try:
-                await client.stream_request(session, url, body, trace, t0)
+                await client.stream_request(session, url, body, trace, t0, target.connect_timeout_s)
             except asyncio.CancelledError:
-                trace.error = trace.error or "unfinished at the deadline"
+                trace.error = trace.error or UNFINISHED
                 raise
 
         if times is not None:
@@ -122,10 +149,11 @@ def run(
     except KeyboardInterrupt:
         outcome.partial = True
         for trace in outcome.traces:
-            if trace.end_s is None and trace.error is None:
+            if trace.end_s is None and trace.error in (None, UNFINISHED):
                 trace.error = "interrupted"
-    if tokenizer is not None:
-        for trace in outcome.traces:
+    for trace in outcome.traces:
+        if tokenizer is not None:
             client.count_tokens(trace, tokenizer.encode)
+        usage.finish(trace)
     outcome.traces.sort(key=lambda t: t.index)
     return outcome

@@ -56,29 +56,40 @@ def arrival_times(
     ]
 
 
-def read_replay(path: Path) -> list[Planned]:
-    """A JSONL trace: one {"time": s, "prompt_len": n, "output_len": n} per line."""
+def read_replay(path: Path, max_len: int, max_total: int) -> list[Planned]:
+    """A JSONL trace: one {"time": s, "prompt_len": n, "output_len": n} per line; times finite
+    and >= 0, lengths 1 to max_len, the prompts' lengths at most max_total together."""
     plan: list[Planned] = []
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise ConfigError("--replay", f"{path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("--replay", f"{path} is not UTF-8 text (a JSONL trace)") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
             item = Planned(float(row["time"]), int(row["prompt_len"]), int(row["output_len"]))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
             raise ConfigError(
                 "--replay",
                 f"{path} line {number}: expected a JSON object with numbers time, prompt_len, output_len",
             ) from None
-        if item.at_s < 0 or (item.prompt_len or 0) < 1 or (item.output_len or 0) < 1:
-            raise ConfigError("--replay", f"{path} line {number}: time >= 0, lengths >= 1 expected")
+        if not (
+            0 <= item.at_s < math.inf
+            and 1 <= (item.prompt_len or 0) <= max_len
+            and 1 <= (item.output_len or 0) <= max_len
+        ):
+            raise ConfigError(
+                "--replay", f"{path} line {number}: a finite time >= 0 and lengths 1 to {max_len} expected"
+            )
         plan.append(item)
     if not plan:
         raise ConfigError("--replay", f"{path}: no requests in it")
+    if sum(p.prompt_len or 0 for p in plan) > max_total:
+        raise ConfigError("--replay", f"{path}: its prompts hold more than {max_total} tokens in all")
     start = min(p.at_s for p in plan)
     return sorted((Planned(p.at_s - start, p.prompt_len, p.output_len) for p in plan), key=lambda p: p.at_s)
 

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowrate.errors import ConfigError
-from flowrate.results.schema import Result
+from flowrate.errors import ConfigError, RunFailed
+from flowrate.results.schema import SCHEMA_VERSION, Result
+from flowrate.results.validate import InvalidResult, validate_record
 from flowrate.serving import bench, load, prompts
+from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
 from flowrate.serving.metrics import Slo, summarize
 from flowrate.serving.prompts import LocalTokenizer, Prompt
 from flowrate.serving.result import build_result, serving_section
@@ -20,19 +22,19 @@ SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
 def length_range(value: str, flag: str) -> tuple[int, int]:
-    """N or LOW:HIGH (uniform), each >= 1."""
+    """N or LOW:HIGH (uniform), each 1 to MAX_TOKENS."""
     try:
         low, _, high = value.partition(":")
         pair = (int(low), int(high or low))
     except ValueError:
         raise ConfigError(flag, f"{value!r} is not N or LOW:HIGH (token counts)") from None
-    if pair[0] < 1 or pair[1] < pair[0]:
-        raise ConfigError(flag, f"{value!r}: lengths >= 1 and LOW <= HIGH expected")
+    if pair[0] < 1 or pair[1] < pair[0] or pair[1] > MAX_TOKENS:
+        raise ConfigError(flag, f"{value!r}: lengths 1 to {MAX_TOKENS} and LOW <= HIGH expected")
     return pair
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
-    """ttft_ms=500,tpot_ms=50 (any of ttft_ms, tpot_ms, e2e_ms)."""
+    """ttft_ms=500,tpot_ms=50 (any of ttft_ms, tpot_ms, e2e_ms, each once, each finite > 0)."""
     if not text:
         return None
     out: dict[str, float] = {}
@@ -40,13 +42,32 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
         key, sep, value = part.strip().partition("=")
         if not sep or key not in SLO_KEYS:
             raise ConfigError("--slo", f"{part!r}: expected KEY=MS with KEY one of {', '.join(SLO_KEYS)}")
+        if key in out:
+            raise ConfigError("--slo", f"{key} is given twice; give each limit once")
         try:
             out[key] = float(value)
         except ValueError:
             raise ConfigError("--slo", f"{part!r}: {value!r} is not a number of milliseconds") from None
-        if not out[key] > 0:
-            raise ConfigError("--slo", f"{part!r}: a limit must be above 0 ms")
+        if not 0 < out[key] < math.inf:
+            raise ConfigError("--slo", f"{part!r}: a limit must be a finite number above 0 ms")
     return out
+
+
+def _server_device(text: str | None) -> str | None:
+    """--server-device: one short line of text, or None when not given."""
+    if text is None:
+        return None
+    if not text.strip() or len(text) > 200 or not text.isprintable():
+        raise ConfigError("--server-device", "one line of printable text, at most 200 characters")
+    return text.strip()
+
+
+def _check_total(chosen: list[Prompt]) -> None:
+    """Refuse prompts whose tokens (by the tokenizer) together exceed MAX_PROMPT_TOKENS: a
+    dataset cycled to -n prompts. Synthetic and replayed ones are checked before they are made."""
+    total = sum(p.tokens or 0 for p in chosen)
+    if total > MAX_PROMPT_TOKENS:
+        raise ConfigError("--dataset", f"the prompts hold {total} tokens; at most {MAX_PROMPT_TOKENS} in all")
 
 
 @dataclass
@@ -96,11 +117,15 @@ def _load(flags: dict[str, Any]) -> tuple[float | None, int, str | None]:
 
 def resolve(flags: dict[str, Any]) -> Plan:
     """Check every option before anything is sent."""
+    bench.split_url(flags["url"])
+    slo = parse_slo(flags["slo"])
     rate, concurrency, scenario = _load(flags)
     tokenizer = prompts.load_tokenizer(Path(flags["tokenizer"])) if flags["tokenizer"] else None
     n = flags["num_requests"]
     output_len = length_range(flags["output_len"], "--output-len")
-    replayed = load.read_replay(Path(flags["replay"])) if flags["replay"] else None
+    replayed = (
+        load.read_replay(Path(flags["replay"]), MAX_TOKENS, MAX_PROMPT_TOKENS) if flags["replay"] else None
+    )
     if replayed is not None:
         pairs = [(p.prompt_len or 1, p.output_len or 1) for p in replayed]
         chosen = prompts.synthetic(len(pairs), (1, 1), (1, 1), tokenizer, flags["seed"], fixed=pairs)
@@ -110,12 +135,18 @@ def resolve(flags: dict[str, Any]) -> Plan:
             chosen = prompts.dataset(Path(flags["dataset"]), n, output_len[1], tokenizer)
         else:
             input_len = length_range(flags["input_len"], "--input-len")
+            if n * input_len[1] > MAX_PROMPT_TOKENS:
+                raise ConfigError(
+                    "--input-len",
+                    f"{n} prompts of up to {input_len[1]} tokens exceed {MAX_PROMPT_TOKENS} tokens in all",
+                )
             chosen = prompts.synthetic(n, input_len, output_len, tokenizer, flags["seed"])
         times = (
             None
             if rate is None
             else load.arrival_times(n, rate, flags["burstiness"], flags["ramp_up"], flags["seed"])
         )
+    _check_total(chosen)
     context = flags["max_model_len"] or (tokenizer.context if tokenizer else None)
     prompts.check_context(chosen, context)
     target = bench.Target(
@@ -141,8 +172,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "output_len": None if flags["replay"] else flags["output_len"],
         "tokenizer": flags["tokenizer"],
         "token_counts": "tokenizer" if tokenizer else "server usage, else one per chunk",
-        "slo": parse_slo(flags["slo"]),
+        "slo": slo,
         "seed": flags["seed"],
+        "server_device": _server_device(flags.get("server_device")),
     }
     return Plan(
         target,
@@ -203,4 +235,9 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     if search is not None:
         section["search"] = search
     config = {"device": "remote", "precision": None, "size": None}
-    return build_result(outcome.traces, section, config, collect_environment(torch.device("cpu"), argv))
+    result = build_result(outcome.traces, section, config, collect_environment(torch.device("cpu"), argv))
+    try:  # what readers refuse is never written: check the record before anything is
+        validate_record(result.to_dict(), SCHEMA_VERSION)
+    except InvalidResult as error:
+        raise RunFailed(f"the run's record would not read back ({error}); nothing was written") from None
+    return result

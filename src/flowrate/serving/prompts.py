@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from flowrate.errors import ConfigError
+from flowrate.serving.bounds import MAX_TOKENS
 
 WORDS = [
     "the",
@@ -63,16 +64,27 @@ def load_tokenizer(folder: Path) -> LocalTokenizer:
     path = folder / "tokenizer.json"
     if not path.is_file():
         raise ConfigError("--tokenizer", f"{folder} has no tokenizer.json (a fast tokenizer's file)")
-    tok = Tokenizer.from_file(str(path))
-    context = None
-    config = folder / "config.json"
-    if config.is_file():
-        context = json.loads(config.read_text()).get("max_position_embeddings")
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as error:  # the tokenizers package raises its own untyped Exception
+        reason = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
+        raise ConfigError(
+            "--tokenizer", f"{path} is not a tokenizer file tokenizers can read ({reason})"
+        ) from None
     return LocalTokenizer(
         encode=lambda text: tok.encode(text, add_special_tokens=False).ids,
         decode=tok.decode,
-        context=context,
+        context=_context(folder / "config.json"),
     )
+
+
+def _context(config: Path) -> int | None:
+    """The model's max_position_embeddings from its config.json; None when absent or unreadable."""
+    try:
+        value = json.loads(config.read_text(encoding="utf-8")).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _exact_text(tokenizer: LocalTokenizer, length: int, offset: int) -> tuple[str, int]:
@@ -121,19 +133,26 @@ def dataset(path: Path, n: int, default_output: int, tokenizer: LocalTokenizer |
     """JSONL rows {"prompt": text, "output_len": n (optional)}, cycled to n prompts."""
     rows: list[Prompt] = []
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise ConfigError("--dataset", f"{path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("--dataset", f"{path} is not UTF-8 text (JSONL prompts)") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            text, n_out = str(row["prompt"]), int(row.get("output_len", default_output))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            text, n_out = row["prompt"], int(row.get("output_len", default_output))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
             raise ConfigError(
                 "--dataset", f"{path} line {number}: expected a JSON object with a prompt"
             ) from None
+        if not isinstance(text, str) or not 1 <= n_out <= MAX_TOKENS:
+            raise ConfigError(
+                "--dataset",
+                f"{path} line {number}: a prompt is a string and output_len 1 to {MAX_TOKENS}",
+            )
         rows.append(Prompt(text, len(tokenizer.encode(text)) if tokenizer else None, n_out))
     if not rows:
         raise ConfigError("--dataset", f"{path}: no prompts in it")

@@ -4,6 +4,7 @@ the load, the raw traces and every metric under each definition."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from typing import Any
@@ -31,6 +32,7 @@ def serving_section(
         "partial": partial,
         "requests": len(traces),
         "errors": errors,
+        "usage_disagreements": sum(t.usage_disagreement is not None for t in traces),
         "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
         "metrics": all_definitions(traces, slo),
         "traces": [t.to_dict() for t in traces],
@@ -62,8 +64,10 @@ def build_result(
     ours = section["metrics"]["flowrate"]
     duration = max(ours["duration_s"], 1e-9)
     intervals = _intervals(traces, duration)
-    stats = summarize_rates([i.samples_per_sec for i in intervals])
     completed = ours["completed"]
+    stats = summarize_rates([i.samples_per_sec for i in intervals])
+    if completed == 0:  # no request completed: every window's rate is 0, and so is its spread
+        stats = dataclasses.replace(stats, cv=0.0)
     summary = RunSummary(
         samples_per_sec=ours["request_throughput"] or 0.0,
         rate_samples_per_sec=intervals[-1].samples_per_sec,
@@ -80,9 +84,6 @@ def build_result(
         preheat_s=0.0,
         final_loss=None,
     )
-    warnings = (
-        ["interrupted (Ctrl-C): the figures cover the requests measured so far"] if section["partial"] else []
-    )
     return Result(
         config={**config, "mode": "serve", "execution": "remote", "problem": "serve"},
         problem={"name": f"serve:{section['model']}", "size": None},
@@ -91,9 +92,24 @@ def build_result(
         intervals=intervals,
         losses=[],
         summary=summary,
-        warnings=warnings,
+        warnings=run_warnings(traces, section),
         serving=section,
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,
     )
+
+
+def run_warnings(traces: list[RequestTrace], section: dict[str, Any]) -> list[str]:
+    """One line for an interrupted run, one for requests whose usage disagreed with the stream."""
+    out = []
+    if section["partial"]:
+        out.append("interrupted (Ctrl-C): the figures cover the requests measured so far")
+    disagreed = [t for t in traces if t.usage_disagreement is not None]
+    if disagreed:
+        out.append(
+            f"{len(disagreed)} of {len(traces)} requests' usage disagreed with their stream "
+            f"(request {disagreed[0].index}: {disagreed[0].usage_disagreement}); those count "
+            "the stream's tokens (token_count_source in their traces)"
+        )
+    return out

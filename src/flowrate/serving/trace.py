@@ -31,7 +31,9 @@ class RequestTrace:
     status: int | None = None  # HTTP status; None when no answer came
     error: str | None = None  # None: the request succeeded
     usage_prompt_tokens: int | None = None  # the server's `usage`, when it sent one
-    usage_completion_tokens: int | None = None
+    usage_completion_tokens: int | None = None  # kept only when it agrees with the stream (usage.py)
+    token_count_source: str | None = None  # "usage" or "stream": what the output length counts
+    usage_disagreement: str | None = None  # why the server's completion count was not used
 
     @property
     def ok(self) -> bool:
