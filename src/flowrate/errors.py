@@ -39,6 +39,10 @@ class RunFailed(FlowrateError):
     exit_code = EXIT_FAILED
 
 
+class DiskFull(RunFailed):
+    """The disk holding a file flowrate writes is full: the system failed, not the input."""
+
+
 class OutOfMemory(RunFailed):
     """The step did not fit in the device's (or host's) memory."""
 
@@ -79,6 +83,10 @@ _PATH_MISTAKES = frozenset(
 )
 
 
+# The system's reasons that mean the disk (or the user's quota on it) has no room left.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 def os_error_exit_code(error: OSError) -> int:
     """2 when the path is the user's mistake (missing, a folder, not permitted), 1 when the system
     failed (disk full, file too large, I/O error), 141 when the reader of a pipe went away."""
@@ -89,10 +97,11 @@ def os_error_exit_code(error: OSError) -> int:
 
 class PathError(FlowrateError):
     """A file, folder or stream flowrate could not read or write: ``what`` (e.g. "cannot write
-    out.json") and the system's reason. The exit code follows the reason (os_error_exit_code)."""
+    out.json"), the system's reason, and ``after`` (what became of the file) when given. The exit
+    code follows the reason (os_error_exit_code)."""
 
-    def __init__(self, what: str, error: OSError, stdout: bool = False) -> None:
+    def __init__(self, what: str, error: OSError, stdout: bool = False, after: str | None = None) -> None:
         self.errno = error.errno
         self.stdout = stdout  # standard output failed: nothing more can be printed there
         self.exit_code = os_error_exit_code(error)
-        super().__init__(f"{what}: {error.strerror or error}")
+        super().__init__(f"{what}: {error.strerror or error}" + (f"; {after}" if after else ""))

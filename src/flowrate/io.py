@@ -6,7 +6,8 @@ run-42.json``: run-42.json gets the new content). A regular file is replaced ato
 content goes to a temporary file beside it, which is renamed over it. Anything else is written
 through as it is, never replaced: a FIFO, a terminal, /dev/stdout or /dev/null get the bytes.
 ``-`` means standard output. A failure is a PathError naming the path, whose exit code follows
-the system's reason (a full disk, as /dev/full's ENOSPC, is not the user's mistake).
+the system's reason (a full disk, as /dev/full's ENOSPC, is not the user's mistake); where a full
+disk stops a file being written, the line says so, and that the file already there is unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flowrate.errors import FlowrateError, PathError
+from flowrate.errors import DISK_FULL_ERRNOS, FlowrateError, PathError
 
 STDOUT = "-"
 
@@ -31,6 +32,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         _write_stdout(content)
         return
     given = Path(path)
+    found: os.stat_result | None = None
     try:
         found = _stat(given)  # what the path names, through every link, as the kernel follows them
         if found is not None and (stat.S_ISFIFO(found.st_mode) or stat.S_ISCHR(found.st_mode)):
@@ -47,7 +49,19 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
         else:  # a /proc fd link to a deleted file: only the link itself still reaches it
             _write_through(given, content)
     except OSError as error:
-        raise PathError(f"cannot write {given}", error) from None
+        raise PathError(f"cannot write {given}", error, after=_after_full(error, given, found)) from None
+
+
+def _after_full(error: OSError, given: Path, found: os.stat_result | None) -> str | None:
+    """What a full disk left of the file: a file is never half-replaced. None when the disk is
+    not full, or the path is a device or FIFO written through (no file of ours was there)."""
+    if error.errno not in DISK_FULL_ERRNOS:
+        return None
+    if found is None:
+        return "the disk holding it is full; nothing was written"
+    if stat.S_ISREG(found.st_mode):
+        return f"the disk holding it is full; {given} is unchanged"
+    return None
 
 
 def _stat(path: Path) -> os.stat_result | None:

@@ -123,8 +123,12 @@ def test_a_failed_rename_leaves_the_old_file_and_no_temporary(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", refuse)
-    with pytest.raises(FlowrateError, match=f"^cannot write {target}: No space left on device$"):
+    with pytest.raises(FlowrateError) as raised:
         write_atomic(target, "new\n")
+    assert str(raised.value) == (
+        f"cannot write {target}: No space left on device; the disk holding it is full; {target} is unchanged"
+    )
+    assert raised.value.exit_code == EXIT_FAILED
     assert target.read_text() == "old\n"
     assert leftovers(tmp_path) == []
 

@@ -200,9 +200,10 @@ def test_a_damaged_page_is_reported_not_raised_as_a_traceback(tmp_path: Path) ->
     page = 4096
     data[3 * page : 6 * page] = b"\x13" * (3 * page)  # scribble over pages of the runs table
     path.write_bytes(bytes(data))
-    with pytest.raises(FlowrateError, match=r"could not be used|not a flowrate results store"):  # noqa: SIM117
+    with pytest.raises(FlowrateError, match=r"is damaged \(.*malformed.*move it aside") as raised:  # noqa: SIM117
         with Store(path) as store:
             [r.result for r in store.runs()]
+    assert raised.value.exit_code == 2
 
 
 def test_a_store_from_a_newer_flowrate_is_refused_and_left_untouched(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 """The results store: every run, its tags and every sweep point, in one SQLite file.
 
 Why SQLite: one file a user can copy, no server, transactions, and safe concurrent writers. The
-store runs in WAL mode with a busy timeout, and every write is one ``BEGIN IMMEDIATE``
-transaction, so two processes recording at once (a sweep and a run in another terminal) never
-lose a row and a reader never sees half a run.
+store runs in WAL mode, and every write is one ``BEGIN IMMEDIATE`` transaction, so two processes
+recording at once (a sweep and a run in another terminal) never lose a row and a reader never
+sees half a run. A store another process holds locked is waited for, saying so, and Ctrl-C stops
+the wait (store_lock.py); an SQLite failure is one line saying what it means: a full disk, a
+damaged file, or another (store_errors.py).
 
 Each run keeps its full Result as JSON (the source of truth) beside a few indexed columns that
 listing and filtering need, derived from the JSON (store_schema.py; opening: store_open.py). Every
@@ -29,6 +31,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.results.schema import Result
+from flowrate.results.store_errors import store_failure
+from flowrate.results.store_lock import patiently
 from flowrate.results.store_open import check_writable as _check_writable
 from flowrate.results.store_open import connect
 from flowrate.results.store_schema import (
@@ -143,25 +147,18 @@ class SweepPoint:
 POINT_STATUSES = ("done", "failed", "skipped")
 
 
-def _damage_says_what(method: Callable[_P, _T]) -> Callable[_P, _T]:
-    """sqlite3's errors become one line naming the store (busy waits are retried first)."""
+def _said_in_one_line(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    """The store's method, tried again while another process holds the store locked
+    (store_lock.py); an SQLite failure becomes one line naming the store (store_errors.py)."""
 
     @functools.wraps(method)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        store = args[0]
+        assert isinstance(store, Store)
         try:
-            return method(*args, **kwargs)
+            return patiently(store.path, lambda: method(*args, **kwargs))
         except sqlite3.DatabaseError as error:
-            store = args[0]
-            path = store.path if isinstance(store, Store) else "the results store"
-            if "readonly" in str(error):  # made read-only while open (the opening checks the rest)
-                raise FlowrateError(
-                    f"the results store {path} is read-only ({error}); make it writable, or give "
-                    "another --store"
-                ) from None
-            raise FlowrateError(
-                f"the results store {path} could not be used ({error}); it may be damaged: "
-                "move it aside (flowrate export can save what still reads) or give another --store"
-            ) from None
+            raise store_failure(error, store.path, store._db) from None
 
     return wrapper
 
@@ -210,13 +207,13 @@ class Store:
 
     # --- runs ---------------------------------------------------------------------------------
 
-    @_damage_says_what
+    @_said_in_one_line
     def add(self, result: Result, tags: Sequence[str] = ()) -> None:
         """Record one run and its tags in one transaction."""
         with self._write() as db:
             insert_run(db, result, tags)
 
-    @_damage_says_what
+    @_said_in_one_line
     def add_many(self, entries: Sequence[tuple[Result, Sequence[str]]]) -> list[str]:
         """Record runs in one transaction, all or none; runs already present are left as they are.
 
@@ -231,7 +228,7 @@ class Store:
                 added.append(result.run_id)
         return added
 
-    @_damage_says_what
+    @_said_in_one_line
     def add_tags(self, run_id: str, tags: Sequence[str]) -> None:
         check_tags(tags)
         with self._write() as db:
@@ -239,7 +236,7 @@ class Store:
                 "INSERT OR IGNORE INTO tags (run_id, tag) VALUES (?, ?)", [(run_id, t) for t in tags]
             )
 
-    @_damage_says_what
+    @_said_in_one_line
     def runs(self, where: RunFilter | None = None) -> list[StoredRun]:
         """Matching runs, newest first (those that cannot be read are skipped, with a warning)."""
         clauses, params = _filter_sql(where or RunFilter())
@@ -251,7 +248,7 @@ class Store:
             sql += f" LIMIT {int(where.limit)}"
         return self._readable(self._db.execute(sql, params).fetchall())[0]
 
-    @_damage_says_what
+    @_said_in_one_line
     def get(self, ref: str) -> StoredRun:
         """One run by its id or a unique prefix of it (4 characters or more)."""
         matches, skipped = self._by_id(ref)
@@ -265,7 +262,7 @@ class Store:
             raise FlowrateError(f"{ref!r} names {len(matches)} runs ({ids}…); give more of the id")
         return matches[0]
 
-    @_damage_says_what
+    @_said_in_one_line
     def resolve(self, ref: str) -> list[StoredRun]:
         """The runs a reference names: a run id (or unique prefix), else every run with that tag."""
         if not ref.strip():
@@ -314,7 +311,7 @@ class Store:
         runs = [StoredRun(**v, tags=tuple(tags.get(v["run_id"], ()))) for v in good]
         return runs, skipped
 
-    @_damage_says_what
+    @_said_in_one_line
     def all_tags(self) -> dict[str, int]:
         """Every tag with its number of runs."""
         rows = self._db.execute("SELECT tag, count(*) FROM tags GROUP BY tag ORDER BY tag")
@@ -322,7 +319,7 @@ class Store:
 
     # --- sweeps ---------------------------------------------------------------------------------
 
-    @_damage_says_what
+    @_said_in_one_line
     def open_sweep(self, sweep_id: str, name: str, spec: dict[str, Any]) -> bool:
         """Register a sweep; False when it was already there (a resume)."""
         with self._write() as db:
@@ -332,7 +329,7 @@ class Store:
             )
             return cursor.rowcount == 1
 
-    @_damage_says_what
+    @_said_in_one_line
     def sweeps(self) -> list[dict[str, Any]]:
         """Every sweep with its counts of done, failed and skipped points, newest first."""
         rows = self._db.execute(
@@ -354,7 +351,7 @@ class Store:
             for r in rows
         ]
 
-    @_damage_says_what
+    @_said_in_one_line
     def sweep_points(self, sweep_id: str) -> dict[str, SweepPoint]:
         rows = self._db.execute(
             "SELECT point_key, params_json, status, run_id, reason, recorded_at FROM sweep_points "
@@ -363,7 +360,7 @@ class Store:
         )
         return {r[0]: SweepPoint(r[0], json.loads(r[1]), r[2], r[3], r[4], r[5]) for r in rows}
 
-    @_damage_says_what
+    @_said_in_one_line
     def record_point(
         self,
         sweep_id: str,

@@ -3,7 +3,9 @@
 Nothing is written before the checks pass: a path that is no regular file (/dev/null), a file
 that is not SQLite, an SQLite file of something else, a store that no longer reads (damaged), or a
 store from a newer flowrate is refused with a message and left untouched. An empty file read by a
-command that only reads is an empty store, and stays an empty file.
+command that only reads is an empty store, and stays an empty file. What an SQLite failure while
+opening means (a full disk, a lock held too long, damage) is said by store_errors.py; a store
+another process holds locked is waited for as store_lock.py says.
 
 A store this process cannot write (a read-only file, a read-only folder: SQLite keeps its
 journal beside the store, or a read-only file system; found by trying, as SQLite would) is opened
@@ -16,18 +18,19 @@ refused at once, with the reason, before they spend any time measuring.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
 import stat
 import tempfile
-import time
 from pathlib import Path
 
-from flowrate.errors import ConfigError, FlowrateError, PathError
+from flowrate.errors import DISK_FULL_ERRNOS, ConfigError, FlowrateError, PathError
+from flowrate.results.store_errors import store_failure
+from flowrate.results.store_lock import POLL_MS, patiently
 from flowrate.results.store_schema import APPLICATION_ID, STORE_VERSION, migrate
 
-BUSY_TIMEOUT_MS = 60_000
 _NOT_PERMITTED = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
@@ -35,7 +38,9 @@ def read_only_reason(path: Path) -> str | None:
     """Why this process cannot write the store at ``path`` (or create it there); None if it can.
 
     Found by trying, as SQLite will: ``os.access`` answers for the real user, and can say yes where
-    the process itself may not write (a thread without root's override) or no where it may.
+    the process itself may not write (a thread without root's override) or no where it may. A
+    folder where no file can be made because its disk is full raises DiskFull: the store is not
+    read-only, it waits for room (SQLite makes its -shm file there even to read).
     """
     real = Path(os.path.realpath(path))  # SQLite keeps its journal beside the file a link names
     folder = real.parent
@@ -54,6 +59,8 @@ def read_only_reason(path: Path) -> str | None:
         return f"its folder {folder} is not writable by this user (SQLite keeps its journal there)"
     if refused.errno == errno.ENOTDIR:
         return f"{folder} is not a folder"
+    if refused.errno in DISK_FULL_ERRNOS:
+        raise store_failure(refused, path)
     return f"no file can be made in its folder {folder} ({refused.strerror})"
 
 
@@ -120,18 +127,23 @@ def connect(path: Path, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
     check_writable(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        db = sqlite3.connect(path, timeout=POLL_MS / 1000, isolation_level=None)
     except OSError as error:
+        if error.errno in DISK_FULL_ERRNOS:
+            raise store_failure(error, path) from None
         raise PathError(f"cannot create the results store {path}", error) from None
     except sqlite3.Error as error:
-        raise FlowrateError(f"cannot open the results store {path}: {error}") from None
+        raise store_failure(error, path, opening=True) from None
     try:
-        version = _check_identity(db, path)
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        _use_wal(db)
+        version = patiently(path, lambda: _check_identity(db, path))
+        patiently(path, lambda: _use_wal(db))
         db.execute("PRAGMA foreign_keys = ON")
         if version != STORE_VERSION:
-            migrate(db)
+            patiently(path, lambda: migrate(db))
+    except sqlite3.Error as error:
+        failure = store_failure(error, path, db, opening=True)
+        db.close()
+        raise failure from None
     except BaseException:
         db.close()
         raise
@@ -145,19 +157,23 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         db = sqlite3.connect(
             f"{real.as_uri()}?mode=ro{immutable}",
             uri=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
+            timeout=POLL_MS / 1000,
             isolation_level=None,
         )
     except sqlite3.Error as error:
-        raise FlowrateError(f"cannot open the read-only results store {path}: {error}") from None
+        raise store_failure(error, path, opening=True) from None
     try:
-        version = _check_identity(db, path)
+        version = patiently(path, lambda: _check_identity(db, path))
         if version != STORE_VERSION:
             raise FlowrateError(
                 f"the results store {path} is at store version {version} and read-only "
                 f"({read_only_reason(path)}): make it writable once, so this flowrate can upgrade "
                 f"it to version {STORE_VERSION}"
             )
+    except sqlite3.Error as error:
+        failure = store_failure(error, path, db, opening=True)
+        db.close()
+        raise failure from None
     except BaseException:
         db.close()
         raise
@@ -187,23 +203,18 @@ def _read_only_file_system(path: Path) -> bool:
 
 def _check_identity(db: sqlite3.Connection, path: Path) -> int:
     """The store's version; anything but an empty file or a store this flowrate reads is refused,
-    with nothing written."""
+    with nothing written. An SQLite error is raised as it is, for store_failure to say."""
     try:  # one read transaction: a consistent view while another process creates the store
         db.execute("BEGIN")
         application_id = db.execute("PRAGMA application_id").fetchone()[0]
         version: int = db.execute("PRAGMA user_version").fetchone()[0]
         objects = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         db.execute("COMMIT")
-    except sqlite3.DatabaseError as error:
-        if _marked_as_store(path):
-            raise FlowrateError(
-                f"the results store {path} is damaged ({error}); it was left untouched: move it "
-                "aside (a copy may still yield runs to `sqlite3 .recover`) or give another --store"
-            ) from None
-        raise FlowrateError(
-            f"{path} is not a flowrate results store ({error}); it was left untouched: "
-            "give another --store, or move the file aside"
-        ) from None
+    except BaseException:
+        if db.in_transaction:  # a locked store is tried again: no transaction may stay open
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        raise
     if application_id != APPLICATION_ID and (objects or version):
         raise FlowrateError(
             f"{path} is an SQLite database but not a flowrate results store; it was left "
@@ -218,34 +229,10 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> int:
     return version
 
 
-def _marked_as_store(path: Path) -> bool:
-    """Whether the file's SQLite header carries the store's application id (offset 68): a store
-    that no longer reads is damaged, not someone else's file."""
-    try:
-        with open(path, "rb") as file:
-            header = file.read(100)
-    except OSError:
-        return False
-    return header.startswith(b"SQLite format 3\0") and header[68:72] == APPLICATION_ID.to_bytes(4, "big")
-
-
 def _use_wal(db: sqlite3.Connection) -> None:
-    """Switch the file to WAL (it stays so); retry while another process holds a lock.
-
-    SQLite answers "database is locked" at once, without waiting on the busy timeout, when a
-    journal-mode change meets another connection's lock: two processes opening a new store
-    together (a sweep and a run) would otherwise fail.
-    """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            mode = db.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                db.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) and "busy" not in str(error):
-                raise
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
+    """Switch the file to WAL (it stays so). SQLite answers "database is locked" at once, without
+    its busy wait, when the change meets another connection's lock (two processes opening a new
+    store together, a sweep and a run): the caller tries it again (store_lock.patiently)."""
+    mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() != "wal":
+        db.execute("PRAGMA journal_mode = WAL")

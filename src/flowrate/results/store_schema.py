@@ -8,6 +8,7 @@ The store's own format is versioned in ``PRAGMA user_version`` and identified by
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -159,14 +160,20 @@ def created_at_bound(text: str, name: str, end_of_day: bool = False) -> str:
 
 @contextmanager
 def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction, taken at once (BEGIN IMMEDIATE) so writers queue, never deadlock."""
+    """One write transaction, taken at once (BEGIN IMMEDIATE) so writers queue, never deadlock.
+
+    A failure, the commit's included, rolls it back, unless SQLite already did (as it may on a
+    full disk): the error raised is always the one that ended it.
+    """
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 def migrate(db: sqlite3.Connection) -> None:
