@@ -257,7 +257,19 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("energy", _energy_line(e)))
     if m:
         rows.append(("memory", _memory_line(m)))
+    if isinstance(load := result.environment.get("machine_load"), dict):
+        rows.append(("machine", _load_line(load)))
     return rows
+
+
+def _load_line(load: dict[str, Any]) -> str:
+    """What else the machine did over the timed window (flowrate.measure.machine_load)."""
+    start, end = load.get("loadavg_1m_start"), load.get("loadavg_1m_end")
+    average = f", load average {start:.2f} → {end:.2f}" if start is not None and end is not None else ""
+    return (
+        f"other processes {load.get('others_cpus', 0):.2f} of {load.get('cpus')} CPUs, "
+        f"steal {load.get('steal_share', 0):.1%}{average}"
+    )
 
 
 def coverage_line(operators: dict[str, Any]) -> str:

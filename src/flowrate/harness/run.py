@@ -28,7 +28,7 @@ from flowrate.execution.factory import run_device
 from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
 from flowrate.harness.recorder import IntervalRecorder
-from flowrate.measure import freed_memory
+from flowrate.measure import freed_memory, machine_load
 from flowrate.measure.device import is_out_of_memory, synchronizer
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.energy.meter import EnergyReading
@@ -181,6 +181,7 @@ def _measure(
             return watch.stop_after(record, provisional)
 
     rss_reset = reset_peaks(device)
+    load_start = machine_load.sample()
     with oom_says_what_to_lower(batch_size, device):
         record = timed_loop(
             executor.step,
@@ -195,13 +196,19 @@ def _measure(
             consensus=run.dp,
             stop_early=stop_early,
         )
+    load = machine_load.between(load_start, machine_load.sample())
     energy = meter.stop()
     memory = read_peaks(device, rss_reset)
     executor.finish()
     report = executor.report(len(record.losses) or None)
     inputs = _input_report(prepared.feed, recorder.records) if prepared.feed is not None else None
     return record, measurements(
-        energy, memory, streaming=report, inputs=inputs, executor_warnings=executor.warnings
+        energy,
+        memory,
+        streaming=report,
+        inputs=inputs,
+        executor_warnings=executor.warnings,
+        machine_load=load,
     )
 
 

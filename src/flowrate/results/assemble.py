@@ -21,6 +21,7 @@ from flowrate.measure.census import annotated_ops, census, mixed_mfu_fields
 from flowrate.measure.energy import EnergyReading
 from flowrate.measure.flops import FlopsReport, flops_report, flops_warnings
 from flowrate.measure.loop import CHECKPOINT, COMPUTE, LoopRecord
+from flowrate.measure.machine_load import MachineLoad, load_warnings
 from flowrate.measure.memory import MemoryReport
 from flowrate.measure.op_counter import OpTally
 from flowrate.measure.peaks import PeakLookup
@@ -56,6 +57,7 @@ class Measurements:
     inputs: tuple[dict[str, Any], list[str]] | None = None  # the input section, its warnings
     executor_warnings: list[str] = field(default_factory=list)
     operators: OpTally | None = None  # the counted step, op by op (None: not counted)
+    machine_load: MachineLoad | None = None  # what else the machine did over the timed window
 
 
 def assemble(
@@ -79,7 +81,7 @@ def assemble(
         config=config.to_dict(),
         problem=_problem_info(config, problem, built),
         batch_size=built.batch_size,
-        environment=environment,
+        environment=_with_load(environment, measured.machine_load),
         intervals=intervals,
         losses=record.losses,
         summary=summary,
@@ -191,6 +193,11 @@ def _flops(problem: Problem, mode: Mode, measured: Measurements, samples_per_sec
     )
 
 
+def _with_load(environment: dict[str, Any], load: MachineLoad | None) -> dict[str, Any]:
+    """The environment with the machine's load over the timed window, where it was read."""
+    return environment if load is None else {**environment, "machine_load": load.to_dict()}
+
+
 def _warnings(
     config: RunConfig,
     problem: Problem,
@@ -218,6 +225,7 @@ def _warnings(
         warnings.append(measured.count_warning)
     if built.search_note:
         warnings.append(built.search_note)
+    warnings += load_warnings(measured.machine_load)
     if summary.checkpoints:
         warnings.append(
             f"{summary.checkpoints} checkpoint(s) took {summary.checkpoint_s:.3g} s, "
