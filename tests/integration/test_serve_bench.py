@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from flowrate.results.schema import SCHEMA_VERSION
+
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -125,7 +127,7 @@ def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(
     outcome = run_cli(*_bench(url, folder, *args, "--out", str(out), "--quiet"))
     assert outcome.code == 0, outcome.stderr
     record = json.loads(out.read_text())
-    assert record["schema_version"] == 5
+    assert record["schema_version"] == SCHEMA_VERSION
     serving = record["serving"]
     assert serving["requests"] == 6 and serving["errors"] == {} and not serving["partial"]
     traces = serving["traces"]

@@ -60,6 +60,8 @@ def test_warnings_name_the_problem_and_the_remedy() -> None:
     assert "only 3 interval(s)" in few and "--duration" in few
     assert "coefficient of variation" in spread and "--threads" in spread
     assert "under 100 ms" in short and "--sample-every" in short
+    automatic = measurement_warnings(unstable, [0.05, 0.05, 0.05], sample_every_set=False)[2]
+    assert "--sample-every" not in automatic and "more --steps" in automatic
     tiny = measurement_warnings(summarize([1.0] * 10), [0.0005] * 10)
     assert tiny == [tiny[0]] and "under 1 ms" in tiny[0]
 

@@ -91,7 +91,10 @@ def test_what_flowrate_writes_reads_back() -> None:
     [
         (lambda d: d["summary"].update(samples_per_sec="fast"), "summary.samples_per_sec must be a finite"),
         (lambda d: d["summary"].update(samples_per_sec=math.nan), "summary.samples_per_sec must be a finite"),
-        (lambda d: d["summary"].update(cv=math.inf), "summary.cv must be a finite number >= 0, not inf"),
+        (
+            lambda d: d["summary"].update(cv=math.inf),
+            "summary.cv must be null or a finite number >= 0, not inf",
+        ),
         (
             lambda d: d["summary"].update(timed_steps=-1),
             "summary.timed_steps must be an integer >= 0, not -1",
@@ -161,7 +164,7 @@ def test_json_written_by_flowrate_is_strict() -> None:
     broken = dataclasses.replace(
         make_result(), summary=dataclasses.replace(make_result().summary, cv=math.inf)
     )
-    with pytest.raises(InvalidResult, match=r"summary\.cv must be a finite number >= 0, not inf"):
+    with pytest.raises(InvalidResult, match=r"summary\.cv must be null or a finite number >= 0, not inf"):
         broken.to_json()
     assert "Infinity" not in make_result().to_json() and "NaN" not in make_result().to_json()
 

@@ -307,7 +307,7 @@ def _launch_rows(result: Result) -> list[tuple[str, str]]:
         (
             "per call",
             f"{short_duration(per_call)} (median interval; {short_duration(1 / high)}–"
-            f"{short_duration(1 / low)} over the intervals' {ends}, CV {s.cv:.1%})",
+            f"{short_duration(1 / low)} over the intervals' {ends}, CV {_percent(s.cv)})",
         )
     ]
     ops = result.problem.get("settings", {}).get("ops")
@@ -373,10 +373,16 @@ def _interval_line(result: Result) -> str:
     )
 
 
+def _percent(share: float | None) -> str:
+    return "unknown" if share is None else f"{share:.1%}"
+
+
 def _spread_line(result: Result) -> str:
     s = result.summary
     if s.p5_samples_per_sec is not None and s.p95_samples_per_sec is not None:
         ends = f"p5 {rate(s.p5_samples_per_sec)}  p95 {rate(s.p95_samples_per_sec)}"
     else:
         ends = f"min {rate(s.min_samples_per_sec)}  max {rate(s.max_samples_per_sec)}"
+    if s.stdev_samples_per_sec is None or s.cv is None:
+        return f"stdev and CV unknown (one interval)  {ends}"
     return f"stdev {rate(s.stdev_samples_per_sec)}  CV {s.cv:.1%}  {ends}"

@@ -30,8 +30,8 @@ class RateFields(TypedDict):
 
     median_samples_per_sec: float
     mean_samples_per_sec: float
-    stdev_samples_per_sec: float
-    cv: float
+    stdev_samples_per_sec: float | None  # None: one interval, whose spread is unknown
+    cv: float | None  # None: one interval, or a mean of 0 (a spread relative to nothing)
     min_samples_per_sec: float
     max_samples_per_sec: float
     p5_samples_per_sec: float | None
@@ -60,12 +60,14 @@ class Summary:
         return asdict(self)
 
     def rate_fields(self) -> RateFields:
-        """These statistics as RunSummary's samples/s fields (median_samples_per_sec, …)."""
+        """These statistics as RunSummary's samples/s fields (median_samples_per_sec, …); the spread
+        of a single interval is unknown (None), not 0."""
+        known = self.n > 1
         return RateFields(
             median_samples_per_sec=self.median,
             mean_samples_per_sec=self.mean,
-            stdev_samples_per_sec=self.stdev,
-            cv=self.cv,
+            stdev_samples_per_sec=self.stdev if known else None,
+            cv=self.cv if known and math.isfinite(self.cv) else None,
             min_samples_per_sec=self.min,
             max_samples_per_sec=self.max,
             p5_samples_per_sec=self.p5,
@@ -102,8 +104,12 @@ def summarize(values: list[float]) -> Summary:
     )
 
 
-def measurement_warnings(rates: Summary, interval_durations_s: list[float]) -> list[str]:
-    """Human warnings about the quality of a measurement, each with a remedy."""
+def measurement_warnings(
+    rates: Summary, interval_durations_s: list[float], sample_every_set: bool = True
+) -> list[str]:
+    """Human warnings about the quality of a measurement, each with a remedy. ``sample_every_set``:
+    whether the user chose the sample interval (--sample-every); where the automatic setting chose
+    it, short intervals come from a timed window too short to hold longer ones."""
     found = []
     if rates.n < MIN_INTERVALS:
         found.append(
@@ -123,9 +129,14 @@ def measurement_warnings(rates: Summary, interval_durations_s: list[float]) -> l
             "timer resolution dominates; raise --sample-every"
         )
     elif typical < MIN_INTERVAL_S:
+        remedy = (
+            "raise --sample-every or use the automatic setting"
+            if sample_every_set
+            else "the timed steps are too few for longer ones: measure longer with --duration or more --steps"
+        )
         found.append(
             f"intervals are short ({typical * 1e3:.1f} ms median, under 100 ms): the sync at each "
-            "sample point weighs on them; raise --sample-every or use the automatic setting"
+            f"sample point weighs on them; {remedy}"
         )
     return found
 

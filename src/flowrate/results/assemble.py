@@ -209,7 +209,8 @@ def _warnings(
 ) -> list[str]:
     """What the reader should know about the figures, each saying what to do about it."""
     compute_seconds = [i.seconds for i in measured.intervals if i.kind == COMPUTE]
-    warnings = measurement_warnings(stats, compute_seconds) if measured.is_benchmark else []
+    chosen = config.sample_every is not None
+    warnings = measurement_warnings(stats, compute_seconds, chosen) if measured.is_benchmark else []
     warnings += flops_warnings(
         flops.model_flops_per_sample,
         measured.executed_flops_per_sample,

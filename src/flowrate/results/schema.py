@@ -36,7 +36,10 @@ from flowrate.results.validate import InvalidResult, validate_record
 #   5: serving section (`flowrate serve-bench`: the target, the load, every request's raw trace and
 #      the metrics under flowrate's, vLLM's and genai-perf's definitions; partial after Ctrl-C).
 #      Versions 1-4 read with it empty.
-SCHEMA_VERSION = 5
+#   6: summary.stdev_samples_per_sec and summary.cv are None where the spread is unknown (one
+#      interval; cv also for a mean of 0), where earlier versions wrote 0 (or inf, which no reader
+#      accepted). Earlier records read with the numbers they hold.
+SCHEMA_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,8 @@ class RunSummary:
     model_flops_per_sec: float  # analytic model FLOPs per sample x samples_per_sec
     median_samples_per_sec: float  # over intervals
     mean_samples_per_sec: float
-    stdev_samples_per_sec: float
-    cv: float
+    stdev_samples_per_sec: float | None  # None with one interval: its spread is unknown, not 0
+    cv: float | None  # None with one interval, or a mean of 0
     min_samples_per_sec: float
     max_samples_per_sec: float
     p5_samples_per_sec: float | None  # None with fewer than 20 intervals

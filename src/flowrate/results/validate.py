@@ -98,8 +98,10 @@ SUMMARY = {
     **dict.fromkeys(["samples_per_sec", "rate_samples_per_sec", "steps_per_sec"], RATE),
     "tokens_per_sec": MAYBE_RATE,
     "model_flops_per_sec": RATE,
-    **dict.fromkeys(["median_samples_per_sec", "mean_samples_per_sec", "stdev_samples_per_sec"], RATE),
-    "cv": AT_LEAST_0,
+    **dict.fromkeys(["median_samples_per_sec", "mean_samples_per_sec"], RATE),
+    # None: the spread of one interval is unknown (version 6; earlier records are upgraded)
+    "stdev_samples_per_sec": MAYBE_RATE,
+    "cv": _optional(AT_LEAST_0),
     **dict.fromkeys(["min_samples_per_sec", "max_samples_per_sec"], RATE),
     **dict.fromkeys(["p5_samples_per_sec", "p95_samples_per_sec"], MAYBE_RATE),
     # the mean minus (plus) the half-width: may be below 0 for a noisy run

@@ -4,7 +4,6 @@ the load, the raw traces and every metric under each definition."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import uuid
 from typing import Any
@@ -65,9 +64,7 @@ def build_result(
     duration = max(ours["duration_s"], 1e-9)
     intervals = _intervals(traces, duration)
     completed = ours["completed"]
-    stats = summarize_rates([i.samples_per_sec for i in intervals])
-    if completed == 0:  # no request completed: every window's rate is 0, and so is its spread
-        stats = dataclasses.replace(stats, cv=0.0)
+    stats = summarize_rates([i.samples_per_sec for i in intervals])  # no completion: cv None
     summary = RunSummary(
         samples_per_sec=ours["request_throughput"] or 0.0,
         rate_samples_per_sec=intervals[-1].samples_per_sec,
