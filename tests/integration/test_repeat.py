@@ -68,3 +68,33 @@ def test_a_failing_run_says_which_one(run_cli) -> None:  # type: ignore[no-untyp
                       "--steps", "3", "--preheat", "1", "--repeat", "2")  # fmt: skip
     assert outcome.code == 1
     assert "run 1 of 2 failed" in outcome.stderr and "Traceback" not in outcome.stderr
+
+
+def test_ctrl_c_after_a_finished_run_keeps_it_as_an_interrupted_result(  # type: ignore[no-untyped-def]
+    run_cli, base: Result, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """The second of three fresh processes is interrupted: the first run's figures are recorded
+    (store and --out), marked as interrupted, and the command exits 130."""
+    from flowrate.campaigns import repeat
+    from flowrate.campaigns.child import ChildOutcome
+
+    calls = []
+
+    def fake_fresh_process(config, **_: object) -> ChildOutcome:  # type: ignore[no-untyped-def]
+        calls.append(config)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return ChildOutcome(dataclasses.replace(base, run_id="first000run1"))
+
+    monkeypatch.setattr(repeat, "run_in_fresh_process", fake_fresh_process)
+    out, store = tmp_path / "cut.json", tmp_path / "s.db"
+    outcome = run_cli(
+        "run", "--problem", "fc_mnist", "--size", "debug", "--steps", "4", "--preheat", "1",
+        "--repeat", "3", "--out", str(out), "--store", str(store),
+    )  # fmt: skip
+    assert outcome.code == 130 and "interrupted" in outcome.stderr
+    assert len(calls) == 2
+    kept = Result.load(out)
+    assert kept.repeat is not None and kept.repeat["n"] == 1 and kept.run_id == "first000run1"
+    assert "interrupted after 1 of 3 runs: the figures combine the 1 that finished" in kept.warnings
+    assert run_cli("show", "first000run1", "--store", str(store)).code == 0

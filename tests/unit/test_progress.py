@@ -56,3 +56,16 @@ def test_progress_is_silent_off_a_terminal_when_quiet_and_for_short_runs() -> No
         with LiveProgress(console, config, enabled=enabled) as progress:
             progress(record(0, 5, 0.1))  # 10 steps at 0.02 s: over before two seconds
         assert console.file.getvalue() == ""  # type: ignore[attr-defined]
+
+
+def test_off_a_terminal_a_long_run_prints_a_line_at_most_every_heartbeat() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=200)
+    with LiveProgress(console, RunConfig(duration_s=100.0)) as progress:
+        for n, elapsed in enumerate((10.0, 29.0, 31.0, 45.0, 60.0, 62.0), start=1):
+            progress(record((n - 1) * 10, 10, elapsed))
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "timing: 30 steps in 31 s, Rate 120 GlobalRate 110 samples/s, about 69 s left",
+        "timing: 60 steps in 62 s, Rate 120 GlobalRate 110 samples/s, about 38 s left",
+    ]

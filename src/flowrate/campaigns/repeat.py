@@ -26,6 +26,15 @@ DISAGREE_CV = 0.05
 DISAGREE_RANGE = 0.10
 
 
+class RepeatInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during --repeat after some runs finished: ``partial`` combines those, so
+    the caller can keep them before it exits as interrupted."""
+
+    def __init__(self, partial: Result) -> None:
+        super().__init__()
+        self.partial = partial
+
+
 def run_repeated(
     config: RunConfig,
     repeats: int,
@@ -36,20 +45,31 @@ def run_repeated(
 ) -> Result:
     """Run ``config`` ``repeats`` times, each in a fresh process, and combine the results.
 
-    With ``tensorboard``, run i writes its event files to the subfolder ``run-i``.
+    With ``tensorboard``, run i writes its event files to the subfolder ``run-i``. Interrupted
+    after a run finished, it raises RepeatInterrupted with the finished runs combined.
     """
     if repeats < 1:
         raise FlowrateError(f"--repeat must be 1 or more, got {repeats}")
     config = portable(config)
-    results = []
-    for index in range(repeats):
-        logdir = f"{tensorboard}/run-{index + 1}" if tensorboard else None
-        outcome = run_in_fresh_process(config, argv=argv, tensorboard=logdir)
-        if outcome.result is None:
-            raise RunFailed(f"run {index + 1} of {repeats} failed: {outcome.message}")
-        results.append(outcome.result)
-        if on_run is not None:
-            on_run(index, outcome.result)
+    results: list[Result] = []
+    try:
+        for index in range(repeats):
+            logdir = f"{tensorboard}/run-{index + 1}" if tensorboard else None
+            outcome = run_in_fresh_process(config, argv=argv, tensorboard=logdir)
+            if outcome.result is None:
+                raise RunFailed(f"run {index + 1} of {repeats} failed: {outcome.message}")
+            results.append(outcome.result)
+            if on_run is not None:
+                on_run(index, outcome.result)
+    except KeyboardInterrupt:
+        if not results:
+            raise
+        partial = combine(results)
+        note = (
+            f"interrupted after {len(results)} of {repeats} runs: the figures combine the "
+            f"{len(results)} that finished"
+        )
+        raise RepeatInterrupted(dataclasses.replace(partial, warnings=[*partial.warnings, note])) from None
     return combine(results)
 
 
@@ -69,8 +89,8 @@ def combine(results: list[Result]) -> Result:
         "representative_run_id": representative.run_id,
         "median_samples_per_sec": across.median,
         "mean_samples_per_sec": across.mean,
-        "stdev_samples_per_sec": across.stdev,
-        "cv": across.cv,
+        "stdev_samples_per_sec": across.stdev if len(results) > 1 else None,  # one run: unknown
+        "cv": across.cv if len(results) > 1 else None,
         "ci95_low_samples_per_sec": across.ci95_low,
         "ci95_high_samples_per_sec": across.ci95_high,
         "range_fraction": spread,

@@ -1,8 +1,10 @@
-"""Live progress on a terminal: current Rate, GlobalRate and the time left, updated per sample point.
+"""Progress of a run: current Rate, GlobalRate and the time left, at sample points.
 
-Shown only when stderr is a terminal and --quiet is not given, and only once a run promises to
-last more than a couple of seconds, so CI logs and piped output stay clean. It is transient: the
-summary table replaces it when the run ends.
+On a terminal (stderr) it is a live, transient display, shown once a run promises to last more
+than a couple of seconds; the summary table replaces it when the run ends. Off a terminal (a CI
+log, a pipe, a file) a long run still says how it goes: one plain line at the first sample point
+past HEARTBEAT_S of timed work and at most one per HEARTBEAT_S after, so a run that seems silent
+is never mistaken for a hung one, and short runs print nothing. --quiet shows neither.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from flowrate.units import rate
 
 # Runs expected to end sooner than this show no progress display.
 SHOW_AFTER_S = 2.0
+# Off a terminal, the most often a progress line is printed (seconds of timed work).
+HEARTBEAT_S = 30.0
 
 
 def seconds_left(config: RunConfig, steps_done: int, elapsed_s: float) -> float:
@@ -33,7 +37,10 @@ class LiveProgress:
 
     def __init__(self, console: Console, config: RunConfig, enabled: bool = True) -> None:
         self.config = config
+        self.console = console
         self.enabled = enabled and console.is_terminal
+        self.lines = enabled and not console.is_terminal  # a heartbeat line now and then
+        self._last_line_s = 0.0
         self._progress = Progress(
             TextColumn("[bold]timing"),
             BarColumn(),
@@ -45,10 +52,18 @@ class LiveProgress:
         self._task: TaskID | None = None
 
     def __call__(self, record: IntervalRecord) -> None:
-        if not self.enabled:
-            return
         done = record.first_step + record.steps
         left = seconds_left(self.config, done, record.elapsed_s)
+        if self.lines and record.elapsed_s - self._last_line_s >= HEARTBEAT_S:
+            self._last_line_s = record.elapsed_s
+            self.console.print(
+                f"timing: {done} steps in {record.elapsed_s:.0f} s, Rate {rate(record.rate_samples_per_sec)} "
+                f"GlobalRate {rate(record.global_samples_per_sec)} samples/s, about {left:.0f} s left",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if not self.enabled:
+            return
         if self._task is None:
             if record.elapsed_s + left < SHOW_AFTER_S:
                 return

@@ -80,7 +80,14 @@ def command(
         console.status(run_text.data_parallel_line(launch.world_size), quiet)
     console.status(run_text.start_line(config, problem), quiet)
     if repeat > 1:
-        result = _run_repeated(config, repeat, tensorboard, quiet)
+        from flowrate.campaigns.repeat import RepeatInterrupted
+
+        try:
+            result = _run_repeated(config, repeat, tensorboard, quiet)
+        except RepeatInterrupted as cut:  # the finished runs are kept, then the command exits 130
+            title = f"flowrate run {cut.partial.run_id} (interrupted)"
+            destination.report(cut.partial, title, run_text.summary_rows(cut.partial))
+            raise KeyboardInterrupt from None
     else:
         with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
             result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)

@@ -355,7 +355,9 @@ def _repeat_line(r: dict[str, Any]) -> str:
     if r.get("ci95_low_samples_per_sec") is not None:
         half = (r["ci95_high_samples_per_sec"] - r["ci95_low_samples_per_sec"]) / 2
         line += f", mean {rate(r['mean_samples_per_sec'])} ± {rate(half)} (95% CI)"
-    return line + f", across-run CV {r['cv']:.1%}" + (" (runs disagree)" if r.get("disagree") else "")
+    return (
+        line + f", across-run CV {_percent(r.get('cv'))}" + (" (runs disagree)" if r.get("disagree") else "")
+    )
 
 
 def _blocks(count: int | None) -> str:
