@@ -31,8 +31,6 @@ stopped at its rung (the initial design's, which nothing measured could judge as
 promoted to a run of its own once twice the initial design is measured at the lowest rung, or
 sooner when the budget runs short (flowrate.campaigns.explore.JUDGED_AFTER;
 benchmarks/explore_efficiency.py measures it).
-
-Also here: the hypervolume that the efficiency benchmark scores a search by (exact, by slicing).
 """
 
 from __future__ import annotations
@@ -148,19 +146,3 @@ class Continuation:
         objectives = tuple((str(name), bool(larger)) for name, larger in data["objectives"])
         return cls(tuple(data["durations"]), rivals, objectives, float(data["z"]))
 
-
-def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
-    """The volume that ``points`` (to be minimized) dominate up to ``reference``: exact, by slicing
-    along the last objective (small sets: a search's points, a grid's frontier)."""
-    inside = [tuple(p) for p in points if all(x < r for x, r in zip(p, reference, strict=True))]
-    if not inside:
-        return 0.0
-    if len(reference) == 1:
-        return reference[0] - min(p[0] for p in inside)
-    inside.sort(key=lambda p: p[-1])
-    volume = 0.0
-    for i, point in enumerate(inside):
-        upper = inside[i + 1][-1] if i + 1 < len(inside) else reference[-1]
-        if upper > point[-1]:
-            volume += (upper - point[-1]) * hypervolume([q[:-1] for q in inside[: i + 1]], reference[:-1])
-    return volume
