@@ -12,11 +12,9 @@ sum of objectives). A short run's figure is noisier, and a configuration only a 
 another at rung k may still lead at full length, so a configuration is out only when another is
 better on every objective with confidence (beats: ``Z`` standard errors of both measurements,
 beyond the 1% a measurement resolves); one within noise of the leaders runs longer to tell.
-(ASHA's cap of one in ``eta`` per rung was tried, with the benchmark's runs modelled at a user's
-full length, two rungs: it took longer to reach the full-length search's hypervolume, every
-frontier point having to run full length and the cap delaying them: median 1.09 of the full
-search's compute on the grid table recorded on a shared machine (replaced 2026-11-24) and 0.75
-on the synthetic one, against 0.74 and 0.72.)
+ASHA's cap of one in ``eta`` per rung is not applied: every frontier point has to run full length
+anyway, and in benchmarks/explore_efficiency.py's replays the cap only delayed them
+(benchmarks/RESULTS.md).
 
 A rung run as a fresh process pays the start-up again, so a configuration that reached full
 length through r such rungs paid r start-ups, and its lower rungs' timed steps again at each.
@@ -145,4 +143,3 @@ class Continuation:
         )
         objectives = tuple((str(name), bool(larger)) for name, larger in data["objectives"])
         return cls(tuple(data["durations"]), rivals, objectives, float(data["z"]))
-
