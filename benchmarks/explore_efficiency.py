@@ -2,7 +2,7 @@
 deterministically from a recorded grid table (benchmarks/record_grid.py writes it).
 
 Each evaluated point's figures are drawn from the table's recorded mean and spread, seeded
-(flowrate.campaigns.explore_table). The search is modelled at a user's full length: full runs
+(explore_table.py). The search is modelled at a user's full length: full runs
 last --full-duration (flowrate run's default, 10 s) with flowrate run's default preheat and
 minimum steps; successive halving's rungs are the ladder `flowrate explore --duration FULL
 --min-duration RECORDED` builds (Fidelity.ladder), its shortest rung the table's recorded
@@ -43,10 +43,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
-from flowrate.campaigns.explore_objectives import Objective, parse_objectives
-from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated, sampler_kind
-from flowrate.campaigns.explore_table import (
+from explore_table import (
     GridTable,
     Scorer,
     load_table,
@@ -55,6 +52,9 @@ from flowrate.campaigns.explore_table import (
     time_to,
     trace,
 )
+from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
+from flowrate.campaigns.explore_objectives import Objective, parse_objectives
+from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated, sampler_kind
 from flowrate.config import RunConfig
 
 # the current launcher (forked processes) on the VM's usual host; beside it, the others (--table)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from benchmark_scripts import BENCHMARKS
 from flowrate.cli.main import main
+
+# The modules benchmarks/ scripts share (estimate_published's cases, explore_table's replay) are
+# imported by the tests as the scripts import them; last on the path, so nothing else is shadowed.
+sys.path.append(str(BENCHMARKS))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -150,7 +150,7 @@ def test_explicit_attention_is_priced_op_by_op_in_the_inputs_dtype() -> None:
 
 
 def test_the_published_bert_cases_price_their_implementations_explicit_attention() -> None:
-    from flowrate.estimate.published import CASES
+    from estimate_published import CASES
 
     bert = [case for case in CASES if case.problem == "hf:bert"]
     assert bert and all(case.attention == EXPLICIT for case in bert)

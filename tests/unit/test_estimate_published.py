@@ -1,9 +1,10 @@
 """GPU estimates checked on paper: each published case's ratio stays where it was pinned.
 
-A cost-model change that moves a ratio by more than PIN_TOLERANCE fails here until RECORDED in
-flowrate.estimate.published is re-pinned; a case without a written explanation must stay within
-±30% of its published figure, and a case with one must still be outside it (else the explanation
-is stale). The hf: cases build transformers' BERT on the meta device, a few seconds each.
+A cost-model change that moves a ratio by more than PIN_TOLERANCE fails here until its
+recorded_ratio in benchmarks/data/published_gpu_cases.json is re-pinned; a case without a
+written explanation must stay within ±30% of its published figure, and a case with one must
+still be outside it (else the explanation is stale). The hf: cases build transformers' BERT on
+the meta device, a few seconds each.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shlex
 
 import pytest
 
-from flowrate.estimate.published import CASES, RECORDED, WITHIN, Evaluation, PublishedCase, evaluate
+from estimate_published import CASES, RECORDED, WITHIN, Evaluation, PublishedCase, evaluate
 
 PIN_TOLERANCE = 0.10  # of the recorded ratio
 
@@ -31,7 +32,8 @@ def _marks(case: PublishedCase) -> list[pytest.MarkDecorator]:
 def test_each_published_ratio_stays_where_it_was_pinned(case: PublishedCase) -> None:
     ratio = _evaluated(case.name).ratio
     assert ratio == pytest.approx(RECORDED[case.name], rel=PIN_TOLERANCE), (
-        f"{case.name}: ratio {ratio:.3f}, pinned {RECORDED[case.name]}: re-pin RECORDED, saying why it moved"
+        f"{case.name}: ratio {ratio:.3f}, pinned {RECORDED[case.name]}: "
+        "re-pin its recorded_ratio, saying why it moved"
     )
     if case.miss:
         assert abs(ratio - 1) > WITHIN, f"{case.name} is now within ±30% ({ratio:.2f}): drop its miss text"

@@ -5,7 +5,7 @@ import torch
 
 from flowrate.cli.run_text import coverage_line
 from flowrate.config import Mode
-from flowrate.measure.flops import count_step, count_step_flops, flops_report, flops_warnings
+from flowrate.measure.flops import count_step, flops_report, flops_warnings
 from flowrate.measure.op_counter import OpCount, OpTally
 from flowrate.measure.peaks import DevicePeak, peak_for, registered_peaks
 from flowrate.problems.base import Problem
@@ -109,7 +109,7 @@ def test_executed_flops_of_a_real_training_step_match_the_analytic_count() -> No
         loss.backward()
         return loss.detach()
 
-    counted = count_step_flops(step, batch, torch.device("cpu"))
+    counted = count_step(step, batch).total_flops
     assert counted == 6 * problem.flops_per_sample(Mode.TRAIN)
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.measure.flops import count_step_flops
+from flowrate.measure.flops import count_step
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem, is_user_problem, sample_shape_field, source_of
 from flowrate.problems.sources.base import MissingExtra
@@ -44,7 +44,7 @@ def _forward_flops(problem: Problem, model: torch.nn.Module) -> float:
         with torch.no_grad():
             return problem.loss(model, batch)
 
-    return count_step_flops(forward, _batch(problem), CPU) / 2
+    return count_step(forward, _batch(problem)).total_flops / 2
 
 
 @pytest.mark.parametrize("arch", FAMILIES)

@@ -11,7 +11,7 @@ from streaming_pair import train_both
 
 from flowrate.config import Precision
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.measure.flops import count_step_flops
+from flowrate.measure.flops import count_step
 from flowrate.problems.base import Problem
 from flowrate.problems.sources import timm_source
 from flowrate.problems.sources.base import MissingExtra, SourceSettings
@@ -48,10 +48,10 @@ def test_parameter_count_and_flops_are_the_librarys_and_the_executed_ones(
     model = problem.build_model()
     batch = problem.make_batch(2, CPU, torch.Generator().manual_seed(0))
     model.train()
-    trained = count_step_flops(lambda b: problem.loss(model, b).backward(), batch, CPU)
+    trained = count_step(lambda b: problem.loss(model, b).backward(), batch).total_flops
     model.eval()
     with torch.no_grad():
-        forward = count_step_flops(lambda b: problem.loss(model, b), batch, CPU)
+        forward = count_step(lambda b: problem.loss(model, b), batch).total_flops
     # the problem counts one sample on the meta device; a real batch of two executes twice that
     assert problem.forward_flops_per_sample() * 2 == forward > 0
     assert problem.train_flops_per_sample() * 2 + 2 * RECOMPUTED[name] == trained

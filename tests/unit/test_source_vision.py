@@ -18,7 +18,7 @@ from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor
 from flowrate.harness.fidelity import run_check
-from flowrate.measure.flops import count_step_flops
+from flowrate.measure.flops import count_step
 from flowrate.problems.sources import vision_source
 from flowrate.problems.sources.base import MissingExtra, SourceSettings
 
@@ -35,12 +35,13 @@ def test_a_classifier_has_the_librarys_parameters_and_the_executed_flops() -> No
     assert problem.parameter_count() == sum(p.numel() for p in reference.parameters()) == 11_181_642
     model = problem.build_model().train()
     batch = problem.make_batch(2, CPU, torch.Generator().manual_seed(0))
-    trained = count_step_flops(lambda b: problem.loss(model, b).backward(), batch, CPU)
+    trained = count_step(lambda b: problem.loss(model, b).backward(), batch).total_flops
     assert problem.train_flops_per_sample() * 2 == trained
     model.eval()
     with torch.no_grad():
-        assert problem.forward_flops_per_sample() * 2 == count_step_flops(
-            lambda b: problem.loss(model, b), batch, CPU
+        assert (
+            problem.forward_flops_per_sample() * 2
+            == count_step(lambda b: problem.loss(model, b), batch).total_flops
         )
 
 
@@ -84,7 +85,7 @@ def test_segmentation_masks_are_regions_of_classes_in_range_and_flops_are_counte
     )
     assert problem.parameter_count() == sum(p.numel() for p in reference.parameters())
     model = problem.build_model().train()
-    trained = count_step_flops(lambda b: problem.loss(model, b).backward(), (images, masks), CPU)
+    trained = count_step(lambda b: problem.loss(model, b).backward(), (images, masks)).total_flops
     assert problem.train_flops_per_sample() * 2 == trained
     assert {id(p) for b in problem.blocks(model) for p in b.parameters()} == {
         id(p) for p in model.parameters()

@@ -3,7 +3,7 @@
 A sweep or a search hands an Executor a batch of points (each a RunConfig or a GenerateConfig,
 run in a fresh process) and gets one ChildOutcome per point back, in order. The local executor
 runs them one at a time, never concurrently (they would compete for the hardware). The Slurm
-executor (flowrate.campaigns.slurm, through submitit) runs up to ``max_parallel`` at once, each
+executor (flowrate.campaigns.cluster, through submitit) runs up to ``max_parallel`` at once, each
 point a job of its own.
 """
 

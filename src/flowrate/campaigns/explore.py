@@ -51,10 +51,9 @@ if TYPE_CHECKING:
 
 _DUPLICATES = 10  # proposals in a row already measured before one is drawn from the unmeasured
 # Points stopped at a rung are judged for promotion once this many times the initial design is
-# measured at the lowest rung (Exploration._judged). On the grid recorded 2026-11-24 (spawned
-# processes), successive halving reached the full-length search's hypervolume in a median 0.64 of
-# the full search's compute judged at 2x (2 of 20 seeds never reached it), 0.63 at 3x (3 never),
-# 0.69 judged at once (benchmarks/explore_efficiency.py, 20 seeds).
+# measured at the lowest rung (Exploration._judged): waiting lets rivals be measured first, and in
+# the replays a longer wait did no better (benchmarks/explore_efficiency.py; benchmarks/RESULTS.md,
+# "points stopped at their rung judged later").
 JUDGED_AFTER = 2
 
 
@@ -295,9 +294,9 @@ class Exploration:
 
     def _standing(self, rung: int) -> list[Measured]:
         """The feasible configurations measured at ``rung``, each as its longest run measured it,
-        so one lucky short draw stops no rival once a longer run of it measured what it does (on
-        the grid recorded 2026-11-24 a 1 s run drew 26% over its mean throughput and 7% under its memory,
-        and kept the whole frontier from full length)."""
+        so one lucky short draw stops no rival once a longer run of it measured what it does (a
+        short run's draw far from its mean could otherwise keep the whole frontier from full
+        length: benchmarks/RESULTS.md, "judges a rival by its longest run")."""
         latest = dict(self.done[rung])
         for higher in self.done[rung + 1 :]:
             latest.update((key, e) for key, e in higher.items() if key in latest)
@@ -308,9 +307,9 @@ class Exploration:
         """How a run of ``params`` starting at ``rung`` goes on in its own process: against
         everything measured so far at each rung it passes (None: it stops at its rung). The
         initial design's points stop at their rung: with few rivals measured, nearly every run
-        would go on to full length (on the grid recorded 2026-11-24, going on from the first point took a
-        median 0.84 of the full-length search's compute, against 0.69 this way, over 20 seeds);
-        those of them nothing beats are promoted once they can be judged (_judged)."""
+        would go on to full length (benchmarks/RESULTS.md, "going on in one process from the very
+        first configuration"); those of them nothing beats are promoted once they can be judged
+        (_judged)."""
         fidelity = self.spec.fidelity
         if not self.spec.continues or rung >= fidelity.top or len(self.done[0]) < self.initial:
             return None  # in the initial design nothing is measured yet to judge a run against

@@ -12,11 +12,9 @@ sum of objectives). A short run's figure is noisier, and a configuration only a 
 another at rung k may still lead at full length, so a configuration is out only when another is
 better on every objective with confidence (beats: ``Z`` standard errors of both measurements,
 beyond the 1% a measurement resolves); one within noise of the leaders runs longer to tell.
-(ASHA's cap of one in ``eta`` per rung was tried, with the benchmark's runs modelled at a user's
-full length, two rungs: it took longer to reach the full-length search's hypervolume, every
-frontier point having to run full length and the cap delaying them: median 1.09 of the full
-search's compute on the grid table recorded on a shared machine (replaced 2026-11-24) and 0.75
-on the synthetic one, against 0.74 and 0.72.)
+ASHA's cap of one in ``eta`` per rung is not applied: every frontier point has to run full length
+anyway, and in benchmarks/explore_efficiency.py's replays the cap only delayed them
+(benchmarks/RESULTS.md).
 
 A rung run as a fresh process pays the start-up again, so a configuration that reached full
 length through r such rungs paid r start-ups, and its lower rungs' timed steps again at each.
@@ -31,8 +29,6 @@ stopped at its rung (the initial design's, which nothing measured could judge as
 promoted to a run of its own once twice the initial design is measured at the lowest rung, or
 sooner when the budget runs short (flowrate.campaigns.explore.JUDGED_AFTER;
 benchmarks/explore_efficiency.py measures it).
-
-Also here: the hypervolume that the efficiency benchmark scores a search by (exact, by slicing).
 """
 
 from __future__ import annotations
@@ -147,20 +143,3 @@ class Continuation:
         )
         objectives = tuple((str(name), bool(larger)) for name, larger in data["objectives"])
         return cls(tuple(data["durations"]), rivals, objectives, float(data["z"]))
-
-
-def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
-    """The volume that ``points`` (to be minimized) dominate up to ``reference``: exact, by slicing
-    along the last objective (small sets: a search's points, a grid's frontier)."""
-    inside = [tuple(p) for p in points if all(x < r for x, r in zip(p, reference, strict=True))]
-    if not inside:
-        return 0.0
-    if len(reference) == 1:
-        return reference[0] - min(p[0] for p in inside)
-    inside.sort(key=lambda p: p[-1])
-    volume = 0.0
-    for i, point in enumerate(inside):
-        upper = inside[i + 1][-1] if i + 1 < len(inside) else reference[-1]
-        if upper > point[-1]:
-            volume += (upper - point[-1]) * hypervolume([q[:-1] for q in inside[: i + 1]], reference[:-1])
-    return volume

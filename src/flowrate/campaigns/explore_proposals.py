@@ -4,19 +4,14 @@
   is an unmeasured point one step along one axis from a configuration on the lowest rung's
   frontier, the best on the first objective first. Why: the sampler's model is fit to single
   noisy measurements, and it often never tries the point beside the best one it found (the other
-  optimizer at the same batch, the next batch). On the grid recorded 2026-11-25 on the VM's Intel
-  host, the sampler alone missed the grid's fastest point in 4 of 20 seeds and stopped at 0.94 of
-  its hypervolume; alternating, 20 of 20 seeds reached 95% (benchmarks/explore_efficiency.py).
-  Over 60 seeds, 54 reached it against 49; on the grid recorded 2026-11-24 on the AMD host with
-  spawned processes, 56 against 59 (18 of the first 20 against 19): a small loss there for a
-  larger gain here. On the grid recorded 2026-11-26 on the AMD host with forked processes, 20 of
-  20 either way (median hypervolume 0.999 against 0.997). Successive halving's compute ratio
-  moves with it, since the full-length search it is measured against now finds more: 0.47 ->
-  0.55 (Intel), 0.52 -> 0.55 (AMD, forked), 0.63 -> 0.75 (AMD, spawned; target 0.60). Every
-  second configuration rather than the budget's last quarter (55 of 60 on the Intel grid, 57 on
-  the AMD one): a budget in hours has no known last quarter of configurations, and successive
-  halving's search, which measures many more configurations for the same compute, gets
-  neighbours from its start.
+  optimizer at the same batch, the next batch); proposing that neighbour finds that point where the
+  sampler alone misses it, at a small cost on one of the recorded grids
+  (benchmarks/explore_efficiency.py's replays: benchmarks/RESULTS.md, "the frontier's
+  neighbours"). Successive
+  halving's compute ratio rises with it, since the full-length search it is measured against
+  finds more. Every second configuration rather than the budget's last quarter: a budget in
+  hours has no known last quarter of configurations, and successive halving's search, which
+  measures many more configurations for the same compute, gets neighbours from its start.
 - **An unmeasured point at random**, when the sampler keeps proposing measured ones.
 """
 

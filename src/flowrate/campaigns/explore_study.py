@@ -3,16 +3,12 @@ and the study's identity (flowrate.campaigns.explore runs the study).
 
 Why the sampler per space (choose_sampler): a Gaussian process models a small space well from few
 points and picks the next by expected hypervolume gain; Optuna's takes categorical axes (a
-Hamming distance). On the transformer grids recorded on this project's VM
-(benchmarks/explore_efficiency.py, 3 of 4 axes categorical, 20 seeds, every second configuration
-the frontier's neighbour: flowrate.campaigns.explore_proposals) it reached 95% of the grid's
-hypervolume in 18 seeds at a median of 0.998 on the AMD host's grid (2026-11-24), TPE in 19 at
-0.977, random search a median of 0.975; on the Intel host's (2026-11-25), in 20 at 0.999, TPE in
-13 at 0.970, random search 0.952; on the AMD host's with forked processes (2026-11-26), in 20 at
-0.999, random search 0.988. Its fit per proposal grows with the
-trials (about 4 s at a hundred, with a constraint, on 2 cores), so a budget over GP_MAX_RUNS
-runs or in hours, or a space over GP_MAX_SPACE points, goes to TPE: cheap per proposal,
-categorical axes native. NSGA-II needs generations of a population: budgets of 300 runs or more.
+Hamming distance). On the recorded transformer grids (3 of 4 axes categorical), replayed by
+benchmarks/explore_efficiency.py, its searches reach a higher median share of the grid's
+hypervolume than TPE's or random search's (benchmarks/RESULTS.md). Its fit per proposal grows
+with the trials, so a budget over GP_MAX_RUNS runs or in hours, or a space over GP_MAX_SPACE
+points, goes to TPE: cheap per proposal, categorical axes native. NSGA-II needs generations of a
+population: budgets of 300 runs or more.
 """
 
 from __future__ import annotations

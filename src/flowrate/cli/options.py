@@ -84,7 +84,7 @@ _RUN_OPTIONS = [
     click.option("--seq-len", type=SHAPE, help="Sequence length of token problems."),
     click.option("--image-size", type=SHAPE, help="Image side of image problems."),
     click.option(
-        "--sample-shape", type=SHAPE, help="Seed 003's name: sequence length or image side, per problem."
+        "--sample-shape", type=SHAPE, help="Sequence length or image side, whichever the problem has."
     ),
     click.option("--layers", type=SHAPE, help="Transformer layers."),
     click.option("--heads", type=SHAPE, help="Attention heads."),

@@ -29,8 +29,8 @@ def calibrate(
     seconds_per_point: float = 0.04,
     on_point: Callable[[str], None] | None = None,
 ) -> Calibration:
-    """Measure ``device``'s rates, overhead terms and their working-set factors; about 19 s on a
-    CPU. The larger reference model's training step is timed at the start and, with the smaller
+    """Measure ``device``'s rates, overhead terms and their working-set factors. The larger
+    reference model's training step is timed at the start and, with the smaller
     one for the working-set curve, at the end (Calibration.speed_moved): a VM can run such steps
     1.5-1.8x slower for seconds to minutes (benchmarks/RESULTS.md, thirteenth and fourteenth
     sessions), and rates measured across such a change mix two machines. The process keeps freed

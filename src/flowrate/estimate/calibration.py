@@ -29,7 +29,7 @@ On a CPU a call blocks until its work is done, so a point's rate leaves out the 
 call (the time of a 1 x 1 GEMM), which the cost model adds back per op as its dispatch. A GPU's
 calls return at launch and its kernels queue behind each other: a loop of calls takes the longer
 of the launches and the kernels, never their sum, so nothing is left out there (leaving the launch
-out made a 1024 x 1024 bf16 GEMM on an H100 look 3.6 times faster than the datasheet allows), and
+out would make a GPU's GEMM look faster than its datasheet allows), and
 a GPU's elementwise kernels are timed on a tensor large enough that the kernel outlasts its
 launch (ELEMENTWISE_SIZE). The ops are timed directly rather than through
 the kernel problems' harness, whose per-call bookkeeping would swamp a 16 x 16 GEMM. Each point

@@ -10,7 +10,7 @@ pure-bf16) and computed at c bytes (2 under bf16/fp16 autocast, else 4):
   precision (the block computing and the next one arriving) and, in training, their gradients;
   the activations (with --recompute, each block's input plus the largest block's activations,
   rebuilt one block at a time); the working set. On the host, P times the bytes per parameter of
-  flowrate.execution.streaming.host_bytes_per_parameter (fp32 master, optimizer state, fp32
+  flowrate.execution.host_memory.host_bytes_per_parameter (fp32 master, optimizer state, fp32
   gradient, the compute-precision copy it sends and its gradient staging).
 
 Allocator fragmentation and the CUDA context (a few hundred MB) come on top; a configuration

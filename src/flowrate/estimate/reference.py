@@ -4,11 +4,9 @@ The overhead terms (flowrate.estimate.overheads) are timed on 4 x 4 tensors and 
 between two calls the dispatcher's code and data stay in the core's caches. In a model's step
 every kernel streams its tensors through those caches between two dispatches, and each dispatch,
 autograd node and module call then finds less of its own state there. How much that costs
-depends on the machine and on who shares its caches: on this project's 2-vCPU AMD EPYC VM
-(2026-11-26), in the minutes when transformer/debug's training step ran 1.68 times slower, a
-step of a model of 12 KB of weights ran 1.10 times slower, and a calibration made in such
-minutes priced the debug models 1.4-1.7 times too fast (benchmarks/RESULTS.md, thirteenth
-session).
+depends on the machine and on who shares its caches: while other work shares them, a model's
+step slows far more than a tiny model's, and a calibration made then prices models too fast
+(benchmarks/RESULTS.md, thirteenth session).
 
 So a calibration also times reference models whose steps are about half framework:
 ReferenceModel, a 2-layer pre-norm transformer with 4 heads and its own embedding and head, at

@@ -33,11 +33,6 @@ def count_step(step: Callable[[Batch], torch.Tensor], batch: Batch) -> OpTally:
     return count_ops(lambda: step(batch))[1]
 
 
-def count_step_flops(step: Callable[[Batch], torch.Tensor], batch: Batch, device: torch.device) -> int:
-    """FLOPs one call of ``step`` executes on ``device`` (every attention backend is counted)."""
-    return count_step(step, batch).total_flops
-
-
 @dataclass(frozen=True)
 class FlopsReport:
     model_flops_per_sample: int

@@ -4,9 +4,9 @@ PyTorch's CPU allocator has no cache (CUDA's has): every tensor is a malloc, eve
 glibc's malloc serves a block of 32 MiB or more (less, after its dynamic threshold moves) with
 its own mmap and unmaps it on free, and trims the heap's top once enough of it is free. On a CPU
 run, each step's activations therefore land on fresh pages, and the kernel zeroes every page
-the step first touches: on this project's 2-vCPU VM, transformer/mini inference spent 20 of its
-80 ms per step in page faults (its addmm outputs, GELU outputs and the 32 MiB logits), and
-ResNet-50 training ran 1.29x faster with the memory kept (benchmarks/freed_memory.py).
+the step first touches: page faults can take a large share of a CPU step (its matmul and
+activation outputs, the logits), and keeping the memory makes such steps faster
+(benchmarks/freed_memory.py; its figures in benchmarks/RESULTS.md).
 
 flowrate keeps freed host memory by default, as PyTorch's own CPU launcher
 (torch.backends.xeon.run_cpu) does by preloading jemalloc or tcmalloc with decay off: on glibc,

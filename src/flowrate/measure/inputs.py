@@ -3,8 +3,8 @@
 The advice counts cores. Loader workers are processes that need cores of their own, and the step
 computes on some too: torch's threads on a CPU device, the one process that launches kernels on
 an accelerator. More workers help only while cores are free; past that they take cores from the
-step (on a 2-core CPU, 2 workers beside 2 compute threads ran resnet50 slower than 0 workers), so
-the advice is fewer workers or fewer --threads, never more workers.
+step (workers beside as many compute threads as there are cores can run a step slower than no
+workers at all), so the advice is fewer workers or fewer --threads, never more workers.
 """
 
 from __future__ import annotations

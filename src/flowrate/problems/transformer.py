@@ -87,7 +87,7 @@ def synthetic_tokens(
     return torch.where(pick_zipf, zipf, uniform).clamp_(0, vocab_size - 1)
 
 
-# Stored token dtypes (see flowrate.data.records.token_dtype).
+# Stored token dtypes (see flowrate.problems.sample.token_dtype).
 TORCH_TOKEN_DTYPES = {"uint16": torch.uint16, "uint32": torch.uint32}
 
 

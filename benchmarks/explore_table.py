@@ -1,11 +1,12 @@
-"""A recorded grid as an evaluate function: how a search is scored without running anything.
+"""A recorded grid as an evaluate function: how benchmarks/explore_efficiency.py (and the
+exploration tests) score a search without running anything.
 
-A grid table (JSON, written by measuring every point of a grid: benchmarks/data/) holds each
-point's parameters, its figures' recorded mean and spread, its wall time and whether it ran out
-of memory, plus the grid's run duration, preheat and minimum steps (keys, else its recorded
-command's flags, else flowrate run's defaults). Replaying it, an evaluation of a point draws
-each figure from a normal distribution around the recorded mean with the recorded spread
-(seeded).
+A grid table (JSON, written by measuring every point of a grid: benchmarks/record_grid.py, kept
+in benchmarks/data/) holds each point's parameters, its figures' recorded mean and spread, its
+wall time and whether it ran out of memory, plus the grid's run duration, preheat and minimum
+steps (keys, else its recorded command's flags, else flowrate run's defaults). Replaying it, an
+evaluation of a point draws each figure from a normal distribution around the recorded mean with
+the recorded spread (seeded).
 
 A search is replayed at a user's full length, not the table's: full runs last ``full_s``
 (flowrate run's default duration unless set) with flowrate run's default preheat and minimum
@@ -14,13 +15,14 @@ honestly, the only one whose spread was measured. A run's cost at any duration, 
 spends it: the point's own start-up (process, imports, model build: its recorded wall time less
 its recorded preheat and timed steps), its preheat steps, and its timed steps, which last the
 duration or the minimum steps, whichever is longer; a step's time is the batch over the recorded
-throughput. A shorter rung runs proportionally fewer steps (explore_fidelity.loop_steps, as
-explore_run runs it for real). An out-of-memory point costs its recorded wall time at any length
-(it fails in its first steps). A configuration that goes on in its own process
-(explore_fidelity.Continuation) pays its start-up and a full run's preheat once, then each rung
-adds only its further timed steps. Every rung's figures are drawn with the recorded spread: measured
-at the shortest rung, an upper bound for longer ones (a mean over more steps varies less, but by
-how much was not measured, so no smaller spread is assumed).
+throughput. A shorter rung runs proportionally fewer steps
+(flowrate.campaigns.explore_fidelity.loop_steps, as flowrate.campaigns.explore_run runs it for
+real). An out-of-memory point costs its recorded wall time at any length (it fails in its first
+steps). A configuration that goes on in its own process
+(flowrate.campaigns.explore_fidelity.Continuation) pays its start-up and a full run's preheat
+once, then each rung adds only its further timed steps. Every rung's figures are drawn with the
+recorded spread: measured at the shortest rung, an upper bound for longer ones (a mean over more
+steps varies less, but by how much was not measured, so no smaller spread is assumed).
 
 A search is scored by the hypervolume of the points it measured at full length, taken at their
 recorded means (what it found, not how lucky its draws were), as a fraction of the grid
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_fidelity import Fidelity, hypervolume, loop_steps
+from flowrate.campaigns.explore_fidelity import Fidelity, loop_steps
 from flowrate.campaigns.explore_objectives import Objective
 from flowrate.campaigns.explore_plan import (
     DONE,
@@ -207,6 +209,23 @@ class TableEvaluator:
             noise[name] = spread
             values[name] = self.random.gauss(mean, spread)
         return Outcome(DONE, values, noise, cost)
+
+
+def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
+    """The volume that ``points`` (to be minimized) dominate up to ``reference``: exact, by slicing
+    along the last objective (small sets: a search's points, a grid's frontier)."""
+    inside = [tuple(p) for p in points if all(x < r for x, r in zip(p, reference, strict=True))]
+    if not inside:
+        return 0.0
+    if len(reference) == 1:
+        return reference[0] - min(p[0] for p in inside)
+    inside.sort(key=lambda p: p[-1])
+    volume = 0.0
+    for i, point in enumerate(inside):
+        upper = inside[i + 1][-1] if i + 1 < len(inside) else reference[-1]
+        if upper > point[-1]:
+            volume += (upper - point[-1]) * hypervolume([q[:-1] for q in inside[: i + 1]], reference[:-1])
+    return volume
 
 
 def _minimized(values: Sequence[float], objectives: Sequence[Objective]) -> tuple[float, ...]:
