@@ -119,17 +119,12 @@ def _calibrate(config: RunConfig) -> None:
     from flowrate.cli import console
     from flowrate.estimate.calibrating import calibrate
     from flowrate.estimate.calibration import save_calibration
-    from flowrate.measure.device import resolve_device
+    from flowrate.measure.device import resolve_device, torch_threads
 
     device = resolve_device(config.device)
-    saved = torch.get_num_threads()
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    try:
+    with torch_threads(config.threads):
         console.status(f"calibrating {device} ({torch.get_num_threads()} threads): about 15 s on a CPU")
         calibration = calibrate(device, on_point=console.status)
-    finally:
-        torch.set_num_threads(saved)
     path = save_calibration(calibration)
     console.status(f"calibration of {calibration.device} saved in {path}")
     if calibration.disturbed > DISTURBED:

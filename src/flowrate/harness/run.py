@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +29,7 @@ from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory, machine_load
-from flowrate.measure.device import is_out_of_memory, synchronizer
+from flowrate.measure.device import is_out_of_memory, synchronizer, torch_threads
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.energy.meter import EnergyReading
 from flowrate.measure.env import collect_environment, device_name
@@ -94,7 +94,7 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
         listeners = [hooks.on_interval] if hooks.on_interval is not None else []
         if hooks.tensorboard is not None:
             listeners.append(stack.enter_context(TensorBoardWriter(hooks.tensorboard)).write)
-        with matmul_settings(config.precision), _threads(config.threads):
+        with matmul_settings(config.precision), torch_threads(config.threads):
             measured_peak = _measured_peak(run) if config.measure_peak else None
             prepared, compiled = _prepare(stack, run)
             record, measured = _measure(stack, run, prepared, listeners, measured_peak)
@@ -260,14 +260,3 @@ def _input_report(feed: DataFeed, intervals: list[IntervalRecord]) -> tuple[dict
     return input_report(
         feed.describe(), loader.settings.workers, str(loader.directory), intervals, feed.device
     )
-
-
-@contextlib.contextmanager
-def _threads(threads: int | None) -> Iterator[None]:
-    saved = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)

@@ -56,7 +56,7 @@ from flowrate.harness.loop_batches import LoaderWaits, input_section, samples_in
 from flowrate.harness.loop_problem import LoopProblem, forward_under, known_optimizer
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory
-from flowrate.measure.device import synchronizer
+from flowrate.measure.device import synchronizer, torch_threads
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.env import collect_environment, device_name
 from flowrate.measure.loop import Interval, LoopClock, LoopPlan
@@ -153,10 +153,7 @@ class Session:
         config = self.config
         stack = self._stack
         freed_memory.apply(config.freed_memory)
-        if config.threads is not None:
-            saved = torch.get_num_threads()
-            torch.set_num_threads(config.threads)
-            stack.callback(torch.set_num_threads, saved)
+        stack.enter_context(torch_threads(config.threads))
         self._dp = dp = stack.enter_context(data_parallel(config))
         self.device = run_device(config, dp)
         if dp is not None:

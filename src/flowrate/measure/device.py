@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -71,3 +72,17 @@ def host_memory() -> float | None:
         return float(psutil.virtual_memory().total)
     except (OSError, RuntimeError):
         return None
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """PyTorch's CPU thread count set to ``threads`` while open (None keeps PyTorch's choice), and
+    what it was put back after: the one save and restore every run, generation, session and
+    calibration uses for --threads."""
+    saved = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
