@@ -117,3 +117,11 @@ def test_the_oracle_and_the_batch_plot_keep_loads_apart() -> None:
     assert settings_of(slow)["rate"] == 0.5 and settings_of(fast)["rate"] == 2.0
     series = _series([_serving(1.0), make_result(5.0)], METRICS["samples_per_sec"])
     assert [key[0] for key in series] == ["fc_mnist/debug"]  # no batch size to draw a serving run at
+
+
+def test_constant_arrivals_are_a_load_of_their_own_and_old_records_read_as_random_ones() -> None:
+    constant = _serving(2.0, arrivals="constant")
+    assert load_label(constant) == "2 req/s constant, in 16 / out 8 tokens"
+    assert configuration_key(constant) != configuration_key(_serving(2.0, arrivals="poisson"))
+    assert configuration_key(_serving(2.0)) == configuration_key(_serving(2.0, arrivals="poisson"))
+    assert workload(_serving(2.0, burstiness=0.5))["arrivals"] == "gamma"

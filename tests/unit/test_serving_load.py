@@ -27,6 +27,10 @@ def test_gamma_gaps_have_the_rate_and_the_burstiness() -> None:
     assert load.arrival_times(3, math.inf) == [0.0, 0.0, 0.0]
 
 
+def test_constant_arrivals_are_exactly_one_over_the_rate_apart() -> None:
+    assert load.arrival_times(5, rate=4.0, seed=7, constant=True) == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
 def test_ramp_up_follows_the_inverse_cumulative_rate() -> None:
     # gaps of shape 1e9 are 1 apart in "expected arrivals": u = 0, 1, 2, ...
     times = load.arrival_times(30, rate=2.0, burstiness=1e9, ramp_up_s=10.0)

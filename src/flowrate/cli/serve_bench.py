@@ -51,6 +51,13 @@ class Rate(click.FloatRange):
     help="Arrival rate, requests/s (open loop); inf sends every request at once.",
 )
 @click.option(
+    "--arrivals",
+    type=click.Choice(["poisson", "constant"]),
+    default="poisson",
+    show_default=True,
+    help="Gaps between sends at --rate: random (poisson; gamma with --burstiness) or exactly 1/rate.",
+)
+@click.option(
     "--burstiness",
     type=FiniteRange(min=0, min_open=True),
     default=1.0,

@@ -46,6 +46,7 @@ SERVING_WORKLOAD = (
     "rate",
     "concurrency",
     "burstiness",
+    "arrivals",
     "ramp_up_s",
     "input_len",
     "output_len",
@@ -79,7 +80,10 @@ def workload(result: Result) -> dict[str, Any]:
     kind = kind_of(result)
     if kind is Kind.SERVE:
         section = result.serving or {}
-        return {key: section.get(key) for key in SERVING_WORKLOAD}
+        found = {key: section.get(key) for key in SERVING_WORKLOAD}
+        if found["arrivals"] is None:  # recorded before --arrivals: random gaps, gamma-shaped
+            found["arrivals"] = "poisson" if found["burstiness"] in (None, 1, 1.0) else "gamma"
+        return found
     if kind is Kind.GENERATE:
         section = result.generation or {}
         return {key: section.get(key) for key in GENERATION_WORKLOAD}
@@ -104,7 +108,7 @@ def load_label(result: Result) -> str:
     elif rate == "inf" or (isinstance(rate, float) and math.isinf(rate)):
         parts = ["max rate"]
     elif isinstance(rate, int | float):
-        parts = [f"{rate:g} req/s"]
+        parts = [f"{rate:g} req/s" + (" constant" if section.get("arrivals") == "constant" else "")]
     else:
         parts = [str(section.get("scenario") or "load ?")]
     burstiness = section.get("burstiness")

@@ -38,13 +38,19 @@ class Planned:
 
 
 def arrival_times(
-    n: int, rate: float, burstiness: float = 1.0, ramp_up_s: float = 0.0, seed: int = 0
+    n: int,
+    rate: float,
+    burstiness: float = 1.0,
+    ramp_up_s: float = 0.0,
+    seed: int = 0,
+    constant: bool = False,
 ) -> list[float]:
-    """n send times for `rate` requests/s (inf: all at 0)."""
+    """n send times for `rate` requests/s (inf: all at 0); ``constant``: exactly 1/rate apart (the
+    limit of the gamma gaps as burstiness grows, with no jitter left)."""
     if math.isinf(rate):
         return [0.0] * n
     rng = np.random.default_rng(seed)
-    gaps = rng.gamma(shape=burstiness, scale=1.0 / burstiness, size=n)  # unit mean
+    gaps = np.ones(n) if constant else rng.gamma(shape=burstiness, scale=1.0 / burstiness, size=n)
     units = np.cumsum(gaps) - gaps[0]  # in "expected arrivals"; the first at 0
     if ramp_up_s <= 0:
         return [float(u / rate) for u in units]

@@ -106,13 +106,23 @@ def _load(flags: dict[str, Any]) -> tuple[float | None, int, str | None]:
             raise ConfigError("--scenario", "single-stream sends one request at a time: drop --" + chosen[0])
         return None, 1, scenario
     # LoadGen server: Poisson arrivals at a target rate
-    if scenario == "server" and (rate is None or flags["burstiness"] != 1.0):
+    if scenario == "server" and (
+        rate is None or flags["burstiness"] != 1.0 or flags["arrivals"] != "poisson"
+    ):
         raise ConfigError("--scenario", "server needs --rate and Poisson arrivals (--burstiness 1)")
+    if flags["arrivals"] == "constant" and flags["burstiness"] != 1.0:
+        raise ConfigError("--burstiness", "shapes random gaps: constant arrivals have none (drop one)")
     if flags["find_max_rate"] and (rate is None or not flags["slo"]):
         raise ConfigError("--find-max-rate", "needs --slo and a starting --rate")
     if rate is None and flags["replay"] is None:
         return None, concurrency or 1, scenario
     return rate, 1, scenario
+
+
+def _arrivals(flags: dict[str, Any]) -> str:
+    if flags["arrivals"] == "constant":
+        return "constant"
+    return "poisson" if flags["burstiness"] == 1.0 else "gamma"
 
 
 def resolve(flags: dict[str, Any]) -> Plan:
@@ -144,7 +154,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         times = (
             None
             if rate is None
-            else load.arrival_times(n, rate, flags["burstiness"], flags["ramp_up"], flags["seed"])
+            else load.arrival_times(
+                n, rate, flags["burstiness"], flags["ramp_up"], flags["seed"], flags["arrivals"] == "constant"
+            )
         )
     _check_total(chosen)
     context = flags["max_model_len"] or (tokenizer.context if tokenizer else None)
@@ -163,6 +175,8 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "scenario": scenario,
         "rate": rate if rate is None or math.isfinite(rate) else "inf",
         "burstiness": flags["burstiness"],
+        # how the gaps between sends are drawn: constant, poisson, or gamma (--burstiness != 1)
+        "arrivals": _arrivals(flags),
         "ramp_up_s": flags["ramp_up"],
         "concurrency": concurrency if times is None else None,
         "replay": flags["replay"],
@@ -198,7 +212,10 @@ def _search(plan: Plan, slo: Slo, say: Callable[[str], None]) -> tuple[bench.Out
     sent = [plan.prompts[i % len(plan.prompts)] for i in range(count)]
 
     def measure(rate: float) -> dict[str, Any]:
-        times = load.arrival_times(count, rate, plan.settings["burstiness"], 0.0, plan.settings["seed"])
+        constant = plan.settings["arrivals"] == "constant"
+        times = load.arrival_times(
+            count, rate, plan.settings["burstiness"], 0.0, plan.settings["seed"], constant
+        )
         runs[rate] = bench.run(
             plan.target, sent, times=times, deadline_s=plan.deadline_s, tokenizer=plan.tokenizer
         )

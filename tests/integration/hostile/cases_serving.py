@@ -152,6 +152,19 @@ FLAGS = [
     _flag("timeout-nan", ("--timeout", "not a finite"), "--timeout", "nan"),
     _flag("deadline-inf", ("--deadline", "not a finite"), "--deadline", "inf"),
     _flag("burstiness-nan", ("--burstiness", "not a finite"), "--burstiness", "nan"),
+    _flag(
+        "constant-and-burstiness",
+        ("--burstiness", "constant arrivals have none"),
+        "--rate",
+        "2",
+        "--arrivals",
+        "constant",
+        "--burstiness",
+        "2",
+    ),  # fmt: skip
+    _flag(
+        "arrivals-unknown", ("--arrivals", "'uniform' is not one of"), "--rate", "2", "--arrivals", "uniform"
+    ),
     _flag("ramp-up-nan", ("--ramp-up", "not a finite"), "--ramp-up", "nan"),
     _flag("ramp-up-inf", ("--ramp-up", "not a finite"), "--ramp-up", "inf"),
     _flag("max-error-rate-nan", ("--max-error-rate", "not a finite"), "--max-error-rate", "nan"),
