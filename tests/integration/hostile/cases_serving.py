@@ -157,7 +157,8 @@ FLAGS = [
         ("--burstiness", "constant arrivals have none"),
         *("--rate", "2", "--arrivals", "constant", "--burstiness", "2"),
     ),
-    _flag("arrivals-unknown", ("--arrivals", "'uniform' is not one of"), "--rate", "2", "--arrivals", "uniform"),
+    _flag(
+        "arrivals-unknown", ("--arrivals", "'uniform' is not one of"), "--rate", "2", "--arrivals", "uniform"
     ),
     _flag("ramp-up-nan", ("--ramp-up", "not a finite"), "--ramp-up", "nan"),
     _flag("ramp-up-inf", ("--ramp-up", "not a finite"), "--ramp-up", "inf"),
