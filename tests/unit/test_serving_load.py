@@ -138,3 +138,14 @@ def test_rate_search_bisects_and_only_counts_decided_passes() -> None:
     best, points = find_max_rate(measure, slo, start_rate=1.0, max_points=12, tolerance=0.02)
     assert tried[:5] == [1.0, 2.0, 4.0, 8.0, 16.0] and tried[5] == 12.0
     assert best is not None and 9.8 <= best <= 10.0 and len(points) == len(tried)
+
+
+def test_a_serving_runs_device_is_the_server_and_the_client_is_kept_apart() -> None:
+    from flowrate.serving.plan import server_environment
+
+    client = {"device": {"type": "cpu", "name": "AMD EPYC"}, "hostname": "h"}
+    named = server_environment(client, {"url": "http://s:8000", "server_device": "1x H100"})
+    assert named["device"] == {"type": "remote", "name": "1x H100", "url": "http://s:8000"}
+    assert named["client_device"] == {"type": "cpu", "name": "AMD EPYC"} and named["hostname"] == "h"
+    unnamed = server_environment(client, {"url": "http://s:8000", "server_device": None})
+    assert unnamed["device"]["name"] == "server at http://s:8000"

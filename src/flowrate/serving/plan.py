@@ -53,6 +53,17 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
     return out
 
 
+def server_environment(client: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
+    """The environment of a serving run: the device under test is the server (what --server-device
+    says it runs on, else its URL), not the client's CPU, which is kept as ``client_device``."""
+    device = {
+        "type": "remote",
+        "name": section.get("server_device") or f"server at {section.get('url')}",
+        "url": section.get("url"),
+    }
+    return {**client, "device": device, "client_device": client.get("device")}
+
+
 def _server_device(text: str | None) -> str | None:
     """--server-device: one short line of text, or None when not given."""
     if text is None:
@@ -252,7 +263,8 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     if search is not None:
         section["search"] = search
     config = {"device": "remote", "precision": None, "size": None}
-    result = build_result(outcome.traces, section, config, collect_environment(torch.device("cpu"), argv))
+    environment = server_environment(collect_environment(torch.device("cpu"), argv), section)
+    result = build_result(outcome.traces, section, config, environment)
     try:  # what readers refuse is never written: check the record before anything is
         validate_record(result.to_dict(), SCHEMA_VERSION)
     except InvalidResult as error:
