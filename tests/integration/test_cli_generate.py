@@ -60,7 +60,7 @@ def test_generate_batch_auto(run_cli) -> None:  # type: ignore[no-untyped-def]
         (("-p", "resnet50", "--size", "debug"), "generate needs a causal LM"),
         (
             ("-p", "transformer", "--size", "debug", "-b", "many"),
-            "--batch-size: must be a positive integer or auto",
+            "--batch-size: must be a positive integer or 'auto'",
         ),
         (
             ("-p", "transformer", "--size", "debug", "--precision", "int8-weights"),

@@ -51,7 +51,10 @@ def test_list_source_hf_lists_architectures_and_presets(run_cli) -> None:  # typ
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (("--hf-config", "num_layers=3"), "error: --hf-config: llama's config has no 'num_layers'"),
+        (
+            ("--hf-config", "num_layers=3"),
+            "error: --hf-config num_layers=3: llama's config has no 'num_layers'",
+        ),
         (("--hf-config", "num_hidden_layers"), "error: --hf-config: expected KEY=VALUE"),
         (("--preset", "llama-9b"), "error: --preset: unknown preset 'llama-9b'"),
         (("--preset", "llama-3.2-1b", "--size", "debug"), "error: --preset: names the size of an hf: model"),

@@ -20,6 +20,7 @@ from hostile import (
     cases_files,
     cases_flags,
     cases_friction,
+    cases_library,
     cases_numbers,
     cases_paths,
     cases_process,
@@ -43,6 +44,7 @@ CASES: list[Case] = [
     *cases_process.CASES,
     *cases_friction.CASES,
     *cases_serving.CASES,
+    *cases_library.CASES,
 ]
 
 

@@ -134,7 +134,7 @@ def test_overrides_are_typed_by_the_config_class() -> None:
     ("options", "preset", "says"),
     [
         ({"num_layers": "3"}, None, "llama's config has no 'num_layers' (did you mean 'num_hidden_layers'?)"),
-        ({"rms_norm_eps": "small"}, None, "rms_norm_eps must be float"),
+        ({"rms_norm_eps": "small"}, None, "--hf-config rms_norm_eps=small: must be float"),
         ({"task": "translation"}, None, "unknown task 'translation'"),
         (
             {"task": "masked-lm"},

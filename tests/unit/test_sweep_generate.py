@@ -145,7 +145,7 @@ def test_plan_refuses_a_point_that_cannot_generate_before_anything_runs() -> Non
     assert "(point 2 of 2: prompt_len=30)" in caught.value.message
     with pytest.raises(ConfigError, match="generate needs a causal LM"):
         plan_points(gen_spec("batch_size=1", problem="fc_mnist"))
-    with pytest.raises(ConfigError, match="must be at least 1"):
+    with pytest.raises(ConfigError, match="repeats: must be a positive integer, got 0"):
         plan_points(gen_spec("repeats=0,1"))
 
 

@@ -7,8 +7,15 @@ from typing import Any
 import click
 
 from flowrate.cli.options import output_options
+from flowrate.cli.param_types import BatchSize, Setting
+from flowrate.harness.generate_bounds import GENERATE_BOUNDS
 
 BATCH_HELP = "Sequences generated together, or auto: as many as the free memory holds. [default: 1]"
+
+
+def _number(field: str) -> Setting:
+    """A numeric flag held to GenerateConfig's bounds for its field as the line is read."""
+    return Setting(GENERATE_BOUNDS[field])
 
 
 @click.command("generate")
@@ -16,30 +23,39 @@ BATCH_HELP = "Sequences generated together, or auto: as many as the free memory 
     "--problem", "-p", default="transformer", show_default=True, help="A causal LM: transformer or hf:ARCH."
 )
 @click.option("--size", help="Named size (zoo) or preset (hf:), e.g. debug. [default: the family's]")
+@click.option("--preset", help="hf: a published architecture's config values, e.g. llama-3.2-1b (as --size).")
 @click.option("-O", "--option", "extra_options", multiple=True, metavar="KEY=N", help="Zoo shape option.")
 @click.option("--hf-config", "hf_config", multiple=True, metavar="KEY=VALUE", help="hf: config override.")
-@click.option("--batch-size", "-b", default="1", help=BATCH_HELP)
+@click.option("--batch-size", "-b", type=BatchSize(), default="1", help=BATCH_HELP)
 @click.option(
-    "--max-batch-size", type=click.IntRange(1), default=256, show_default=True, help="The most auto takes."
-)
-@click.option("--prompt-len", type=int, help="Prompt tokens. [default: min(128, context/2)]")
-@click.option(
-    "--new-tokens", type=int, help="Output tokens, exactly. [default: min(128, the rest of the context)]"
-)
-@click.option("--repeats", type=click.IntRange(1), default=5, show_default=True, help="Timed generations.")
-@click.option(
-    "--duration", type=click.FloatRange(min=0, min_open=True), help="Keep generating this many seconds."
+    "--max-batch-size",
+    type=_number("max_batch_size"),
+    default=256,
+    show_default=True,
+    help="The most auto takes.",
 )
 @click.option(
-    "--warmup", type=click.IntRange(0), default=1, show_default=True, help="Untimed generations first."
+    "--prompt-len", type=_number("prompt_len"), help="Prompt tokens. [default: min(128, context/2)]"
+)
+@click.option(
+    "--new-tokens",
+    type=_number("new_tokens"),
+    help="Output tokens, exactly. [default: min(128, the rest of the context)]",
+)
+@click.option("--repeats", type=_number("repeats"), default=5, show_default=True, help="Timed generations.")
+@click.option("--duration", type=_number("duration_s"), help="Keep generating this many seconds.")
+@click.option(
+    "--warmup", type=_number("warmup"), default=1, show_default=True, help="Untimed generations first."
 )
 @click.option("--precision", default="fp32", show_default=True, help="Weights and cache: fp32, bf16 or fp16.")
 @click.option(
     "--mode", type=click.Choice(["train", "infer"]), help="Generation is inference: infer or nothing."
 )
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of weights and prompts.")
-@click.option("--threads", type=click.IntRange(1), help="CPU threads for PyTorch. [default: PyTorch's]")
+@click.option(
+    "--seed", type=_number("seed"), default=0, show_default=True, help="Seed of weights and prompts."
+)
+@click.option("--threads", type=_number("threads"), help="CPU threads for PyTorch. [default: PyTorch's]")
 @output_options
 def command(
     store: str | None,

@@ -15,37 +15,29 @@ if TYPE_CHECKING:
 
 def resolve(flags: dict[str, Any]) -> tuple[GenerateConfig, Problem]:
     """Refuses what cannot generate before any model is built: a training mode, a model that is not
-    a causal LM, lengths over the model's context."""
-    from flowrate.cli.resolve import parse_config_overrides, parse_problem_options
+    a causal LM, lengths over the model's context. A mistake names the flag as typed (`-O nosuch`)."""
+    from flowrate.cli.resolve import flag_of, parse_config_overrides, parse_problem_options, typed_names
     from flowrate.harness.generate import GenerateConfig
     from flowrate.harness.generate_model import lengths, shape_of
     from flowrate.problems.registry import get_problem
 
     if flags.pop("mode") == "train":
         raise ConfigError("--mode", "generate runs inference only: drop --mode train")
-    options: dict[str, int | str] = dict(parse_problem_options(flags.pop("extra_options")))
-    options.update(parse_config_overrides(flags.pop("hf_config")))
-    batch = flags.pop("batch_size")
-    if batch != "auto":
-        try:
-            batch = int(batch)
-        except ValueError:
-            raise ConfigError("--batch-size", f"must be a positive integer or auto, got {batch!r}") from None
-    duration = flags.pop("duration")
+    preset = flags.pop("preset")
+    if preset is not None:  # a library model's preset is its size, as for `run`
+        if flags["size"] is not None:
+            raise ConfigError("--preset", "names the size of an hf: model; give it or --size, not both")
+        flags["size"] = preset
+    typed = typed_names(flags, None)
     try:
-        config = GenerateConfig(problem_options=options, batch_size=batch, duration_s=duration, **flags)
-    except ConfigError as mistake:
-        raise ConfigError(_flag(mistake.field), mistake.message) from None
-    problem = get_problem(config.problem, config.size, config.problem_options)
-    try:
+        options: dict[str, int | str] = dict(parse_problem_options(flags.pop("extra_options")))
+        options.update(parse_config_overrides(flags.pop("hf_config")))
+        config = GenerateConfig(problem_options=options, duration_s=flags.pop("duration"), **flags)
+        problem = get_problem(config.problem, config.size, config.problem_options)
         lengths(shape_of(problem), config.prompt_len, config.new_tokens)
     except ConfigError as mistake:
-        raise ConfigError(_flag(mistake.field), mistake.message) from None
+        raise ConfigError(flag_of(mistake.field, typed), mistake.message) from None
     return config, problem
-
-
-def _flag(field: str) -> str:
-    return "--" + field.removesuffix("_s").replace("_", "-")
 
 
 def start_line(config: GenerateConfig, problem: Problem) -> str:

@@ -22,9 +22,10 @@ from typing import Any
 import torch
 
 from flowrate._version import __version__
-from flowrate.config import FreedMemory
+from flowrate.config import AUTO, FreedMemory
 from flowrate.errors import ConfigError, OutOfMemory
 from flowrate.harness import generate_model as gm
+from flowrate.harness.generate_bounds import GENERATE_BOUNDS, MAX_REPEATS
 from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
 from flowrate.measure import freed_memory
 from flowrate.measure.device import is_out_of_memory, resolve_device, synchronizer
@@ -34,8 +35,6 @@ from flowrate.measure.stats import summarize
 from flowrate.problems.base import Problem
 from flowrate.problems.transformer import synthetic_tokens
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
-
-MAX_REPEATS = 100_000
 
 
 @dataclass(frozen=True)
@@ -56,15 +55,12 @@ class GenerateConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        if self.batch_size != "auto" and (not isinstance(self.batch_size, int) or self.batch_size < 1):
+        if self.batch_size != AUTO and (not isinstance(self.batch_size, int) or self.batch_size < 1):
             raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {self.batch_size!r}")
-        for name in ("repeats", "max_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, "must be at least 1")
-        if self.warmup < 0:
-            raise ConfigError("warmup", "must be 0 or more")
-        if self.duration_s is not None and not self.duration_s > 0:
-            raise ConfigError("duration", "must be positive")
+        for name, bounds in GENERATE_BOUNDS.items():
+            value = getattr(self, name)
+            if value is not None and value != AUTO:
+                bounds.check(name, value)
         gm.weight_dtype(self.precision)
 
 
@@ -74,6 +70,8 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     prompt, new = gm.lengths(shape, config.prompt_len, config.new_tokens)
     dtype = gm.weight_dtype(config.precision)
     device = resolve_device(config.device)
+    if config.batch_size != AUTO:
+        gm.check_fits(shape, dtype, int(config.batch_size), prompt, new, gm.total_memory(device))
     freed_memory.apply(FreedMemory.KEEP)  # as a run's default: the step's memory reused, not refaulted
     with _threads(config.threads), torch.inference_mode():
         torch.manual_seed(config.seed)
@@ -95,7 +93,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     section = generation_section(
         shape, problem, model, timings, batch, prompt, new, dtype, measured_kv, plan, environment
     )
-    section["memory"]["batch_size_auto"] = config.batch_size == "auto"
+    section["memory"]["batch_size_auto"] = config.batch_size == AUTO
     return _result(config, problem, batch, timings, section, environment)
 
 
@@ -145,7 +143,7 @@ def _more(config: GenerateConfig, done: int, elapsed: float) -> bool:
 
 
 def _batch_size(config: GenerateConfig, plan: dict[str, Any]) -> int:
-    if config.batch_size != "auto":
+    if config.batch_size != AUTO:
         return int(config.batch_size)
     fits = plan["max_batch_size"]
     if fits is None:

@@ -15,6 +15,7 @@ Formulas (one multiply-add = 2 FLOPs):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch import nn
 
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Problem
+from flowrate.units import si
 
 NOT_CAUSAL = "generate needs a causal LM (the zoo transformer or an hf: decoder)"
 
@@ -87,7 +89,13 @@ class Decoder:
         if _is_zoo(self.problem):
             logits: torch.Tensor = self.model.cached(ids, self._cache)
             return logits
-        return self.model(input_ids=ids, past_key_values=self._cache, use_cache=True).logits
+        with warnings.catch_warnings():
+            # transformers 5.x warns "`past_key_values` is deprecated … Use `cache` instead" (a
+            # FutureWarning) at every call; `cache` is unknown to the 4.x releases flowrate takes
+            warnings.filterwarnings(
+                "ignore", message=".*past_key_values.* is deprecated", category=FutureWarning
+            )
+            return self.model(input_ids=ids, past_key_values=self._cache, use_cache=True).logits
 
     def cache_bytes_per_token(self) -> float:
         """Measured: the cache's tensors' bytes over the (sequence, position) slots they hold."""
@@ -165,9 +173,17 @@ def lengths(shape: Shape, prompt_len: int | None, new_tokens: int | None) -> tup
     """The prompt and output lengths, defaults min(128, context/2) and the rest up to 128; refused
     before running when they do not fit the model's context."""
     prompt = prompt_len if prompt_len is not None else min(128, shape.context // 2)
+    if prompt < 1:
+        raise ConfigError("prompt_len", "must be at least 1")
+    if prompt >= shape.context:
+        raise ConfigError(
+            "prompt_len",
+            f"{prompt} tokens leave no position for a new token in the model's context of "
+            f"{shape.context}: give at most {shape.context - 1}",
+        )
     new = new_tokens if new_tokens is not None else min(128, shape.context - prompt)
-    if prompt < 1 or new < 1:
-        raise ConfigError("prompt_len" if prompt < 1 else "new_tokens", "must be at least 1")
+    if new < 1:
+        raise ConfigError("new_tokens", "must be at least 1")
     if prompt + new > shape.context:
         raise ConfigError(
             "new_tokens",
@@ -198,6 +214,36 @@ def memory_plan(
         "max_batch_size": int(budget // (context * per_token + logits)),
         "max_context_at_batch_1": min(shape.context, longest),
     }
+
+
+def check_fits(
+    shape: Shape, dtype: torch.dtype, batch: int, prompt: int, new: int, total_bytes: float | None
+) -> None:
+    """Refuses, before anything is allocated, a batch whose KV cache and prefill logits alone
+    (memory_plan's per-sequence need) exceed all of the device's memory."""
+    per_sequence = (prompt + new) * shape.kv_bytes_per_token(
+        dtype
+    ) + prompt * shape.vocab_size * dtype.itemsize
+    if total_bytes is None or batch * per_sequence <= total_bytes:
+        return
+    raise ConfigError(
+        "batch_size",
+        f"{batch} sequences of {prompt + new} tokens need {si(batch * per_sequence, 'B')} of KV cache "
+        f"and logits, more than the {si(total_bytes, 'B')} this device has in all: give at most "
+        f"{max(1, int(total_bytes // per_sequence))}, or auto",
+    )
+
+
+def total_memory(device: torch.device) -> float | None:
+    """All of the device's memory (CUDA), or the host's RAM (CPU); None when it cannot be read."""
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    import psutil
+
+    try:
+        return float(psutil.virtual_memory().total)
+    except (OSError, RuntimeError):
+        return None
 
 
 def free_memory(device: torch.device) -> float | None:

@@ -10,14 +10,18 @@ when it has them. Nothing is downloaded: the hub is never asked.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import json
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.base import Problem
+from flowrate.problems.sources import loader
 from flowrate.problems.sources.base import MissingExtra, SourceSettings
 from flowrate.problems.sources.hf_presets import MASK_TOKEN_IDS, PRESETS, tiny_values
 
@@ -36,20 +40,37 @@ TESTED = {
     "t5": "T5 encoder-decoder, seq2seq LM",
     "vit": "Vision Transformer, image classification",
 }
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 TASK_KEY = "task"  # --hf-config task=… picks the task instead of inferring it
 DEFAULT_SIZE = "debug"
 
 
 def build_problem(name: str, settings: SourceSettings) -> Problem:
+    loader.require_name(PREFIX, name, "llama, or hf:PATH of a save_pretrained folder")
+    transformers = library(f"hf:{name}")
+    from huggingface_hub.errors import StrictDataclassError  # transformers' config validation
+
+    folder = Path(name) if _is_folder(name) else None
+    if folder is not None:
+        _check_folder(folder)
+    return loader.build(
+        f"hf:{name}",
+        settings.overrides,
+        lambda overrides: _problem(transformers, name, dataclasses.replace(settings, overrides=overrides)),
+        source=folder / "config.json" if folder is not None else None,
+        errors=(StrictDataclassError,),
+    )
+
+
+def _problem(transformers: Any, name: str, settings: SourceSettings) -> Problem:
+    """The problem of hf:NAME with these overrides: its config, and the model built on the meta
+    device (which is where the library checks most values)."""
     from flowrate.problems.sources.hf_tasks import make_problem
 
-    transformers = library(f"hf:{name}")
     overrides = dict(settings.overrides)
     task = overrides.pop(TASK_KEY, None)
     if _is_folder(name):
         config = _folder_config(transformers, Path(name), overrides)
-        size, weights = "folder", Path(name) if _has_weights(Path(name)) else None
+        size, weights = "folder", Path(name) if loader.weight_file(Path(name)) else None
     else:
         config, size = _arch_config(transformers, name, settings.preset, overrides)
         weights = None
@@ -87,6 +108,13 @@ def library(spec: str) -> Any:
             load_torchvision()
         import transformers
         from transformers import AutoConfig  # noqa: F401  (its lazy imports fail here, not later)
+
+        with _quiet_loggers("torchao", "torch.utils._pytree"):
+            # transformers' model classes import its quantizers, which import torchao when it is
+            # installed: torchao logs "Failed to load …/_C_*.so" for each CUDA extension a
+            # CPU-only torch cannot load, and its Enums' register_constant() makes torch's pytree
+            # log "… is an Enum subclass and is now natively supported …". Neither is the user's.
+            import transformers.modeling_utils
     except ImportError as error:
         if (error.name or "").split(".")[0] == "transformers":
             raise MissingExtra(spec, EXTRA) from None
@@ -95,6 +123,20 @@ def library(spec: str) -> Any:
         raise _broken(error) from None
     transformers.utils.logging.disable_progress_bar()  # loading bars would break flowrate's display
     return transformers
+
+
+@contextlib.contextmanager
+def _quiet_loggers(*names: str) -> Iterator[None]:
+    """The named loggers say only errors inside the block."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _broken(error: Exception) -> FlowrateError:
@@ -111,22 +153,20 @@ def _is_folder(name: str) -> bool:
     return os.sep in name or "/" in name or name.startswith(".") or Path(name).is_dir()
 
 
-def _has_weights(folder: Path) -> bool:
-    return any((folder / f).is_file() for f in WEIGHT_FILES)
-
-
-def _folder_config(transformers: Any, folder: Path, overrides: dict[str, str]) -> Any:
+def _check_folder(folder: Path) -> None:
     if not folder.is_dir():
         raise ConfigError("problem", f"hf:{folder}: no such folder (hf:PATH reads a save_pretrained folder)")
     if not (folder / "config.json").is_file():
         raise ConfigError(
             "problem", f"hf:{folder} has no config.json: give a folder written by save_pretrained, or hf:ARCH"
         )
+
+
+def _folder_config(transformers: Any, folder: Path, overrides: dict[str, str]) -> Any:
     try:
         config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
-    except (ValueError, OSError, KeyError, json.JSONDecodeError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError("problem", f"hf:{folder}/config.json cannot be read: {first}") from None
+    except (OSError, KeyError, json.JSONDecodeError) as error:
+        raise FlowrateError(f"{folder / 'config.json'}: cannot be read: {loader.describe(error)}") from None
     defaults = type(config)()
     for key, text in overrides.items():
         setattr(config, key, typed_value(config.model_type, defaults, key, text))
@@ -172,11 +212,7 @@ def _arch_config(
         for same in [k for k in values if aliases.get(k, k) == aliases.get(name, name)]:
             del values[same]
         values[name] = typed_value(key, defaults, name, text)
-    try:
-        return config_class(**values), size
-    except (ValueError, TypeError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError("hf_config", f"{config_class.__name__} refuses these values: {first}") from None
+    return config_class(**values), size  # the values it refuses: loader.build names them
 
 
 def _ids_in_vocabulary(defaults: Any, vocab_size: int | None) -> dict[str, int]:
@@ -189,25 +225,28 @@ def _ids_in_vocabulary(defaults: Any, vocab_size: int | None) -> dict[str, int]:
 
 
 def typed_value(model_type: str, defaults: Any, key: str, text: str) -> Any:
-    """``text`` as the type ``key`` has in the config class's defaults (None or a dict: JSON)."""
+    """``text`` as the type ``key`` has in the config class's defaults (None or a dict: JSON),
+    within what a model can be built with (loader.checked_number)."""
     if not hasattr(defaults, key):
         names = {*defaults.to_dict(), *defaults.attribute_map}
-        raise ConfigError("hf_config", f"{model_type}'s config has no {key!r}{_close(key, names)}")
+        raise ConfigError(
+            loader.override_flag(key, text), f"{model_type}'s config has no {key!r}{_close(key, names)}"
+        )
     current = getattr(defaults, key)
     try:
         if isinstance(current, bool):
             return _boolean(text)
         if isinstance(current, int):
-            return int(text)
+            return loader.checked_number(key, text, int(text))
         if isinstance(current, float):
-            return float(text)
+            return loader.checked_number(key, text, float(text))
         if isinstance(current, str):
             return text
-        return json.loads(text)
+        return loader.checked_number(key, text, json.loads(text))
     except (ValueError, json.JSONDecodeError):
         kind = "a JSON value" if not isinstance(current, bool | int | float) else type(current).__name__
         raise ConfigError(
-            "hf_config", f"{key} must be {kind} (as {model_type}'s config has it), got {text!r}"
+            loader.override_flag(key, text), f"must be {kind} (as {model_type}'s config has it)"
         ) from None
 
 

@@ -21,6 +21,12 @@ def meta_model(build: Callable[[], nn.Module]) -> nn.Module:
         return build()
 
 
+def beyond_meta(error: Exception) -> bool:
+    """Whether ``error`` says an operation cannot run on the meta device (a kernel without a meta
+    implementation, a value read back from a tensor), rather than that the model is wrong."""
+    return isinstance(error, NotImplementedError) or "meta" in str(error).lower()
+
+
 def parameter_count(model: nn.Module) -> int:
     """The model's own count: each parameter once, tied ones included once."""
     return sum(p.numel() for p in model.parameters())

@@ -30,7 +30,7 @@ from torch import nn
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.sample import SampleField, token_dtype
-from flowrate.problems.sources import hf_model
+from flowrate.problems.sources import hf_model, loader
 from flowrate.problems.transformer import TORCH_TOKEN_DTYPES, learnable_tokens, synthetic_tokens
 
 IGNORE = -100  # label of positions without a loss (transformers' and PyTorch's ignore_index)
@@ -61,21 +61,29 @@ class HFText(Problem):
         self.seq_len = seq_len or DEFAULT_SEQ_LEN.get(size.partition("+")[0], 128)
         self.mask_token_id = mask_token_id if mask_token_id is not None else self.vocab_size - 1
         self.default_batch_size = 4 if size.startswith("debug") else 8
+        if self.vocab_size < 1:  # raised for loader.build to name the value
+            raise ValueError(
+                f"vocab_size must be at least 1 (tokens are drawn below it), not {self.vocab_size}"
+            )
         limit = _position_limit(self._meta)
         if limit is not None and self.seq_len > limit:
             raise ConfigError(
                 "seq_len", f"{name} has {limit} learned positions; got --seq-len {self.seq_len}"
             )
+        self._check_forward()
+        if weights is not None:
+            loader.check_weights(weights, self._meta)
 
     def build_model(self) -> nn.Module:
         if self.weights is not None:
-            return self.model_class.from_pretrained(
-                str(self.weights),
-                config=self.config,
-                local_files_only=True,
-                dtype=torch.float32,
-                attn_implementation="sdpa",
-            )
+            with loader.reading_weights(self.weights):
+                return self.model_class.from_pretrained(
+                    str(self.weights),
+                    config=self.config,
+                    local_files_only=True,
+                    dtype=torch.float32,
+                    attn_implementation="sdpa",
+                )
         return self._from_config()
 
     def _from_config(self) -> nn.Module:
@@ -84,6 +92,17 @@ class HFText(Problem):
     @functools.cached_property
     def _meta(self) -> nn.Module:
         return hf_model.meta_model(self._from_config)
+
+    def _check_forward(self) -> None:
+        """A forward on the meta device, where the config's late errors (shapes that do not fit
+        together, a negative layer count) show without allocating; a model whose forward the
+        meta device cannot run passes."""
+        ids = torch.zeros((1, min(self.seq_len, TRACE_TOKENS)), dtype=torch.long, device="meta")
+        try:
+            self.logits(self._meta, ids, None, ids)
+        except Exception as error:
+            if not hf_model.beyond_meta(error):
+                raise
 
     @functools.cached_property
     def _order(self) -> list[str] | None:

@@ -15,7 +15,7 @@ from torch import nn
 
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Problem
-from flowrate.problems.sources import hf_model
+from flowrate.problems.sources import hf_model, loader
 from flowrate.problems.sources.base import SourceSettings
 
 
@@ -35,8 +35,13 @@ def image_problem(
             "image_size", f"{name} cuts images into {patch}-pixel patches: give a multiple of {patch}"
         )
 
+    def from_config() -> nn.Module:
+        return model_class._from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+
     def build() -> nn.Module:
-        if weights is not None:
+        if weights is None:
+            return from_config()
+        with loader.reading_weights(weights):
             return model_class.from_pretrained(
                 str(weights),
                 config=config,
@@ -44,7 +49,10 @@ def image_problem(
                 dtype=torch.float32,
                 attn_implementation="sdpa",
             )
-        return model_class._from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+
+    meta = hf_model.meta_model(from_config)  # the config's late errors show here, unallocated
+    if weights is not None:
+        loader.check_weights(weights, meta)
 
     def blocks(model: nn.Module) -> list[nn.Module]:
         return hf_model.blocks_in_order(model, None)

@@ -10,8 +10,8 @@ whose root holds other parameters streams as one block.
 
 from __future__ import annotations
 
-import ast
 import contextlib
+import dataclasses
 import difflib
 import functools
 from collections.abc import Mapping
@@ -23,6 +23,7 @@ from torch import nn
 
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Problem
+from flowrate.problems.sources import loader
 from flowrate.problems.sources.base import MissingExtra, SourceSettings
 from flowrate.problems.sources.vision_source import load_torchvision
 from flowrate.problems.sources.vision_tasks import (
@@ -37,13 +38,24 @@ EXTRA = "timm"
 
 
 def build_problem(name: str, settings: SourceSettings) -> Problem:
+    loader.require_name(PREFIX, name, "resnet18")
     check_image_settings(f"timm:{name}", settings)
     timm = library(name)
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=3, cutoff=0.6)
         hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
         raise ConfigError("problem", f"unknown timm model {name!r}{hint}; see `flowrate list --source timm`")
-    kwargs = {key: _value(text) for key, text in settings.overrides.items()}
+    return loader.build(
+        f"timm:{name}",
+        settings.overrides,
+        lambda overrides: _problem(timm, name, dataclasses.replace(settings, overrides=overrides)),
+    )
+
+
+def _problem(timm: ModuleType, name: str, settings: SourceSettings) -> Problem:
+    """The problem of timm:NAME with these keywords, its model built and run on the meta device
+    (where a keyword the model cannot run with shows, unallocated)."""
+    kwargs = {key: loader.constructor_value(key, text) for key, text in settings.overrides.items()}
     config = timm.get_pretrained_cfg(name)
     channels = int(kwargs.get("in_chans", config.input_size[0] if config else 3))
     image_size = settings.image_size or (config.input_size[-1] if config else 224)
@@ -55,12 +67,9 @@ def build_problem(name: str, settings: SourceSettings) -> Problem:
     mean, std = _statistics(config, channels)
     try:
         layout = block_names(model, torch.zeros((1, channels, image_size, image_size), device="meta"))
-    except Exception as error:  # a forward the meta device cannot run, or one the overrides broke
+    except Exception:  # a forward the meta device cannot run, or one the overrides broke
         if settings.overrides:
-            cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ConfigError(
-                "hf_config", f"timm:{name} does not run with {dict(settings.overrides)}: {cause}"
-            ) from None
+            raise  # loader.build names the keyword
         layout = None  # stream the model whole
     problem = ImageClassificationProblem(
         f"timm:{name}",
@@ -96,10 +105,7 @@ def library(spec: str = "timm:…") -> ModuleType:
 
 
 def _create(timm: ModuleType, name: str, kwargs: Mapping[str, Any]) -> nn.Module:
-    try:
-        model: nn.Module = timm.create_model(name, pretrained=False, **kwargs)
-    except TypeError as error:  # a keyword the model's constructor does not take
-        raise ConfigError("overrides", f"timm:{name} rejected {dict(kwargs)}: {error}") from error
+    model: nn.Module = timm.create_model(name, pretrained=False, **kwargs)
     _tokens_as_block(model)
     return model
 
@@ -112,14 +118,6 @@ def _takes_img_size(timm: ModuleType, name: str, kwargs: Mapping[str, Any]) -> b
         except TypeError:
             return False
     return True
-
-
-def _value(text: str) -> Any:
-    """An override's value: a Python literal (2, 0.1, True, (1, 2)) or else the string itself."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def _statistics(config: Any, channels: int) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -10,7 +10,7 @@ that call the compiled operators (detection) then say so in one line.
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import difflib
 import functools
 import sys
@@ -24,6 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.problems.base import Batch, Problem
+from flowrate.problems.sources import loader
 from flowrate.problems.sources.base import MissingExtra, SourceSettings
 from flowrate.problems.sources.vision_tasks import (
     COUNTED,
@@ -96,6 +97,7 @@ def _declare_unguarded_ops() -> None:
 
 
 def build_problem(name: str, settings: SourceSettings) -> Problem:
+    loader.require_name(PREFIX, name, "resnet18")
     spec = f"torchvision:{name}"
     check_image_settings(spec, settings)
     try:
@@ -103,7 +105,20 @@ def build_problem(name: str, settings: SourceSettings) -> Problem:
     except ImportError as error:
         raise MissingExtra(spec, EXTRA) from error
     task = _task(tv, name)
-    kwargs: dict[str, Any] = {key: _value(text) for key, text in settings.overrides.items()}
+    return loader.build(
+        spec,
+        settings.overrides,
+        lambda overrides: _problem(tv, name, task, dataclasses.replace(settings, overrides=overrides)),
+    )
+
+
+def _problem(tv: ModuleType, name: str, task: str, settings: SourceSettings) -> Problem:
+    """The problem of torchvision:NAME with these keywords, its model built on the meta device
+    (where a keyword the model cannot take shows, unallocated)."""
+    spec = f"torchvision:{name}"
+    kwargs: dict[str, Any] = {
+        key: loader.constructor_value(key, text) for key, text in settings.overrides.items()
+    }
     if task != "classification":
         kwargs.setdefault("weights_backbone", None)  # their default would download ImageNet weights
     image_size = settings.image_size or _DEFAULT_SIDE.get(name, 224)
@@ -112,9 +127,12 @@ def build_problem(name: str, settings: SourceSettings) -> Problem:
             raise TorchvisionOpsMissing(spec)
         kwargs.setdefault("num_classes", 91)  # COCO's, as torchvision's detectors
         kwargs.update(min_size=image_size, max_size=image_size)  # else images are resized to 800
+        build = functools.partial(_create, tv, name, kwargs)
+        with torch.device("meta"):
+            build()  # a keyword the detector cannot take shows here
         return DetectionProblem(
             spec,
-            functools.partial(_create, tv, name, kwargs),
+            build,
             image_size=image_size,
             classes=int(kwargs["num_classes"]),
             name=name,
@@ -169,10 +187,7 @@ def _task(tv: ModuleType, name: str) -> str:
 
 
 def _create(tv: ModuleType, name: str, kwargs: dict[str, Any]) -> nn.Module:
-    try:
-        model: nn.Module = tv.models.get_model(name, weights=None, **kwargs)
-    except TypeError as error:  # a keyword the model's builder does not take
-        raise ConfigError("overrides", f"torchvision:{name} rejected {kwargs}: {error}") from error
+    model: nn.Module = tv.models.get_model(name, weights=None, **kwargs)
     return model
 
 
@@ -180,14 +195,6 @@ def _logits(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
     # Inception and GoogLeNet return (logits, aux logits…) while training: the logits count.
     out = model(images)
     return out if isinstance(out, torch.Tensor) else out.logits
-
-
-def _value(text: str) -> Any:
-    """An override's value: a Python literal (2, 0.1, True) or else the string itself."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 class SegmentationProblem(Problem):
