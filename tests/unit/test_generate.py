@@ -159,8 +159,10 @@ def test_non_decoders_are_refused(spec: str) -> None:
 def test_memory_plan_rule() -> None:
     shape = gm.Shape(layers=2, heads=2, kv_heads=2, head_dim=32, context=32, vocab_size=512)
     plan = gm.memory_plan(shape, torch.float32, prompt=16, context=32, free_bytes=1_000_000)
-    per_sequence = 32 * 1024 + 16 * 512 * 4  # the KV cache at full context + the prefill's logits
+    per_sequence = 32 * 1024 + 1 * 512 * 4  # the KV cache at full context + the last position's logits
     assert plan["max_batch_size"] == int(0.9 * 1_000_000 // per_sequence)
+    every = gm.memory_plan(shape, torch.float32, 16, 32, 1_000_000, logits_positions=16)
+    assert every["max_batch_size"] == int(0.9 * 1_000_000 // (32 * 1024 + 16 * 512 * 4))
     assert plan["max_context_at_batch_1"] == 32  # capped by the model's context
     assert gm.memory_plan(shape, torch.float32, 16, 32, None)["max_batch_size"] is None
 
@@ -204,6 +206,43 @@ def test_work_formulas_exactly() -> None:
     assert work.prefill_flops == 2 * (2 * 1000 * 3 + 512 * 6)
     assert work.decode_flops == 2 * ((2000 + 512 * 4) + (2000 + 512 * 5))
     assert work.decode_bytes == (4000 + 2 * 4 * 1024) + (4000 + 2 * 5 * 1024)
+
+
+def test_a_last_position_prefill_runs_the_head_once_per_sequence() -> None:
+    shape = gm.Shape(layers=2, heads=2, kv_heads=1, head_dim=32, context=64, vocab_size=512)
+    last = gm.Work.of(
+        shape, n=1000, weights=4000, kv=1024, batch=2, prompt=3, new=3, head=300, logits_positions=1
+    )
+    # 2 sequences x (2·(N − H)·3 + 2·H·1 + 512 x 6 pairs); decode is the same either way
+    assert last.prefill_flops == 2 * (2 * 700 * 3 + 2 * 300 * 1 + 512 * 6)
+    every = gm.Work.of(shape, n=1000, weights=4000, kv=1024, batch=2, prompt=3, new=3, head=300)
+    assert every.prefill_flops == 2 * (2 * 1000 * 3 + 512 * 6)
+    assert last.decode_flops == every.decode_flops
+
+
+@pytest.mark.parametrize("name", ["transformer", "hf:llama"])
+def test_the_prefill_computes_the_last_positions_logits_and_generates_the_same_tokens(name: str) -> None:
+    problem = get_problem(name, "debug")
+    torch.manual_seed(0)
+    model = problem.build_model().eval()
+    decoder = gm.Decoder(problem, model)
+    prompts = torch.randint(0, decoder.shape.vocab_size, (2, 7))
+    clock = WallClock(lambda: None)
+    with torch.inference_mode():
+        decoder.begin(2, 8)
+        last = decoder.step(prompts)
+        decoder.begin(2, 8)
+        every = decoder.step(prompts, last_only=False)
+        assert last.shape == (2, 1, decoder.shape.vocab_size) and every.shape[1] == 7
+        torch.testing.assert_close(last[:, 0], every[:, -1])
+        tokens = generate_once(decoder, prompts, 5, clock)
+        assert torch.equal(tokens, generate_once(decoder, prompts, 5, clock, all_logits=True))
+    head = gm.head_weights(problem, model)
+    assert (
+        head == decoder.shape.vocab_size * model.get_input_embeddings().weight.shape[1]
+        if name != "transformer"
+        else head == problem.config.hidden * problem.config.vocab_size
+    )
 
 
 def test_repeats_then_duration() -> None:

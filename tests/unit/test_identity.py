@@ -54,7 +54,7 @@ def test_each_kind_is_told_by_the_section_only_it_writes() -> None:
     assert kind_of(_generation()) is Kind.GENERATE
     assert kind_of(_serving()) is Kind.SERVE
     assert workload(run) == {}
-    assert workload(_generation(32, 8)) == {"prompt_len": 32, "new_tokens": 8}
+    assert workload(_generation(32, 8)) == {"prompt_len": 32, "new_tokens": 8, "prefill_logits": "all"}
 
 
 def test_serving_runs_at_other_loads_are_other_configurations() -> None:

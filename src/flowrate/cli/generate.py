@@ -56,6 +56,13 @@ def _number(field: str) -> Setting:
     "--seed", type=_number("seed"), default=0, show_default=True, help="Seed of weights and prompts."
 )
 @click.option("--threads", type=_number("threads"), help="CPU threads for PyTorch. [default: PyTorch's]")
+@click.option(
+    "--prefill-logits",
+    type=click.Choice(["last", "all"]),
+    default="last",
+    show_default=True,
+    help="The prompt positions the prefill computes logits for: the last, as servers do, or all.",
+)
 @output_options
 def command(
     store: str | None,

@@ -11,7 +11,6 @@ hand-written loop and with ``generate``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import time
@@ -28,13 +27,16 @@ from flowrate.harness import generate_model as gm
 from flowrate.harness.generate_bounds import GENERATE_BOUNDS, MAX_REPEATS
 from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
 from flowrate.measure import freed_memory
-from flowrate.measure.device import is_out_of_memory, resolve_device, synchronizer
+from flowrate.measure.device import is_out_of_memory, resolve_device, synchronizer, torch_threads
 from flowrate.measure.env import collect_environment
 from flowrate.measure.peaks import peak_for
 from flowrate.measure.stats import summarize
 from flowrate.problems.base import Problem
 from flowrate.problems.transformer import synthetic_tokens
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
+
+PREFILL_LAST, PREFILL_ALL = "last", "all"
+PREFILL_LOGITS = (PREFILL_LAST, PREFILL_ALL)
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,13 @@ class GenerateConfig:
     device: str = "auto"
     seed: int = 0
     threads: int | None = None
+    # which prompt positions the prefill computes logits for: "last" (the one the first token is
+    # sampled from, as transformers' generate() and serving engines do) or "all" (the whole prompt's)
+    prefill_logits: str = PREFILL_LAST
 
     def __post_init__(self) -> None:
+        if self.prefill_logits not in PREFILL_LOGITS:
+            raise ConfigError("prefill_logits", f"is last or all, not {self.prefill_logits!r}")
         if self.batch_size != AUTO and (not isinstance(self.batch_size, int) or self.batch_size < 1):
             raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {self.batch_size!r}")
         for name, bounds in GENERATE_BOUNDS.items():
@@ -70,13 +77,14 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     prompt, new = gm.lengths(shape, config.prompt_len, config.new_tokens)
     dtype = gm.weight_dtype(config.precision)
     device = resolve_device(config.device)
+    positions = _logits_positions(config, prompt)
     if config.batch_size != AUTO:
-        gm.check_fits(shape, dtype, int(config.batch_size), prompt, new, gm.total_memory(device))
+        gm.check_fits(shape, dtype, int(config.batch_size), prompt, new, gm.total_memory(device), positions)
     freed_memory.apply(FreedMemory.KEEP)  # as a run's default: the step's memory reused, not refaulted
-    with _threads(config.threads), torch.inference_mode():
+    with torch_threads(config.threads), torch.inference_mode():
         torch.manual_seed(config.seed)
         model = problem.build_model().to(device=device, dtype=dtype).eval()
-        plan = gm.memory_plan(shape, dtype, prompt, prompt + new, gm.free_memory(device))
+        plan = gm.memory_plan(shape, dtype, prompt, prompt + new, gm.free_memory(device), positions)
         batch = _batch_size(config, plan)
         decoder = gm.Decoder(problem, model)
         try:
@@ -91,7 +99,18 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
         measured_kv = decoder.cache_bytes_per_token()
     environment = collect_environment(device, argv)
     section = generation_section(
-        shape, problem, model, timings, batch, prompt, new, dtype, measured_kv, plan, environment
+        shape,
+        problem,
+        model,
+        timings,
+        batch,
+        prompt,
+        new,
+        dtype,
+        measured_kv,
+        plan,
+        environment,
+        config.prefill_logits,
     )
     section["memory"]["batch_size_auto"] = config.batch_size == AUTO
     return _result(config, problem, batch, timings, section, environment)
@@ -104,23 +123,28 @@ def _rounds(
     batch, prompt, new = lengths
     generator = torch.Generator(device=device).manual_seed(config.seed)
     clock: Any = CudaEventClock() if device.type == "cuda" else WallClock(synchronizer(device))
+    every = config.prefill_logits == PREFILL_ALL
     for _ in range(config.warmup):
-        generate_once(decoder, _prompts(decoder.shape, batch, prompt, device, generator), new, clock)
+        prompts = _prompts(decoder.shape, batch, prompt, device, generator)
+        generate_once(decoder, prompts, new, clock, every)
     timings: list[RequestTiming] = []
     started = time.perf_counter()
     while _more(config, len(timings), time.perf_counter() - started):
-        generate_once(decoder, _prompts(decoder.shape, batch, prompt, device, generator), new, clock)
+        generate_once(decoder, _prompts(decoder.shape, batch, prompt, device, generator), new, clock, every)
         timings.append(RequestTiming.from_token_times(clock.seconds()))
     return timings
 
 
-def generate_once(decoder: gm.Decoder, prompts: torch.Tensor, new_tokens: int, clock: Any) -> torch.Tensor:
-    """Greedy: the prefill gives the first token, each decode step one more; (B, new_tokens) ids."""
+def generate_once(
+    decoder: gm.Decoder, prompts: torch.Tensor, new_tokens: int, clock: Any, all_logits: bool = False
+) -> torch.Tensor:
+    """Greedy: the prefill gives the first token, each decode step one more; (B, new_tokens) ids.
+    The prefill computes the last position's logits only, or with ``all_logits`` every position's."""
     batch, prompt = prompts.shape
     decoder.begin(batch, prompt + new_tokens - 1)  # the last token is never fed back
     out = []
     clock.start()
-    token = decoder.step(prompts)[:, -1].argmax(dim=-1, keepdim=True)
+    token = decoder.step(prompts, last_only=not all_logits)[:, -1].argmax(dim=-1, keepdim=True)
     clock.mark()
     out.append(token)
     for _ in range(new_tokens - 1):
@@ -134,6 +158,11 @@ def _prompts(
     shape: gm.Shape, batch: int, prompt: int, device: torch.device, generator: torch.Generator
 ) -> torch.Tensor:
     return synthetic_tokens((batch, prompt), shape.vocab_size, device, generator)
+
+
+def _logits_positions(config: GenerateConfig, prompt: int) -> int:
+    """The prompt positions whose logits the prefill computes."""
+    return prompt if config.prefill_logits == PREFILL_ALL else 1
 
 
 def _more(config: GenerateConfig, done: int, elapsed: float) -> bool:
@@ -153,17 +182,6 @@ def _batch_size(config: GenerateConfig, plan: dict[str, Any]) -> int:
     return min(fits, config.max_batch_size)
 
 
-@contextlib.contextmanager
-def _threads(threads: int | None) -> Any:
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def generation_section(
     shape: gm.Shape,
     problem: Problem,
@@ -176,10 +194,14 @@ def generation_section(
     measured_kv: float,
     plan: dict[str, Any],
     environment: dict[str, Any],
+    prefill_logits: str = PREFILL_LAST,
 ) -> dict[str, Any]:
-    """The generation section: lengths, per-request latencies, rates, memory, FLOPs and bytes."""
+    """The generation section: lengths, per-request latencies, rates, memory, FLOPs and bytes,
+    for a prefill that computed the logits ``prefill_logits`` names (last or all positions)."""
     kv, weights = shape.kv_bytes_per_token(dtype), gm.weight_bytes(model)
-    work = gm.Work.of(shape, gm.matmul_weights(problem, model), weights, kv, batch, prompt, new)
+    n, head = gm.matmul_weights(problem, model), gm.head_weights(problem, model)
+    positions = prompt if prefill_logits == PREFILL_ALL else 1
+    work = gm.Work.of(shape, n, weights, kv, batch, prompt, new, head, positions)
     ttft = sum(t.ttft_s for t in timings)
     decode_s = sum(t.e2e_s - t.ttft_s for t in timings)
     device = environment.get("device") or {}
@@ -190,6 +212,7 @@ def generation_section(
         "batch_size": batch,
         "prompt_len": prompt,
         "new_tokens": new,
+        "prefill_logits": prefill_logits,
         **_latencies(timings, batch, prompt),
         "prefill_tokens_per_sec": batch * prompt * len(timings) / ttft if ttft > 0 else None,
         "decode_tokens_per_sec": batch * (new - 1) * len(timings) / decode_s if decode_s > 0 else None,

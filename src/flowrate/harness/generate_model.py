@@ -6,9 +6,10 @@ transformers causal LM (hf:…, with transformers' DynamicCache). Both are stepp
 
 Formulas (one multiply-add = 2 FLOPs):
 - KV-cache bytes per token = 2 (keys and values) × layers × kv_heads × head_dim × dtype bytes;
-- prefill FLOPs per sequence = 2·N·P + layers × 4·d × P(P + 1)/2, N the matmul weights (LM head
-  included: every prompt position's logits are computed), d = heads × head_dim, query i of the
-  prompt attending to keys 0..i;
+- prefill FLOPs per sequence = 2·(N − H)·P + 2·H·L + layers × 4·d × P(P + 1)/2, N the matmul
+  weights (the LM head's H included), L the positions whose logits are computed (1: the last, which
+  the first token is sampled from, as a server computes it; P with --prefill-logits all),
+  d = heads × head_dim, query i of the prompt attending to keys 0..i;
 - a decode step at context c (the new token is position c): 2·N + layers × 4·d × (c + 1) FLOPs
   per sequence, and it reads every weight once plus the cache's B × (c + 1) positions.
 """
@@ -57,11 +58,26 @@ class Work:
     decode_bytes: float  # every weight once per step + the cache's positions the step attends to
 
     @classmethod
-    def of(cls, shape: Shape, n: int, weights: int, kv: int, batch: int, prompt: int, new: int) -> Work:
-        """n matmul weights, weights and kv (per token) in bytes; the module docstring's formulas."""
+    def of(
+        cls,
+        shape: Shape,
+        n: int,
+        weights: int,
+        kv: int,
+        batch: int,
+        prompt: int,
+        new: int,
+        head: int = 0,
+        logits_positions: int | None = None,
+    ) -> Work:
+        """n matmul weights (head of them the LM head's), weights and kv (per token) in bytes; the
+        prefill's head runs at ``logits_positions`` (None: every prompt position); the module
+        docstring's formulas."""
         contexts = range(prompt, prompt + new - 1)  # each decode step's new position
+        positions = prompt if logits_positions is None else logits_positions
+        body = 2 * (n - head) * prompt + 2 * head * positions
         return cls(
-            prefill_flops=batch * (2 * n * prompt + shape.attention_flops(prompt * (prompt + 1) / 2)),
+            prefill_flops=batch * (body + shape.attention_flops(prompt * (prompt + 1) / 2)),
             decode_flops=batch * sum(2 * n + shape.attention_flops(c + 1) for c in contexts),
             decode_bytes=sum(weights + batch * (c + 1) * kv for c in contexts),
         )
@@ -85,9 +101,11 @@ class Decoder:
 
             self._cache = DynamicCache(config=self.model.config)
 
-    def step(self, ids: torch.Tensor) -> torch.Tensor:
+    def step(self, ids: torch.Tensor, last_only: bool = True) -> torch.Tensor:
+        """Feed ids (B, T) after the cached ones; the logits of the last position (B, 1, V), or with
+        ``last_only`` False of every position (B, T, V)."""
         if _is_zoo(self.problem):
-            logits: torch.Tensor = self.model.cached(ids, self._cache)
+            logits: torch.Tensor = self.model.cached(ids, self._cache, last_only=last_only)
             return logits
         with warnings.catch_warnings():
             # transformers 5.x warns "`past_key_values` is deprecated … Use `cache` instead" (a
@@ -95,7 +113,10 @@ class Decoder:
             warnings.filterwarnings(
                 "ignore", message=".*past_key_values.* is deprecated", category=FutureWarning
             )
-            return self.model(input_ids=ids, past_key_values=self._cache, use_cache=True).logits
+            keep = 1 if last_only else 0  # transformers: 0 keeps every position's logits
+            return self.model(
+                input_ids=ids, past_key_values=self._cache, use_cache=True, logits_to_keep=keep
+            ).logits
 
     def cache_bytes_per_token(self) -> float:
         """Measured: the cache's tensors' bytes over the (sequence, position) slots they hold."""
@@ -136,6 +157,17 @@ def shape_of(problem: Problem) -> Shape:
     return Shape(
         int(c.num_hidden_layers), heads, int(kv_heads), int(head_dim), int(context), int(c.vocab_size)
     )
+
+
+def head_weights(problem: Problem, model: nn.Module) -> int:
+    """H: the LM head's weights (hidden × vocabulary), the part of N a prefill of the last position
+    runs once instead of once per prompt position."""
+    if _is_zoo(problem):
+        c = problem.config  # type: ignore[attr-defined]
+        return int(c.hidden * c.vocab_size)
+    output_embeddings = getattr(model, "get_output_embeddings", None)
+    weight = getattr(output_embeddings(), "weight", None) if callable(output_embeddings) else None
+    return int(weight.numel()) if weight is not None else 0
 
 
 def matmul_weights(problem: Problem, model: nn.Module) -> int:
@@ -198,13 +230,18 @@ AUTO_SHARE = 0.9
 
 
 def memory_plan(
-    shape: Shape, dtype: torch.dtype, prompt: int, context: int, free_bytes: float | None
+    shape: Shape,
+    dtype: torch.dtype,
+    prompt: int,
+    context: int,
+    free_bytes: float | None,
+    logits_positions: int = 1,
 ) -> dict[str, Any]:
     """How many sequences of this context fit: AUTO_SHARE × free memory (after the weights are
     loaded) over each sequence's KV cache (context × bytes per token) plus its prefill logits
-    (prompt × vocab × dtype bytes); and the longest context one sequence could hold."""
+    (logits_positions × vocab × dtype bytes); and the longest context one sequence could hold."""
     per_token = shape.kv_bytes_per_token(dtype)
-    logits = prompt * shape.vocab_size * dtype.itemsize
+    logits = logits_positions * shape.vocab_size * dtype.itemsize
     if free_bytes is None:
         return {"free_bytes": None, "max_batch_size": None, "max_context_at_batch_1": None}
     budget = AUTO_SHARE * free_bytes
@@ -217,13 +254,18 @@ def memory_plan(
 
 
 def check_fits(
-    shape: Shape, dtype: torch.dtype, batch: int, prompt: int, new: int, total_bytes: float | None
+    shape: Shape,
+    dtype: torch.dtype,
+    batch: int,
+    prompt: int,
+    new: int,
+    total_bytes: float | None,
+    logits_positions: int = 1,
 ) -> None:
     """Refuses, before anything is allocated, a batch whose KV cache and prefill logits alone
     (memory_plan's per-sequence need) exceed all of the device's memory."""
-    per_sequence = (prompt + new) * shape.kv_bytes_per_token(
-        dtype
-    ) + prompt * shape.vocab_size * dtype.itemsize
+    kv = (prompt + new) * shape.kv_bytes_per_token(dtype)
+    per_sequence = kv + logits_positions * shape.vocab_size * dtype.itemsize
     if total_bytes is None or batch * per_sequence <= total_bytes:
         return
     raise ConfigError(

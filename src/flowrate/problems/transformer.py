@@ -257,14 +257,16 @@ class GPT(nn.Module):
             x = block(x)
         return x  # (B, T, V)
 
-    def cached(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Logits (B, T, V) of ids (B, T) that continue the cached sequence; the cache grows by T."""
+    def cached(self, ids: torch.Tensor, cache: KVCache, last_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, V) of ids (B, T) that continue the cached sequence; the cache grows by T.
+        ``last_only``: the last position's logits alone (B, 1, V), all a sampler needs, as
+        transformers' generate() and serving engines compute them."""
         embeddings, layers, head = self._parts()
         x = embeddings(ids, start=cache.length)
         for index, block in enumerate(layers):
             x = block.cached(x, cache, index)
         cache.length += ids.shape[1]
-        return head(x)
+        return head(x[:, -1:] if last_only else x)
 
     def new_cache(self, batch_size: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
         """An empty cache for batch_size sequences of up to max_len positions (≤ the position table)."""

@@ -54,7 +54,7 @@ SERVING_WORKLOAD = (
     "replay",
 )
 # generation section fields that fix the work of one generation
-GENERATION_WORKLOAD = ("prompt_len", "new_tokens")
+GENERATION_WORKLOAD = ("prompt_len", "new_tokens", "prefill_logits")
 
 
 def is_workload_field(name: str) -> bool:
@@ -86,7 +86,9 @@ def workload(result: Result) -> dict[str, Any]:
         return found
     if kind is Kind.GENERATE:
         section = result.generation or {}
-        return {key: section.get(key) for key in GENERATION_WORKLOAD}
+        found = {key: section.get(key) for key in GENERATION_WORKLOAD}
+        found["prefill_logits"] = found["prefill_logits"] or "all"  # recorded before: every position
+        return found
     return {}
 
 
