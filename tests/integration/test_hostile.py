@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hostile import (
     cases_datasets,
+    cases_explore,
     cases_files,
     cases_flags,
     cases_friction,
@@ -41,6 +42,7 @@ CASES: list[Case] = [
     *cases_user_code.CASES,
     *cases_process.CASES,
     *cases_friction.CASES,
+    *cases_explore.CASES,
 ]
 
 
