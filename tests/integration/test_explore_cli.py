@@ -4,6 +4,8 @@ exploration again resumes without running a recorded point; bad input is one lin
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from flowrate.results.store import RunFilter, Store
 
 TINY = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--preheat", "1", "--duration", "0.2")
 SPACE = ("--space", "batch_size=2..16:log2", "--space", "precision=fp32,bf16")
+STEPS = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--steps", "2", "--preheat", "1", "-q")
 
 
 @pytest.mark.slow
@@ -117,3 +120,46 @@ def test_fidelity_is_an_objective_each_configuration_checked_once(run_cli, resul
     for evaluation in document["evaluations"]:
         run = next(r for r in timed.values() if r.run_id == evaluation["run_id"])
         assert evaluation["values"]["final_loss"] == checks[run.precision].result.fidelity["final_loss"]
+
+
+def _sessions_at_once(*argvs: tuple[str, ...]) -> list[tuple[int, str]]:
+    """`flowrate explore ARGV` for each argv, in processes started together: each one's exit code
+    and stderr."""
+    started = [
+        subprocess.Popen(
+            [sys.executable, "-m", "flowrate", "explore", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for argv in argvs
+    ]
+    errors = [p.communicate(timeout=600)[1] for p in started]
+    return [(p.returncode, stderr) for p, stderr in zip(started, errors, strict=True)]
+
+
+@pytest.mark.slow
+def test_two_sessions_of_one_study_started_together_keep_one_budget(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    args = (*STEPS, "--space", "batch_size=1..64:log2", "--initial", "1", "--name", "together")
+    first = run_cli("explore", *args, "--budget", "1")
+    assert first.code == 0, first.stderr
+    outcomes = _sessions_at_once((*args, "--budget", "3"), (*args, "--budget", "3"))
+    for code, stderr in outcomes:  # each ran, or was refused in one line while the other ran
+        assert "Traceback" not in stderr and code in (0, 2), stderr
+        if code == 2:
+            assert len(stderr.strip().splitlines()) == 1 and "running in another session" in stderr
+    assert 0 in [code for code, _ in outcomes]
+    with Store(results_store, create=False) as store:
+        runs = store.runs(RunFilter(tag="explore:together"))
+    assert len(runs) == 3 and len({r.batch_size for r in runs}) == 3  # one budget, no point twice
+
+
+@pytest.mark.slow
+def test_two_studies_started_together_on_a_fresh_store_both_run(results_store: Path) -> None:
+    args = (*STEPS, "--space", "batch_size=1,2", "--budget", "1", "--initial", "1")
+    outcomes = _sessions_at_once((*args, "--name", "left"), (*args, "--name", "right"))
+    assert [code for code, _ in outcomes] == [0, 0], outcomes
+    assert not any("Traceback" in stderr for _, stderr in outcomes)
+    with Store(results_store, create=False) as store:
+        for name in ("left", "right"):
+            assert len(store.runs(RunFilter(tag=f"explore:{name}"))) == 1

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hostile import (
     cases_datasets,
+    cases_explore,
     cases_files,
     cases_flags,
     cases_friction,
@@ -45,6 +46,7 @@ CASES: list[Case] = [
     *cases_friction.CASES,
     *cases_serving.CASES,
     *cases_library.CASES,
+    *cases_explore.CASES,
 ]
 
 

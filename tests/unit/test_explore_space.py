@@ -9,6 +9,7 @@ import pytest
 
 from flowrate.campaigns.explore_objectives import parse_constraint, parse_objective, parse_objectives
 from flowrate.campaigns.explore_plan import Budget
+from flowrate.campaigns.explore_settings import read_settings
 from flowrate.campaigns.explore_space import load_space_file, merge_space, parse_space_flags
 from flowrate.errors import ConfigError
 
@@ -118,3 +119,33 @@ def test_a_budget_is_runs_or_wall_time() -> None:
     for text in ("0", "soon", "-3h"):
         with pytest.raises(ConfigError, match="budget"):
             Budget.parse(text)
+
+
+def test_the_explore_table_reads_each_setting_as_its_flag_does() -> None:
+    settings = read_settings(
+        {
+            "objectives": "samples_per_sec:max",  # one, as one --objective
+            "constraints": {"peak_memory": "<16GiB", "samples_per_sec": ">=100"},
+            "budget": 20,
+            "seed": 7,
+            "initial": 3,
+            "name": "night",
+        }
+    )
+    assert [str(o) for o in settings.objectives] == ["samples_per_sec:max"]
+    assert [str(c) for c in settings.constraints] == ["peak_memory_bytes<16GiB", "samples_per_sec>=100"]
+    assert (settings.budget, settings.seed, settings.initial, settings.name) == (
+        Budget(runs=20),
+        7,
+        3,
+        "night",
+    )
+    listed = read_settings({"objectives": ["samples_per_sec", "peak_memory:min"], "constraints": ["mfu>0.1"]})
+    assert len(listed.objectives) == 2 and len(listed.constraints) == 1
+    assert read_settings({"budget": "2h"}).budget == Budget(seconds=7200)
+
+
+def test_a_range_too_large_for_a_grid_is_refused_before_it_is_built() -> None:
+    with pytest.raises(ConfigError, match="holds 1,000,000,000,000 values, more than the 1024"):
+        parse_space_flags(["batch_size=1..1000000000000"])
+    assert len(parse_space_flags(["batch_size=1..1000000000000:log2"])[0].values) == 40  # doubling: 40

@@ -12,10 +12,11 @@ are trials of a second study, ``<name>/rungs``. A new study starts from a space-
 
 Which sampler, and why: flowrate.campaigns.explore_study.
 
-Why it resumes: the study lives in an SQLite file beside the results store (explore_run.py), its
+Why it resumes: the study lives in an SQLite file beside the results store (explore_session.py), its
 name a hash of the space, objectives, constraints and rungs, and every outcome is told as soon as
 it is known. The same exploration started again loads the study: recorded evaluations are not
-run again, and a configuration whose run was cut off by a kill is proposed again first.
+run again, and a configuration whose run was cut off by a kill is proposed again first. One
+session of a study runs at a time (explore_session.py): a trial left running is a killed one.
 
 Out-of-memory points are infeasible (a violated constraint), not errors; points Optuna proposes a
 second time are answered from the first measurement without running.
@@ -93,7 +94,8 @@ class Exploration:
         budget: Budget,
         seed: int = 0,
         initial: int | None = None,
-        storage: str | None = None,  # an Optuna storage URL; None keeps the study in memory
+        storage: str | optuna.storages.BaseStorage | None = None,  # a URL or an opened storage;
+        # None keeps the study in memory
         max_parallel: int = 1,
         sampler: str = "auto",
         listener: ExploreListener | None = None,
@@ -419,7 +421,7 @@ def explore(
     budget: Budget,
     seed: int = 0,
     initial: int | None = None,
-    storage: str | None = None,
+    storage: str | optuna.storages.BaseStorage | None = None,
     max_parallel: int = 1,
     sampler: str = "auto",
     listener: ExploreListener | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +39,10 @@ class Budget:
     def parse(cls, text: str) -> Budget:
         """``12`` (runs) or ``2h``, ``90m``, ``600s`` (wall time)."""
         text = str(text).strip()
-        if text.isdigit() and int(text) > 0:
+        if text.isascii() and text.isdigit() and int(text) > 0:
             return cls(runs=int(text))
         match = _HOURS.match(text)
-        if match is None or float(match[1]) <= 0:
+        if match is None or not 0 < float(match[1]) < math.inf:
             raise ConfigError(
                 "budget", f"cannot read {text!r}: give a number of runs (12) or a time (2h, 90m, 600s)"
             )
@@ -81,6 +81,12 @@ class ExploreSpec:
     @property
     def study_name(self) -> str:
         return self.name or f"explore-{study_id(self.identity())}"
+
+    def fixed_steps(self, params: Mapping[str, Any]) -> int | None:
+        """The timed steps that bound a point's run where they are set (a base steps, or a
+        searched steps axis): such a run stops at its count, not at its rung's duration."""
+        steps = params.get("steps", self.space.base.get("steps"))
+        return int(steps) if steps is not None else None
 
     @property
     def metrics(self) -> list[str]:

@@ -4,7 +4,8 @@ Every evaluated point is a normal run in the results store, tagged ``explore:<st
 ``rung:<k>`` (its run length), so `flowrate runs`, compare, pareto and report work on it. The
 Optuna study lives beside the store, in ``<store stem>.explore.db``: Optuna manages its own
 tables and migrations (SQLAlchemy, alembic), which have no place in the store's versioned schema
-(flowrate.results.store_schema), and a store stays readable by a flowrate without Optuna.
+(flowrate.results.store_schema), and a store stays readable by a flowrate without Optuna. One
+session per study at a time: flowrate.campaigns.explore_session.
 
 Fidelity as an objective (or a constraint): ``final_loss``, the loss a `flowrate check` of the
 configuration reaches, is not in a timed run. A configuration's check (CHECK_STEPS steps on the
@@ -21,7 +22,6 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from flowrate.campaigns.child import OOM as CHILD_OOM
 from flowrate.campaigns.child import ChildOutcome
@@ -34,12 +34,6 @@ from flowrate.config import CHECK_STEPS, RunConfig
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
-
-
-def study_storage(store: Path) -> str:
-    """The Optuna storage URL of a store's explorations: an SQLite file beside it."""
-    return f"sqlite:///{store.with_name(store.stem + '.explore.db').resolve()}"
-
 
 FIDELITY = "final_loss"  # the metric a check gives, not a timed run (module docstring)
 

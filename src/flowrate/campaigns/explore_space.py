@@ -11,17 +11,19 @@ does not exist), so the search proposes points of a grid, a point measured once 
 again, and the grid's size says how much of it a budget covers.
 
 A TOML file holds ``[space]`` (key = "1..512:log2" or a list), an optional ``[base]`` and an
-optional ``[explore]`` table (objectives, constraints, budget, name, seed); flags override it.
+optional ``[explore]`` table (objectives, constraints, budget, name, seed, initial: read by
+explore_settings.py, with the rules of the flags they stand for); flags override it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,11 +36,15 @@ from flowrate.campaigns.sweep_spec import (
     parse_values,
     plan_points,
 )
-from flowrate.config import RunConfig
+from flowrate.config import BOUNDS, RunConfig, parse_batch_size
 from flowrate.errors import ConfigError
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(\w+)\s*)?$")
 EXPLORE_KEYS = ("objectives", "constraints", "budget", "name", "seed", "initial")
+SPACE_FILE = "space-file"  # what a mistake in the file is blamed on: the flag that named it
+# Values an axis may hold: each is settled as a run's config before anything runs (SearchSpace.check),
+# and a finer grid than this is no benchmark's: narrow the range, double through it or list values.
+MAX_AXIS_VALUES = 1024
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,14 @@ def parse_axis(key: str, text: Any, source: str) -> Axis:
             raise ConfigError(name, f"unknown scale {match[3]!r} in {text.strip()}; write A..B or A..B:log2")
         if scale and low < 1:
             raise ConfigError(name, f"a doubling range starts at 1 or more, not {low}")
-        numbers = (
-            [low * 2**i for i in range((high // low).bit_length())] if scale else list(range(low, high + 1))
-        )
+        count = (high // low).bit_length() if scale else high - low + 1
+        if count > MAX_AXIS_VALUES:
+            raise ConfigError(
+                name,
+                f"the range {text.strip()} holds {count:,} values, more than the {MAX_AXIS_VALUES} an "
+                "axis may hold: narrow it, double through it (A..B:log2) or list the values",
+            )
+        numbers = [low * 2**i for i in range(count)] if scale else list(range(low, high + 1))
         for number in (numbers[0], numbers[-1]):
             parse_value(name, number)  # an integer option: a bool or a name has no range
         return Axis(name, tuple(numbers), True, bool(scale))
@@ -110,30 +121,104 @@ class SpaceFile:
 
 
 def load_space_file(path: str | Path) -> SpaceFile:
-    source = "space-file"
+    """The file's space and base, checked, and its [explore] table as written (checked by
+    explore_settings.read_settings).
+
+    Every value is checked for its TOML type before it is read as a sweep reads it, and every
+    mistake is one ConfigError blamed on --space-file: ``PATH: KEY: what is wrong``.
+    """
+    with in_file(path):
+        data = _read_toml(Path(path))
+        unknown = [k for k in data if k not in ("space", "base", "explore")]
+        if unknown:
+            raise ConfigError(
+                SPACE_FILE, f"unknown entry {unknown[0]!r}; it may have [space], [base], [explore]"
+            )
+        for table in ("space", "base", "explore"):
+            if not isinstance(data.get(table, {}), dict):
+                raise ConfigError(table, f"must be a table, [{table}], not {toml_type(data[table])}")
+        settings = data.get("explore", {})
+        stray = [k for k in settings if k not in EXPLORE_KEYS]
+        if stray:
+            raise ConfigError(
+                SPACE_FILE, f"unknown [explore] entry {stray[0]!r}; known: {', '.join(EXPLORE_KEYS)}"
+            )
+        space = data.get("space", {})
+        for key, value in space.items():
+            _check_space_value(key, value)
+        return SpaceFile(_axes(space.items(), SPACE_FILE), _base(data.get("base", {})), settings)
+
+
+@contextlib.contextmanager
+def in_file(path: str | Path) -> Iterator[None]:
+    """A mistake in a space file, blamed on --space-file and prefixed with the file's path (and
+    the key, where the mistake names one)."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        yield
+    except ConfigError as mistake:
+        where = "" if mistake.field == SPACE_FILE else f"{mistake.field}: "
+        raise ConfigError(SPACE_FILE, f"{path}: {where}{mistake.message}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
-        raise ConfigError(source, f"cannot read {path}: {error.strerror}") from None
+        raise ConfigError(SPACE_FILE, f"cannot read it: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(SPACE_FILE, "is not a TOML file: it is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(source, f"{path} is not valid TOML: {error}") from None
-    unknown = [k for k in data if k not in ("space", "base", "explore")]
-    if unknown:
-        raise ConfigError(
-            source, f"{path}: unknown entry {unknown[0]!r}; it may have [space], [base], [explore]"
-        )
-    for table in ("space", "base", "explore"):
-        if not isinstance(data.get(table, {}), dict):
-            raise ConfigError(source, f"{path}: {table} must be a table, [{table}]")
-    settings = data.get("explore", {})
-    stray = [k for k in settings if k not in EXPLORE_KEYS]
-    if stray:
-        raise ConfigError(
-            source, f"{path}: unknown [explore] entry {stray[0]!r}; known: {', '.join(EXPLORE_KEYS)}"
-        )
-    return SpaceFile(
-        _axes(data.get("space", {}).items(), source), parse_base(data.get("base", {}), source), settings
+        raise ConfigError(SPACE_FILE, f"is not valid TOML: {error}") from None
+
+
+_SCALARS = (str, int, float, bool)  # a TOML value a flag could also give
+
+
+def toml_type(value: Any) -> str:
+    """A TOML value's type, in TOML's words."""
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}.get(
+        type(value), f"a {type(value).__name__}"
     )
+
+
+def _check_space_value(key: str, value: Any) -> None:
+    """A [space] entry is a string ("1..512:log2", "fp32,bf16"), one value, or an array of values."""
+    if isinstance(value, _SCALARS):
+        return
+    if isinstance(value, list):
+        inner = next((v for v in value if not isinstance(v, _SCALARS)), None)
+        if inner is None:
+            return
+        raise ConfigError(key, f"an array of values (numbers, strings, booleans) holds {toml_type(inner)}")
+    raise ConfigError(
+        key,
+        f'give a range ("1..512:log2"), a comma list ("fp32,bf16") or an array of values, '
+        f"not {toml_type(value)}",
+    )
+
+
+def _base(table: Mapping[str, Any]) -> dict[str, Any]:
+    """The [base] table as run options: one value each (a number, a string, a boolean), a
+    ``problem_options`` table of such values, every number within its flag's bounds."""
+    for key, value in table.items():
+        inner = value if key == "problem_options" and isinstance(value, dict) else {key: value}
+        for name, item in inner.items():
+            if not isinstance(item, (*_SCALARS, list)):  # a list: parse_base says put it in [space]
+                raise ConfigError(
+                    name,
+                    f"a base option takes one value (a number, a string or a boolean), not {toml_type(item)}",
+                )
+    base = parse_base(table, SPACE_FILE)
+    for name, value in base.items():
+        if name == "batch_size":
+            parse_batch_size(value)  # a count within its bounds, or 'auto'
+        elif name in BOUNDS:
+            BOUNDS[name].check(name, value)
+    return base
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,15 @@ before the first run, shows each evaluation as it is recorded and prints the fro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowrate.campaigns.explore_settings import INITIAL
 from flowrate.cli.executor_options import ExecutorChoice, executor_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
+from flowrate.cli.param_types import Setting
 
 if TYPE_CHECKING:
     from flowrate.campaigns.explore_plan import Budget, ExploreSpec
@@ -33,8 +36,8 @@ DEFAULT_BUDGET = "12"
     "--space-file",
     type=click.Path(dir_okay=False),
     help='TOML file: a [space] table (key = "1..512:log2" or [values]), an optional [base] of run '
-    "options and an optional [explore] table (objectives, constraints, budget, name, seed, initial). "
-    "Flags override it.",
+    "options and an optional [explore] table (objectives, constraints, budget, name, seed, initial), "
+    "each read as its flag is. Flags override it.",
 )
 @click.option(
     "--objective",
@@ -57,14 +60,14 @@ DEFAULT_BUDGET = "12"
 )
 @click.option(
     "--min-duration",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Setting("duration_s"),
     help="Multi-fidelity: the shortest rung's duration in seconds; rungs triple up to --duration (a "
     "shorter rung also runs proportionally fewer --preheat and --min-steps, at least 2), and only points "
     "that could still be on the frontier run longer. [default: every run full length]",
 )
 @click.option(
     "--initial",
-    type=click.IntRange(1),
+    type=Setting(INITIAL),
     help="Points of the initial design (spread over the space) before the model guides the search.",
 )
 @click.option(
@@ -106,7 +109,9 @@ def command(
     at a time; each runs in a fresh process and is recorded as a run tagged explore:NAME (and
     rung:K), so runs, compare, pareto and report work on it. A point that runs out of memory is
     infeasible, not a failure. Running the same exploration again resumes it: its study is kept
-    beside the store (<store>.explore.db) and recorded points are not run again.
+    beside the store (<store>.explore.db) and recorded points are not run again. One session of
+    an exploration runs at a time: a second started while the first runs is refused (exit 2);
+    start it again once the first has ended (or was killed) and it resumes.
 
     Exit codes: 0 a frontier was found; 1 no point ran; 2 bad input; 130 interrupted.
     """
@@ -114,7 +119,8 @@ def command(
 
     from flowrate.campaigns.explore import explore
     from flowrate.campaigns.explore_plan import check_budget, default_initial
-    from flowrate.campaigns.explore_run import run_evaluator, study_storage
+    from flowrate.campaigns.explore_run import run_evaluator
+    from flowrate.campaigns.explore_session import exclusive_session
     from flowrate.cli import console, explore_text
     from flowrate.errors import RunFailed
     from flowrate.results.store import Store, store_path
@@ -122,19 +128,19 @@ def command(
     spec, plan = _plan(
         space, space_file, objectives, constraints, budget, min_duration, name, flags, sample_shape
     )
-    seed, initial = plan["seed"], initial or plan["initial"] or default_initial(spec.space)
-    check_budget(plan["budget"], initial)  # before the store or the study is opened
-    with Store(store) as opened:
+    initial = initial or plan.initial or default_initial(spec.space)
+    check_budget(plan.budget, initial)  # before the store or the study is opened
+    with Store(store) as opened, exclusive_session(store_path(store), spec.study_name) as storage:
         runner = executor.open(store, spec.study_name, sys.argv)
         evaluate = run_evaluator(spec, runner, opened, tags)
-        display = explore_text.Display(spec, plan["budget"], quiet)
+        display = explore_text.Display(spec, plan.budget, quiet)
         outcome = explore(
             spec,
             evaluate,
-            budget=plan["budget"],
-            seed=seed,
+            budget=plan.budget,
+            seed=plan.seed,
             initial=initial,
-            storage=study_storage(store_path(store)),
+            storage=storage,
             max_parallel=runner.max_parallel,
             sampler=sampler,
             listener=display,
@@ -150,6 +156,15 @@ def command(
         raise RunFailed(explore_text.no_frontier(outcome))
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """How the search runs, from the flags and the space file: its budget, seed and initial design."""
+
+    budget: Budget
+    seed: int
+    initial: int | None
+
+
 def _plan(
     space: tuple[str, ...],
     space_file: str | None,
@@ -160,12 +175,14 @@ def _plan(
     name: str | None,
     flags: dict[str, Any],
     sample_shape: int | None,
-) -> tuple[ExploreSpec, dict[str, Any]]:
-    """The exploration the flags and the file describe, checked before anything runs."""
+) -> tuple[ExploreSpec, _Plan]:
+    """The exploration the flags and the file describe, checked before anything runs: a flag and
+    its key in the file's [explore] table are read by the same rules (explore_settings.py)."""
     from flowrate.campaigns.explore_fidelity import Fidelity
     from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
-    from flowrate.campaigns.explore_plan import ExploreSpec
-    from flowrate.campaigns.explore_space import load_space_file, merge_space, parse_space_flags
+    from flowrate.campaigns.explore_plan import Budget, ExploreSpec
+    from flowrate.campaigns.explore_settings import ExploreSettings, check_name, read_settings
+    from flowrate.campaigns.explore_space import in_file, load_space_file, merge_space, parse_space_flags
     from flowrate.campaigns.sweep_command import RUN
     from flowrate.cli.sweep import base_from_flags  # the base a sweep's flags give: the same here
     from flowrate.config import FLAG_NAMES, RunConfig
@@ -173,31 +190,36 @@ def _plan(
 
     try:
         file = load_space_file(space_file) if space_file else None
-        settings = file.settings if file else {}
+        settings = ExploreSettings()
+        if file is not None and space_file is not None:
+            with in_file(space_file):
+                settings = read_settings(file.settings)
         base = base_from_flags(flags, sample_shape, RUN)
         duration = base.pop("duration_s", None) or (file.base.pop("duration_s", None) if file else None)
         duration = duration or RunConfig.duration_s
-        if "steps" in base and min_duration is not None:
-            raise ConfigError(
-                "steps", "fixes the step count, so runs cannot be shortened: drop it or --min-duration"
-            )
         search = merge_space(parse_space_flags(space), base, file)
+        if min_duration is not None and ("steps" in search.base or "steps" in search.names):
+            raise ConfigError(
+                "steps" if "steps" in base else "min_duration",
+                "a fixed step count (steps) cannot be shortened into rungs: drop steps or --min-duration",
+            )
         search.check()
         spec = ExploreSpec(
             search,
-            parse_objectives(objectives or settings.get("objectives") or DEFAULT_OBJECTIVES),
-            parse_constraints(constraints or settings.get("constraints") or ()),
+            parse_objectives(objectives)
+            if objectives
+            else settings.objectives or parse_objectives(DEFAULT_OBJECTIVES),
+            parse_constraints(constraints) if constraints else settings.constraints,
             Fidelity.ladder(duration, min_duration),
-            name or settings.get("name"),
+            check_name(name) if name is not None else settings.name,
         )
         _require_checkable(spec)
-        plan = {
-            "budget": _budget(budget or str(settings.get("budget", DEFAULT_BUDGET))),
-            "seed": int(
-                flags_seed if (flags_seed := base.get("seed")) is not None else settings.get("seed", 0)
-            ),
-            "initial": settings.get("initial"),
-        }
+        seed = base.get("seed")  # --seed, checked as the line was read
+        plan = _Plan(
+            Budget.parse(budget) if budget is not None else settings.budget or Budget.parse(DEFAULT_BUDGET),
+            seed if seed is not None else settings.seed or 0,
+            settings.initial,
+        )
         return spec, plan
     except ConfigError as mistake:
         raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
@@ -214,9 +236,3 @@ def _require_checkable(spec: ExploreSpec) -> None:
         return
     config = check_config(spec.space.config_for({a.name: a.values[0] for a in spec.space.axes}))
     require_checkable(config, get_problem(config.problem, config.size, config.problem_options))
-
-
-def _budget(text: str) -> Budget:
-    from flowrate.campaigns.explore_plan import Budget
-
-    return Budget.parse(text)

@@ -31,11 +31,10 @@ class Display:
         self.spec, self.budget, self.quiet = spec, budget, quiet
 
     def begin(self, study: str, sampler: str, recorded: int, resumed: bool) -> None:
-        rungs = ", ".join(f"{d:g} s" for d in self.spec.fidelity.durations)
         earlier = f", resuming: {recorded} evaluations recorded" if resumed else ""
         console.status(
             f"explore {study}: {self.spec.space.size} points, budget {self.budget}, {sampler}, "
-            f"runs of {rungs}{earlier}",
+            f"runs of {run_lengths(self.spec)}{earlier}",
             self.quiet,
         )
 
@@ -47,11 +46,27 @@ class Display:
         else:
             what = f"{outcome.status}: {outcome.reason}"
         spent = f"{runs}/{self.budget.runs}" if self.budget.runs is not None else duration(seconds)
-        where = f"rung {evaluated.rung} ({evaluated.duration_s:g} s)"
+        where = f"rung {evaluated.rung} ({run_length(self.spec, evaluated)})"
         console.status(
             f"[{spent}] {where} {describe(evaluated.params)}: {what}",
             self.quiet,
         )
+
+
+def run_length(spec: ExploreSpec, evaluated: Evaluated) -> str:
+    """What bounded an evaluation's run: its step count where one is set, else its rung's seconds."""
+    steps = spec.fixed_steps(evaluated.params)
+    return f"{steps} steps" if steps is not None else f"{evaluated.duration_s:g} s"
+
+
+def run_lengths(spec: ExploreSpec) -> str:
+    """What bounds the exploration's runs: a step count (set, or searched), else each rung's seconds."""
+    if "steps" in spec.space.names:
+        return "the searched steps"
+    steps = spec.space.base.get("steps")
+    if steps is not None:
+        return f"{steps} steps"
+    return ", ".join(f"{d:g} s" for d in spec.fidelity.durations)
 
 
 def title(spec: ExploreSpec, outcome: ExploreOutcome) -> str:
@@ -79,12 +94,13 @@ def frontier_table(spec: ExploreSpec, outcome: ExploreOutcome) -> tuple[list[str
     return header, rows
 
 
-def _entry(evaluated: Evaluated) -> dict[str, Any]:
+def _entry(evaluated: Evaluated, steps: int | None) -> dict[str, Any]:
     outcome = evaluated.outcome
     return {
         "params": evaluated.params,
         "rung": evaluated.rung,
         "duration_s": evaluated.duration_s,
+        "steps": steps,  # the step count that bounded the run (then duration_s did not), or None
         "status": outcome.status,
         "feasible": evaluated.feasible,
         "values": outcome.values,
@@ -104,8 +120,8 @@ def to_json(spec: ExploreSpec, outcome: ExploreOutcome) -> str:
         "runs": outcome.runs,
         "seconds": outcome.seconds,
         "exhausted": outcome.exhausted,
-        "frontier": [_entry(e) for e in outcome.frontier],
-        "evaluations": [_entry(e) for e in outcome.evaluations],
+        "frontier": [_entry(e, spec.fixed_steps(e.params)) for e in outcome.frontier],
+        "evaluations": [_entry(e, spec.fixed_steps(e.params)) for e in outcome.evaluations],
     }
     return json.dumps(document, indent=2, default=str)
 

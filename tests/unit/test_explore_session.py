@@ -1,0 +1,63 @@
+"""One session per exploration: a second session of a study is refused while another process
+holds it, in one line and exit 2; other studies run beside it; a killed holder blocks nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from flowrate.campaigns.explore_session import exclusive_session
+from flowrate.errors import EXIT_BAD_INPUT, FlowrateError
+from flowrate.results.store import RunFilter, Store
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from flowrate.campaigns.explore_session import exclusive_session
+with exclusive_session(Path(sys.argv[1]), sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@contextmanager
+def held_elsewhere(store: Path, study: str) -> Iterator[subprocess.Popen[str]]:
+    """A process of its own holding ``study``'s session on ``store`` until the block ends (killed)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(store), study], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_study_held_by_another_process_is_refused_and_others_run_beside_it(tmp_path: Path) -> None:
+    store = tmp_path / "flowrate.db"
+    with held_elsewhere(store, "study-a"):
+        refusal = pytest.raises(FlowrateError, match="study-a is running in another session")
+        with refusal as refused, exclusive_session(store, "study-a"):
+            pass
+        assert refused.value.exit_code == EXIT_BAD_INPUT
+        with exclusive_session(store, "study-b") as storage:  # another study of the same store
+            assert storage.get_all_studies() == []
+    with exclusive_session(store, "study-a"):  # its holder was killed: the lock went with it
+        pass
+
+
+def test_explore_refuses_a_second_session_in_one_line_before_any_run(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]
+    args = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--steps", "2", "--preheat", "1")
+    with held_elsewhere(results_store, "busy"):
+        outcome = run_cli("explore", *args, "--space", "batch_size=1,2", "--name", "busy")
+    assert outcome.code == 2, outcome.stderr
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and "busy is running in another session" in lines[0], outcome.stderr
+    with Store(results_store) as store:
+        assert store.runs(RunFilter(tag="explore:busy")) == []
