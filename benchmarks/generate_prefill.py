@@ -1,0 +1,105 @@
+"""`flowrate generate`'s prefill (its TTFT) against optimum-benchmark's method on the same model.
+
+optimum-benchmark times a prefill as transformers' ``model.generate(max_new_tokens=1,
+min_new_tokens=1)`` on the batch of prompts: one forward over the prompt that keeps the last
+position's logits, and the first token sampled from them. flowrate's TTFT is its prefill step
+(Decoder.step over the prompt) and the argmax, timed by the same synchronized clock
+`flowrate generate` uses. Per round, on one random-weight Llama in one process, each method once,
+in an order that flips every round, after a warmup round; the median of each:
+
+  flowrate      generate_once's first token (the prefill of the last position's logits, the default)
+  flowrate-all  the same with --prefill-logits all (every prompt position's logits: the old prefill)
+  optimum       model.generate(max_new_tokens=1, min_new_tokens=1), greedy, end to end
+
+ratio = flowrate ÷ optimum (target within 10%: 0.90–1.10). Default model: 4 layers, hidden 256,
+vocabulary 32,000; batch 8 × 128 prompt tokens; fp32.
+
+    python benchmarks/generate_prefill.py [--rounds 9] [--batch 8] [--prompt 128] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from flowrate.harness import generate_model as gm
+from flowrate.harness.generate import generate_once
+from flowrate.harness.generate_timing import RequestTiming, WallClock
+from flowrate.measure.device import synchronizer
+from flowrate.problems.registry import get_problem
+
+CONFIG = {
+    "num_hidden_layers": 4,
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 32000,
+    "max_position_embeddings": 512,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--prompt", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    problem = get_problem("hf:llama", "debug", {k: v for k, v in CONFIG.items()})
+    torch.manual_seed(0)
+    model = problem.build_model().eval()
+    decoder = gm.Decoder(problem, model)
+    prompts = torch.randint(0, CONFIG["vocab_size"], (args.batch, args.prompt))
+    sync = synchronizer(torch.device("cpu"))
+
+    def ttft(all_logits: bool) -> Callable[[], float]:
+        def once() -> float:
+            clock = WallClock(sync)
+            generate_once(decoder, prompts, 1, clock, all_logits=all_logits)
+            return RequestTiming.from_token_times(clock.seconds()).ttft_s
+
+        return once
+
+    def optimum() -> float:
+        start = time.perf_counter()
+        model.generate(
+            input_ids=prompts,
+            attention_mask=torch.ones_like(prompts),
+            max_new_tokens=1,
+            min_new_tokens=1,
+            do_sample=False,
+            pad_token_id=0,
+        )
+        sync()
+        return time.perf_counter() - start
+
+    methods = {"flowrate": ttft(False), "flowrate-all": ttft(True), "optimum": optimum}
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    with torch.inference_mode():
+        for name, method in methods.items():  # warmup round
+            method()
+        for round_ in range(args.rounds):
+            order = list(methods) if round_ % 2 == 0 else list(reversed(methods))
+            for name in order:
+                times[name].append(methods[name]())
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(
+        f"hf:llama {CONFIG['num_hidden_layers']} layers, hidden {CONFIG['hidden_size']}, vocabulary "
+        f"{CONFIG['vocab_size']}; batch {args.batch} x {args.prompt}; fp32; {torch.get_num_threads()} threads; "
+        f"{args.rounds} rounds"
+    )
+    for name, median in medians.items():
+        print(f"  {name:13s} median prefill {median * 1e3:8.1f} ms")
+    print(f"flowrate / optimum = {medians['flowrate'] / medians['optimum']:.3f} (target 0.90-1.10)")
+    print(f"flowrate-all / optimum = {medians['flowrate-all'] / medians['optimum']:.3f} (the old prefill)")
+
+
+if __name__ == "__main__":
+    main()
