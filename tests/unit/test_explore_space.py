@@ -83,13 +83,13 @@ def test_a_space_file_gives_axes_base_and_settings_and_flags_override_it(tmp_pat
 
 
 def test_objectives_name_metrics_of_the_table_and_take_their_direction() -> None:
-    assert str(parse_objective("samples_per_sec")) == "samples_per_sec:max"
-    assert str(parse_objective("peak_memory:min")) == "peak_memory_bytes:min"  # a unique leading part
-    assert str(parse_objective("samples-per-sec:min")) == "samples_per_sec:min"
+    assert parse_objective("samples_per_sec").spec == "samples_per_sec:max"
+    assert parse_objective("peak_memory:min").spec == "peak_memory_bytes:min"  # a unique leading part
+    assert parse_objective("samples-per-sec:min").spec == "samples_per_sec:min"
     with pytest.raises(ConfigError, match="unknown metric 'speed'"):
         parse_objective("speed:max")
-    assert str(parse_objective("final_loss")) == "final_loss:min"  # fidelity, from a check of each point
-    with pytest.raises(ConfigError, match="must be max or min"):
+    assert parse_objective("final_loss").spec == "final_loss:min"  # fidelity, from a check of each point
+    with pytest.raises(ConfigError, match="must be max, min or auto"):
         parse_objective("samples_per_sec:up")
     with pytest.raises(ConfigError, match="named twice"):
         parse_objectives(["samples_per_sec", "samples_per_sec:min"])
@@ -132,7 +132,7 @@ def test_the_explore_table_reads_each_setting_as_its_flag_does() -> None:
             "name": "night",
         }
     )
-    assert [str(o) for o in settings.objectives] == ["samples_per_sec:max"]
+    assert [o.spec for o in settings.objectives] == ["samples_per_sec:max"]
     assert [str(c) for c in settings.constraints] == ["peak_memory_bytes<16GiB", "samples_per_sec>=100"]
     assert (settings.budget, settings.seed, settings.initial, settings.name) == (
         Budget(runs=20),

@@ -110,12 +110,23 @@ def test_directions_can_be_turned_and_bad_objectives_are_named() -> None:
     assert [r.run_id for r in smallest.front] == ["big"]
     with pytest.raises(FlowrateError, match="unknown metric 'speed'; known metrics: samples_per_sec"):
         parse_objective("speed:max")
-    with pytest.raises(FlowrateError, match="must be max or min"):
+    with pytest.raises(FlowrateError, match="must be max, min or auto"):
         parse_objective("samples_per_sec:up")
     with pytest.raises(FlowrateError, match="named twice"):
         pareto_front(runs, [parse_objective("mfu"), parse_objective("mfu:min")])
     with pytest.raises(FlowrateError, match="no run records every objective"):
         pareto_front(runs, [parse_objective("samples_per_joule")])
+
+
+def test_pareto_and_explore_read_objectives_with_one_parser() -> None:
+    """pareto refused `peak_memory` and explore refused `:auto`: both now take both."""
+    from flowrate.campaigns.explore_objectives import parse_objective as explore_objective
+
+    for parse in (parse_objective, explore_objective):
+        assert parse("peak_memory").spec == "peak_memory_bytes:min"
+        assert parse("final_loss:auto").spec == "final_loss:min"
+        assert parse("samples_per_sec:auto").spec == "samples_per_sec:max"
+    assert str(parse_objective("peak_memory")) == "min peak memory"
 
 
 def test_pareto_from_the_command_line(run_cli, results_store: Path) -> None:  # type: ignore[no-untyped-def]

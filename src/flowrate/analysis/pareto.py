@@ -24,37 +24,14 @@ from dataclasses import dataclass, field
 
 from flowrate.analysis.grouping import by_problem
 from flowrate.errors import FlowrateError
-from flowrate.results.metrics import Metric, get_metric
+from flowrate.results.objectives import Objective, parse_objective
+
+__all__ = ["Objective", "ParetoResult", "dominates", "pareto_front", "parse_objective", "tied"]
 from flowrate.results.store import StoredRun
 
 DEFAULT_OBJECTIVES = ("samples_per_sec", "samples_per_joule", "peak_memory_bytes", "final_loss")
 ALWAYS = "samples_per_sec"
 TIE = 0.01  # figures closer than this, relative to the larger, are equal: no trade-off
-
-
-@dataclass(frozen=True)
-class Objective:
-    metric: Metric
-    maximize: bool
-
-    @property
-    def name(self) -> str:
-        return self.metric.name
-
-    def __str__(self) -> str:
-        return f"{'max' if self.maximize else 'min'} {self.metric.label}"
-
-
-def parse_objective(text: str) -> Objective:
-    """``samples_per_sec``, ``samples_per_sec:max`` or ``peak_memory_bytes:min``."""
-    name, _, direction = text.partition(":")
-    metric = get_metric(name)
-    direction = direction.strip().lower()
-    if direction in ("", "auto"):
-        return Objective(metric, metric.higher_is_better)
-    if direction not in ("max", "min"):
-        raise FlowrateError(f"objective {text!r}: the direction after ':' must be max or min")
-    return Objective(metric, direction == "max")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
 """What an exploration optimizes and what it must respect: objectives and constraints.
 
-An objective is a metric of the metrics table (flowrate.results.metrics) and a direction:
-``samples_per_sec:max``, ``peak_memory:min`` (a metric's unambiguous leading part names it);
-without a direction, the metric's own better way. ``final_loss`` (fidelity: the loss a
+An objective is a metric of the metrics table and a direction, parsed as every command parses
+one (flowrate.results.objectives). ``final_loss`` (fidelity: the loss a
 `flowrate check` of the configuration reaches) is one too: explore then checks each configuration
 (flowrate.campaigns.explore_run). A constraint is a metric, a comparison and a
 bound with an optional unit: ``peak_memory<16GiB``, ``samples_per_sec>=1.5k`` (byte figures take
@@ -21,54 +20,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flowrate.errors import ConfigError
-from flowrate.results.metrics import METRICS, Metric, get_metric
+from flowrate.results.metrics import Metric
+from flowrate.results.objectives import Objective, find_metric, parse_objective, parse_objectives
+
+__all__ = ["Constraint", "Objective", "find_metric", "parse_objective", "parse_objectives"]
 
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*([A-Za-z/%]*)\s*$")
 _BYTES = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _BYTES.update({"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12})
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def find_metric(name: str, field: str) -> Metric:
-    """The metric ``name`` means: its full name, or a leading part only one metric has."""
-    key = name.strip().lower().replace("-", "_")
-    matches = [m for m in METRICS if m == key] or [m for m in METRICS if m.startswith(key)]
-    if len(matches) != 1:
-        raise ConfigError(field, f"unknown metric {name.strip()!r}; known metrics: {', '.join(METRICS)}")
-    return get_metric(matches[0])
-
-
-@dataclass(frozen=True)
-class Objective:
-    metric: Metric
-    maximize: bool
-
-    @property
-    def name(self) -> str:
-        return self.metric.name
-
-    def __str__(self) -> str:
-        return f"{self.metric.name}:{'max' if self.maximize else 'min'}"
-
-
-def parse_objective(text: str) -> Objective:
-    """``samples_per_sec``, ``samples_per_sec:max`` or ``peak_memory:min``."""
-    name, _, direction = text.partition(":")
-    metric = find_metric(name, "objective")
-    direction = direction.strip().lower()
-    if direction not in ("", "max", "min"):
-        raise ConfigError("objective", f"{text!r}: the direction after ':' must be max or min")
-    return Objective(metric, metric.higher_is_better if not direction else direction == "max")
-
-
-def parse_objectives(texts: Sequence[str]) -> tuple[Objective, ...]:
-    objectives = tuple(parse_objective(t) for t in texts)
-    if not objectives:
-        raise ConfigError("objective", "give at least one, e.g. --objective samples_per_sec:max")
-    names = [o.name for o in objectives]
-    if len(set(names)) != len(names):
-        raise ConfigError("objective", f"a metric is named twice: {', '.join(names)}")
-    return objectives
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ class ExploreSpec:
     def identity(self) -> dict[str, Any]:
         return {
             **self.space.identity(),
-            "objectives": [str(o) for o in self.objectives],
+            "objectives": [o.spec for o in self.objectives],
             "constraints": [str(c) for c in self.constraints],
             "durations": list(self.fidelity.durations),
         }

@@ -70,7 +70,7 @@ def run_lengths(spec: ExploreSpec) -> str:
 
 
 def title(spec: ExploreSpec, outcome: ExploreOutcome) -> str:
-    objectives = ", ".join(str(o) for o in spec.objectives)
+    objectives = ", ".join(o.spec for o in spec.objectives)
     return (
         f"explore {outcome.study}: frontier of {objectives} ({outcome.runs} runs, {duration(outcome.seconds)}"
         f"{', every point measured' if outcome.exhausted else ''})"
@@ -114,7 +114,7 @@ def to_json(spec: ExploreSpec, outcome: ExploreOutcome) -> str:
     document = {
         "study": outcome.study,
         "sampler": outcome.sampler,
-        "objectives": [str(o) for o in spec.objectives],
+        "objectives": [o.spec for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],
         "durations_s": list(spec.fidelity.durations),
         "runs": outcome.runs,
