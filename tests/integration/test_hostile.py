@@ -23,6 +23,7 @@ from hostile import (
     cases_numbers,
     cases_paths,
     cases_process,
+    cases_signals,
     cases_stores,
     cases_user_code,
 )
@@ -40,6 +41,7 @@ CASES: list[Case] = [
     *cases_datasets.CASES,
     *cases_user_code.CASES,
     *cases_process.CASES,
+    *cases_signals.CASES,
     *cases_friction.CASES,
 ]
 
