@@ -26,6 +26,7 @@ from hostile import (
     cases_paths,
     cases_process,
     cases_serving,
+    cases_signals,
     cases_stores,
     cases_user_code,
 )
@@ -43,6 +44,7 @@ CASES: list[Case] = [
     *cases_datasets.CASES,
     *cases_user_code.CASES,
     *cases_process.CASES,
+    *cases_signals.CASES,
     *cases_friction.CASES,
     *cases_serving.CASES,
     *cases_library.CASES,

@@ -22,12 +22,16 @@ instead, as it always was elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -134,7 +138,7 @@ def run_in_fresh_process(
     traceback. The child leaves with os._exit once its answer is sent, skipping the interpreter's
     teardown of torch (about 0.7 s per run on a CPU, paid by every sweep point); it has nothing
     left to flush, and this process still waits for it to be gone before going on. An interrupt
-    here ends the child too.
+    here ends the child too, and a child whose caller is gone ends itself (_leave_with_parent).
     """
     config = portable(config)
     context = process_context(start_method)
@@ -143,9 +147,9 @@ def run_in_fresh_process(
     process = context.Process(
         target=_child_main, args=(sender, to_job(config), argv, tensorboard, environment), name="flowrate-run"
     )
-    process.start()
-    sender.close()  # the child holds the only writer now: its death reads as end of file here
     try:
+        _start(process, context)
+        sender.close()  # the child holds the only writer now: its death reads as end of file here
         try:
             kind, text, started, finished, lower = receiver.recv()
         except EOFError:
@@ -158,6 +162,7 @@ def run_in_fresh_process(
             )
         process.join()
     finally:
+        sender.close()
         receiver.close()
         if process.is_alive():  # interrupted while waiting: no orphan keeps running
             process.kill()
@@ -180,10 +185,13 @@ def _child_main(
     """The child's whole life: take the caller's environment, run, send the answer, leave at once
     (see run_in_fresh_process)."""
     code = 1
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # the fork server ignores Ctrl-C
-    os.environ.clear()  # a forked child has the server's: the caller's FLOWRATE_* may differ
-    os.environ.update(environment)
     try:
+        _leave_with_parent()
+        os.environ.clear()  # a forked child has the server's: the caller's FLOWRATE_* may differ
+        os.environ.update(environment)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the fork server ignores Ctrl-C
+        if hasattr(signal, "pthread_sigmask"):  # and holds it from its start (_start): take it now
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         sender.send(run_and_report(job, argv, logdir))
         code = 0
     finally:  # an interrupt leaves too, quietly: the parent says what happened
@@ -191,6 +199,57 @@ def _child_main(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _start(process: Any, context: Any) -> None:
+    """Start ``process``, the fork server first where ``context`` forks from one, each with Ctrl-C
+    held (_sigint_held) until it can take it: the server, which would print a KeyboardInterrupt
+    traceback from its imports, never takes it; a spawned run takes it once it is under way
+    (_child_main). Waiting for the server to fork the run, this process takes Ctrl-C as ever.
+    multiprocessing's resource tracker is started before the hold, as starting it unblocks SIGINT
+    (it guards its own start, and ignores Ctrl-C after it)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    resource_tracker.ensure_running()
+    if context.get_start_method() == "forkserver":
+        with _sigint_held():
+            forkserver.ensure_running()
+        process.start()
+    else:
+        with _sigint_held():
+            process.start()
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked in this thread for the block, so in the processes it starts from their first
+    instruction (a signal mask survives fork and exec); a Ctrl-C meanwhile reaches this process as
+    the block ends, not lost."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _leave_with_parent() -> None:
+    """End this process once the one that started it is gone. A caller interrupted (Ctrl-C,
+    SIGTERM) while it waits for the fork server to fork this process cannot end it: the server
+    forks it afterwards, and a run would go on with no one to report to. A thread waits on
+    multiprocessing's parent sentinel (end of file once the caller dropped this process or
+    exited) and leaves at once; it waits in the kernel, taking no time from the run."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="flowrate-parent-watch", daemon=True).start()
 
 
 Report = tuple[str, str, float, float, list[str]]

@@ -5,7 +5,10 @@
 - an ``OSError``: one line naming the path (exit 2 when the path is the user's mistake, 1 when the
   system failed, as a full disk); a reader that went away (`flowrate runs --json | head -1`)
   ends the command quietly, as Unix tools do;
-- an interrupt: 130;
+- an interrupt (Ctrl-C): 130, `interrupted`; SIGTERM (`kill`'s or a scheduler's stop) takes the
+  same path, raised as ``Terminated``, a KeyboardInterrupt, so whatever cleans up after Ctrl-C (a
+  sweep's record of what was done, a run's process ended, a store transaction rolled back) cleans
+  up after it too, and ends with 143, `terminated`, as a shell reports a process SIGTERM ended;
 - an exception, or a ``sys.exit()``, raised inside a user's problem file: one line naming the
   user's function, file and line (flowrate/problems/user.py), exit 1 — never a pass;
 - anything else is a bug in flowrate and keeps its traceback.
@@ -20,12 +23,16 @@ a failing rank leaves at once with its code, so torchrun's summary stays short.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import NoReturn, TextIO
+from types import FrameType
+from typing import Any, NoReturn, TextIO
 
 import click
 
@@ -44,6 +51,85 @@ from flowrate.errors import (
 
 # Seconds a failing rank other than 0 waits before it leaves (see _leave).
 RANK_GRACE_S = 3.0
+# Seconds after an interrupt was lost in a finalizer that its signal is sent again (_raise_again).
+RESEND_S = 0.05
+# What a shell reports for a process that SIGTERM ended: 128 + the signal's number.
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, as the CLI raises it: KeyboardInterrupt itself but for one thing. CPython remembers
+    a KeyboardInterrupt of that exact class that escaped code which C ran through PyRun_* (an
+    import torch makes, say) and, once the main module has left with its exit code, ends the
+    process by SIGINT instead; it lets a subclass go."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread where it was when the signal came, as Ctrl-C raises
+    KeyboardInterrupt: every `except KeyboardInterrupt` cleanup runs for it too."""
+
+
+class _Sigterm:
+    """Whether a SIGTERM came during the command under way (a command that catches the
+    interrupt and raises a KeyboardInterrupt of its own, or click's Abort, still ends with 143)."""
+
+    received = False
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """While the block runs, SIGINT raises Interrupted and SIGTERM raises Terminated in the main
+    thread; the handlers before are put back after it. Each signal is taken only where Python's
+    own handling is in place (SIGINT's default_int_handler, SIGTERM's default action), so one a
+    caller ignores or handles stays as it is; off the main thread nothing changes. The first
+    SIGTERM raises, later ones are ignored, so that the cleanup it started finishes; one lost in
+    a finalizer is raised again (_raise_again)."""
+    _Sigterm.received = False
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ours: dict[int, Callable[[int, FrameType | None], None]] = {}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        ours[signal.SIGINT] = _raise_interrupted
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        ours[signal.SIGTERM] = _raise_terminated
+    before = {signum: signal.signal(signum, handler) for signum, handler in ours.items()}
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_raise_again, unraisable)
+    try:
+        yield
+    finally:
+        sys.unraisablehook = unraisable
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def _raise_again(others: Callable[[Any], object], unraisable: Any) -> None:
+    """An interrupt raised while a finalizer ran (a DataLoader iterator's __del__ that joins its
+    workers, say) is lost there: Python would print it and go on with the command. Send the
+    signal again instead, from a thread a moment later (sent here, it would be raised in this
+    hook, and lost as well), to be raised where the command can take it; pass on anything else."""
+    if isinstance(unraisable.exc_value, Terminated):
+        _Sigterm.received = False
+        signum = signal.SIGTERM
+    elif isinstance(unraisable.exc_value, Interrupted):
+        signum = signal.SIGINT
+    else:
+        others(unraisable)
+        return
+    again = threading.Timer(RESEND_S, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    if not _Sigterm.received:
+        _Sigterm.received = True
+        raise Terminated
 
 
 def answer(command: Callable[[], object]) -> NoReturn:
@@ -95,6 +181,9 @@ def flag(field: str) -> str:
 def _answer(error: BaseException) -> int:
     """Say why ``error`` ended the command and return the exit code; raise again what is a bug."""
     if isinstance(error, KeyboardInterrupt | click.Abort):
+        if _Sigterm.received or isinstance(error, Terminated):
+            _say("terminated")
+            return EXIT_TERMINATED
         _say("interrupted")
         return EXIT_INTERRUPTED
     if isinstance(error, click.UsageError):

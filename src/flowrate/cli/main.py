@@ -1,7 +1,8 @@
 """The `flowrate` command: a group of small subcommands, imported only when called.
 
 Exit codes: 0 success; 1 the run failed (out of memory, non-finite loss, …); 2 bad input (an
-unknown option or value, a path or store that cannot be used); 130 interrupted.
+unknown option or value, a path or store that cannot be used); 130 interrupted; 143 terminated
+(SIGTERM, which takes Ctrl-C's path: cli/boundary.py).
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: a failure becomes one line on stderr and an exit code (cli/boundary.py)."""
-    from flowrate.cli.boundary import answer
+    """Console entry point: a failure becomes one line on stderr and an exit code, and SIGTERM is
+    answered as Ctrl-C is (cli/boundary.py)."""
+    from flowrate.cli.boundary import answer, signals_as_interrupts
 
-    answer(lambda: cli.main(args=argv, prog_name="flowrate", standalone_mode=False))
+    with signals_as_interrupts():
+        answer(lambda: cli.main(args=argv, prog_name="flowrate", standalone_mode=False))

@@ -1,8 +1,10 @@
 """`--mlflow [URI]` and `--mlflow-experiment NAME`, shared by `flowrate run`, `export` and `sweep`
 (which sends its recorded points once it ends).
 
-The store is opened (and the experiment made) before anything is measured or sent, so a bad URI
-is bad input said in one line; mlflow itself is imported only then (flowrate.results.mlflow_log).
+The store is checked (and the experiment made) before anything is measured or sent, in a process
+of its own, so a bad URI or a server that is down is bad input said in one line; this process
+imports mlflow only to send, once the figures are taken, and every request is bounded
+(flowrate.results.mlflow_log).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def mlflow_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def open_mlflow(uri: str | None, experiment: str | None) -> MlflowLog | None:
-    """The tracking store the options name, checked now; None without --mlflow."""
+    """The tracking store the options name, checked now (in a process of its own); None without
+    --mlflow."""
     from flowrate.errors import ConfigError
 
     if uri is None:

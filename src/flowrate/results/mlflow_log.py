@@ -16,16 +16,25 @@ other per-interval fields present; a checkpoint interval logs ``interval/checkpo
 Interval timestamps count back from ``created_at`` (set when the Result was assembled, just after
 the timed loop) by the timed seconds left after each interval.
 
-mlflow is imported only here, and only when a store is opened.
+A store is opened twice: before anything is measured, in a process of its own (a bad URI or a
+server that is down is bad input, said before the run; mlflow's import stays out of the measured
+process, whose peak RSS it would otherwise raise), and in this process at the first send, after
+the figures are taken. mlflow is imported only here, and in this process only then.
+
+Every request flowrate makes is bounded (BOUNDED_HTTP): a tracking server that is down, answers
+500 or hangs is said in one line within seconds, where MLflow's own retries wait minutes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -61,9 +70,18 @@ _INTERVAL_FIELDS = (
 )
 # What MLflow's names may hold on every platform (mlflow.utils.validation allows ':' off Windows).
 _NAME_REFUSED = re.compile(r"[^\w./\- ]")
-# A quick answer from an HTTP tracking server that is not there, before the run (MLflow's own
-# defaults retry for minutes); a user's settings of these variables win.
-_CHECK_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+# MLflow's settings for flowrate's own requests, each unless the user set it: two tries, the
+# second at once, of at most 5 s each (MLflow's defaults: 8 tries with waits doubling from 2 s,
+# of 120 s each). MLflow reads them at every request.
+BOUNDED_HTTP = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+}
+# Seconds the check's process may take in all (a store that waits on a lock, say) before the
+# store is refused.
+CHECK_LIMIT_S = 120.0
 
 
 def params(result: Result) -> dict[str, str]:
@@ -135,22 +153,32 @@ def run_tags(result: Result, tags: Sequence[str] = ()) -> dict[str, str]:
 
 
 class MlflowLog:
-    """An MLflow tracking store and experiment, opened (and checked) before anything is measured."""
+    """An MLflow tracking store and experiment: checked before anything is measured, in a process
+    of its own, and opened in this one at the first send (module docstring)."""
 
-    def __init__(self, client: Any, uri: str, experiment: str, experiment_id: str) -> None:
-        self._client, self.uri, self.experiment, self.experiment_id = client, uri, experiment, experiment_id
+    def __init__(self, uri: str, experiment: str, experiment_id: str, client: Any = None) -> None:
+        self.uri, self.experiment, self.experiment_id = uri, experiment, experiment_id
+        self._client = client
 
     @classmethod
     def open(cls, uri: str, experiment: str = DEFAULT_EXPERIMENT) -> MlflowLog:
-        """The store at ``uri`` with ``experiment`` (made if new); a store that cannot be used is a
-        ConfigError("mlflow"): bad input, said in one line."""
+        """The store at ``uri`` with ``experiment`` (made if new), checked in a process of its own;
+        a store that cannot be used is a ConfigError("mlflow"): bad input, said in one line."""
+        _check_uri(uri)
+        if importlib.util.find_spec("mlflow") is None:
+            raise FlowrateError(INSTALL)
+        return cls(uri, experiment, _check_in_child(uri, experiment))
+
+    @classmethod
+    def open_here(cls, uri: str, experiment: str = DEFAULT_EXPERIMENT) -> MlflowLog:
+        """The store at ``uri`` with ``experiment`` (made if new), opened in this process."""
         _check_uri(uri)
         try:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise FlowrateError(INSTALL) from None
         _quiet_logs()
-        with _quick_http():
+        with bounded_http():
             try:
                 client = MlflowClient(tracking_uri=uri)
                 found = client.get_experiment_by_name(experiment)
@@ -170,15 +198,16 @@ class MlflowLog:
                 raise ConfigError(
                     "mlflow", f"cannot use tracking store {uri}: {_first_line(error)}"
                 ) from None
-        return cls(client, uri, experiment, experiment_id)
+        return cls(uri, experiment, experiment_id, client)
 
     def logged(self, run_id: str) -> str | None:
         """The MLflow run already holding flowrate run ``run_id`` (finished), if there is one."""
-        found = self._client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.`{RUN_ID_TAG}` = '{run_id}' and attributes.status = 'FINISHED'",
-            max_results=1,
-        )
+        with bounded_http():
+            found = self._opened().search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{RUN_ID_TAG}` = '{run_id}' and attributes.status = 'FINISHED'",
+                max_results=1,
+            )
         return found[0].info.run_id if found else None
 
     def send(self, result: Result, tags: Sequence[str] = ()) -> str | None:
@@ -190,20 +219,33 @@ class MlflowLog:
         try:
             if self.logged(result.run_id) is not None:
                 return None
-            return self._log(result, tags)
+            with bounded_http():
+                return self._log(result, tags)
         except FlowrateError:
             raise
         except Exception as error:
             raise RunFailed(f"MLflow logging to {self.uri} failed: {_first_line(error)}") from None
 
+    def _opened(self) -> Any:
+        """This process's client, made at the first use."""
+        if self._client is None:
+            try:
+                from mlflow.tracking import MlflowClient
+            except ImportError:
+                raise FlowrateError(INSTALL) from None
+            _quiet_logs()
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
     def _log(self, result: Result, tags: Sequence[str]) -> str:
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.utils.validation import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
 
+        client = self._opened()
         end_ms = _ms(result.created_at)
         start_ms = end_ms - round((result.summary.timed_duration_s + result.summary.preheat_s) * 1000)
         name = f"{result.problem.get('name', 'run')}-{result.run_id}"
-        run = self._client.create_run(self.experiment_id, start_time=start_ms, run_name=name)
+        run = client.create_run(self.experiment_id, start_time=start_ms, run_name=name)
         mlflow_id: str = run.info.run_id
         try:
             tag_list = [RunTag(k, v) for k, v in run_tags(result, tags).items()]
@@ -211,18 +253,69 @@ class MlflowLog:
             metrics = [Metric(k, v, end_ms, 0) for k, v in summary_metrics(result).items()]
             metrics += [Metric(k, v, stamp, step) for k, v, stamp, step in interval_metrics(result)]
             for part in _chunks(tag_list, MAX_PARAMS_TAGS_PER_BATCH):
-                self._client.log_batch(mlflow_id, tags=part)
+                client.log_batch(mlflow_id, tags=part)
             for part in _chunks(param_list, MAX_PARAMS_TAGS_PER_BATCH):
-                self._client.log_batch(mlflow_id, params=part)
+                client.log_batch(mlflow_id, params=part)
             for part in _chunks(metrics, MAX_METRICS_PER_BATCH):
-                self._client.log_batch(mlflow_id, metrics=part)
-            self._client.log_text(mlflow_id, result.to_json() + "\n", ARTIFACT)
-            self._client.set_terminated(mlflow_id, "FINISHED", end_time=end_ms)
+                client.log_batch(mlflow_id, metrics=part)
+            client.log_text(mlflow_id, result.to_json() + "\n", ARTIFACT)
+            client.set_terminated(mlflow_id, "FINISHED", end_time=end_ms)
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the error that matters is above
-                self._client.delete_run(mlflow_id)
+                client.delete_run(mlflow_id)
             raise
         return mlflow_id
+
+
+def check_main(argv: Sequence[str]) -> int:
+    """The check's process (_check_in_child): open the store URI EXPERIMENT here and write one
+    JSON line to stdout, the experiment's id or the error's field and message; the error's exit
+    code."""
+    uri, experiment = argv
+    code = 0
+    try:
+        answer: dict[str, str | None] = {"experiment_id": MlflowLog.open_here(uri, experiment).experiment_id}
+    except ConfigError as error:
+        answer, code = {"field": error.field, "message": error.message}, error.exit_code
+    except FlowrateError as error:
+        answer, code = {"field": None, "message": str(error)}, error.exit_code
+    sys.stdout.write(json.dumps(answer) + "\n")
+    return code
+
+
+_CHECK_CODE = (
+    "import sys; from flowrate.results.mlflow_log import check_main; sys.exit(check_main(sys.argv[1:]))"
+)
+
+
+def _check_in_child(uri: str, experiment: str) -> str:
+    """Open the store in a process of its own (check_main) with this process's module path and
+    bounded requests; the experiment's id, or its error raised here. An interrupt here ends it."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    environment.update({k: v for k, v in BOUNDED_HTTP.items() if k not in os.environ})
+    refused = f"cannot use tracking store {uri}"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHECK_CODE, uri, experiment],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_LIMIT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ConfigError("mlflow", f"{refused}: no answer within {CHECK_LIMIT_S:g} s") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        said = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        raise ConfigError("mlflow", f"{refused}: its check failed: {last[:300]}") from None
+    if "experiment_id" in said:
+        return str(said["experiment_id"])
+    if said["field"] is None:
+        raise FlowrateError(said["message"])
+    raise ConfigError(said["field"], said["message"])
 
 
 def _check_uri(uri: str) -> None:
@@ -245,9 +338,10 @@ def _artifact_location(uri: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _quick_http() -> Iterator[None]:
-    unset = [name for name in _CHECK_HTTP if name not in os.environ]
-    os.environ.update({name: _CHECK_HTTP[name] for name in unset})
+def bounded_http() -> Iterator[None]:
+    """MLflow's requests in the block are bounded (BOUNDED_HTTP); a variable the user set is kept."""
+    unset = [name for name in BOUNDED_HTTP if name not in os.environ]
+    os.environ.update({name: BOUNDED_HTTP[name] for name in unset})
     try:
         yield
     finally:

@@ -18,6 +18,7 @@ import termios
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,11 @@ def as_process(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout_s: f
             _interrupt_when(process, err, timeout_s, "preheat steps", 1.5)
         elif how == "sigint-sweep":  # the first point's fresh process is under way
             _interrupt_when(process, err, timeout_s, "each in a fresh process", 4.0)
+        elif how in SIGNALLED:
+            _signal_when(process, err, timeout_s, SIGNALLED[how])
         code, crash = _finish(process, timeout_s, readers)
+        if how in SIGNALLED and crash is None:
+            crash = _left_running(process.pid)
     stderr = _text(err)
     if how == "torchrun":
         stderr = _without_torchrun_report(stderr)
@@ -149,6 +154,75 @@ def _interrupt_when(
                 os.killpg(process.pid, signal.SIGINT)
             return
         time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class Signalled:
+    """A signal sent ``delay_s`` after stderr shows ``marker``: to the whole process group, as
+    Ctrl-C on a terminal sends it, or to the process alone, as `kill PID` and most schedulers do."""
+
+    signum: int
+    group: bool
+    marker: str
+    delay_s: float
+
+
+# Seconds the processes a signalled command started may take to leave once it has ended: less
+# than the cases' runs last, so a run left behind is seen.
+LEFT_GRACE_S = 20.0
+# Drivers that signal the command, and then check that no process of its group outlives it.
+SIGNALLED = {
+    # the run's timed loop is under way
+    "sigterm": Signalled(signal.SIGTERM, False, "preheat steps", 1.5),
+    # the first point is recorded and the second under way
+    "sigterm-sweep": Signalled(signal.SIGTERM, False, "point 1/", 1.0),
+    # the fork server is still importing torch, and the first point's process not forked yet
+    "sigint-early-sweep": Signalled(signal.SIGINT, True, "each in a fresh process", 0.3),
+    "sigterm-early-sweep": Signalled(signal.SIGTERM, False, "each in a fresh process", 0.3),
+}
+
+
+def _signal_when(
+    process: subprocess.Popen[bytes], err: list[bytes], timeout_s: float, how: Signalled
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if how.marker in _text(err):
+            time.sleep(how.delay_s)
+            if process.poll() is None:
+                if how.group:
+                    os.killpg(process.pid, how.signum)
+                else:
+                    process.send_signal(how.signum)
+            return
+        time.sleep(0.05)
+
+
+def _left_running(group: int) -> str | None:
+    """None once no process of ``group`` is left (zombies aside) within LEFT_GRACE_S; else kill
+    them and say which. A fork server still importing torch when the command ends leaves once its
+    imports are done; a run left behind would still be running."""
+    deadline = time.monotonic() + LEFT_GRACE_S
+    while (left := _group_members(group)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not left:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    return f"processes still running after the command ended: {left}"
+
+
+def _group_members(group: int) -> list[str]:
+    """The live processes of process group ``group``, each as PID (NAME)."""
+    members = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat_file.read_text()
+            name, fields = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+            state, process_group = fields[0], int(fields[2])
+            if process_group == group and state not in "ZX":
+                members.append(f"{stat_file.parent.name} ({name})")
+    return members
 
 
 def _without_torchrun_report(stderr: str) -> str:
