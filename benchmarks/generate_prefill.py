@@ -44,7 +44,9 @@ CONFIG = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--prompt", type=int, default=128)
@@ -52,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    problem = get_problem("hf:llama", "debug", {k: v for k, v in CONFIG.items()})
+    problem = get_problem("hf:llama", "debug", dict(CONFIG))
     torch.manual_seed(0)
     model = problem.build_model().eval()
     decoder = gm.Decoder(problem, model)
@@ -83,7 +85,7 @@ def main() -> None:
     methods = {"flowrate": ttft(False), "flowrate-all": ttft(True), "optimum": optimum}
     times: dict[str, list[float]] = {name: [] for name in methods}
     with torch.inference_mode():
-        for name, method in methods.items():  # warmup round
+        for method in methods.values():  # warmup round
             method()
         for round_ in range(args.rounds):
             order = list(methods) if round_ % 2 == 0 else list(reversed(methods))
@@ -92,8 +94,8 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"hf:llama {CONFIG['num_hidden_layers']} layers, hidden {CONFIG['hidden_size']}, vocabulary "
-        f"{CONFIG['vocab_size']}; batch {args.batch} x {args.prompt}; fp32; {torch.get_num_threads()} threads; "
-        f"{args.rounds} rounds"
+        f"{CONFIG['vocab_size']}; batch {args.batch} x {args.prompt}; fp32; "
+        f"{torch.get_num_threads()} threads; {args.rounds} rounds"
     )
     for name, median in medians.items():
         print(f"  {name:13s} median prefill {median * 1e3:8.1f} ms")
