@@ -20,10 +20,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flowrate.errors import ConfigError
-from flowrate.results.metrics import Metric
-from flowrate.results.objectives import Objective, find_metric, parse_objective, parse_objectives
+from flowrate.results import objectives
+from flowrate.results.metrics import METRICS, Metric
+from flowrate.results.objectives import Objective
 
 __all__ = ["Constraint", "Objective", "find_metric", "parse_objective", "parse_objectives"]
+
+
+def find_metric(name: str, field: str) -> Metric:
+    """A run's metric (explore measures runs): flowrate.results.objectives.find_metric over METRICS."""
+    return objectives.find_metric(name, field, METRICS)
+
+
+def parse_objective(text: str, field: str = "objective") -> Objective:
+    return objectives.parse_objective(text, field, METRICS)
+
+
+def parse_objectives(texts: Sequence[str], field: str = "objective") -> tuple[Objective, ...]:
+    return objectives.parse_objectives(texts, field, METRICS)
+
 
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*([A-Za-z/%]*)\s*$")
 _BYTES = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}

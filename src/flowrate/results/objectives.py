@@ -9,21 +9,22 @@ direction is max, min, or auto (or nothing): the metric's own better way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flowrate.errors import ConfigError
-from flowrate.results.metrics import METRICS, Metric, get_metric
+from flowrate.results.metrics import NAMED_METRICS, Metric
 
 
-def find_metric(name: str, field: str) -> Metric:
-    """The metric ``name`` means: its full name, or a leading part only one metric has; else a
-    ConfigError naming ``field`` and the known metrics."""
+def find_metric(name: str, field: str, table: Mapping[str, Metric] = NAMED_METRICS) -> Metric:
+    """The metric of ``table`` (every named metric: a run's, a generation's, a serving run's)
+    ``name`` means: its full name, or a leading part only one metric has; else a ConfigError
+    naming ``field`` and the known metrics."""
     key = name.strip().lower().replace("-", "_")
-    matches = [m for m in METRICS if m == key] or [m for m in METRICS if m.startswith(key)]
+    matches = [m for m in table if m == key] or [m for m in table if m.startswith(key)]
     if not key or len(matches) != 1:
-        raise ConfigError(field, f"unknown metric {name.strip()!r}; known metrics: {', '.join(METRICS)}")
-    return get_metric(matches[0])
+        raise ConfigError(field, f"unknown metric {name.strip()!r}; known metrics: {', '.join(table)}")
+    return table[matches[0]]
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,13 @@ class Objective:
         return f"{'max' if self.maximize else 'min'} {self.metric.label}"
 
 
-def parse_objective(text: str, field: str = "objective") -> Objective:
-    """``METRIC`` or ``METRIC:max|min|auto`` (module docstring); a mistake names ``field``."""
+def parse_objective(
+    text: str, field: str = "objective", table: Mapping[str, Metric] = NAMED_METRICS
+) -> Objective:
+    """``METRIC`` or ``METRIC:max|min|auto`` (module docstring), a metric of ``table``; a mistake
+    names ``field``."""
     name, _, direction = text.partition(":")
-    metric = find_metric(name, field)
+    metric = find_metric(name, field, table)
     direction = direction.strip().lower()
     if direction in ("", "auto"):
         return Objective(metric, metric.higher_is_better)
@@ -57,9 +61,11 @@ def parse_objective(text: str, field: str = "objective") -> Objective:
     return Objective(metric, direction == "max")
 
 
-def parse_objectives(texts: Sequence[str], field: str = "objective") -> tuple[Objective, ...]:
-    """At least one objective, none named twice."""
-    objectives = tuple(parse_objective(t, field) for t in texts)
+def parse_objectives(
+    texts: Sequence[str], field: str = "objective", table: Mapping[str, Metric] = NAMED_METRICS
+) -> tuple[Objective, ...]:
+    """At least one objective of ``table``, none named twice."""
+    objectives = tuple(parse_objective(t, field, table) for t in texts)
     if not objectives:
         raise ConfigError(field, "give at least one, e.g. --objective samples_per_sec:max")
     names = [o.name for o in objectives]
