@@ -11,7 +11,9 @@ print(
 )
 
 # Your own problem, as an object, in bf16 autocast.
-result = flowrate.benchmark(SmallConvNet(channels=8), precision="bf16", steps=20, batch_size=16)
+result = flowrate.benchmark(
+    SmallConvNet(channels=8), precision="bf16", steps=20, batch_size=16, sample_every=4
+)
 print(
     f"small_convnet: {result.summary.samples_per_sec:.1f} samples/s "
     f"(median {result.summary.median_samples_per_sec:.1f}, CV {result.summary.cv:.1%})"

@@ -82,7 +82,7 @@ def test_one_run_a_side_has_no_verdict_and_says_how_to_get_one(run_cli, store: P
     assert outcome.code == 0, outcome.stderr
     m = outcome.json()["metrics"][0]
     assert (m["n_a"], m["n_b"], m["verdict"], m["p_value"]) == (1, 1, "n/a", None)
-    assert m["ratio"] == pytest.approx(0.8) and "--repeat 3 or more" in m["reason"]
+    assert m["ratio"] == pytest.approx(0.8) and "record 3 or more runs" in m["reason"]
     # --fail-if-slower cannot test it: says so, does not fail
     gate = run_cli("compare", "aaaa0000", "bbbb0000", "--no-history", "--fail-if-slower", "5")
     assert gate.code == 0 and "--fail-if-slower: samples/s could not be tested (1 run a side" in gate.stderr

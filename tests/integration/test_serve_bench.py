@@ -202,7 +202,7 @@ def test_loads_and_kinds_are_separate_configurations_in_noise_compare_pareto_and
         assert outcome.code == 0, outcome.stderr
         ids[name] = json.loads(out.read_text())["run_id"]
     device = json.loads((tmp_path / "slow.json").read_text())["environment"]["device"]
-    assert device == {"type": "remote", "name": f"server at {url}", "url": url}  # not the client's CPU
+    assert device == {"type": "remote", "name": f"server at {url}"}  # not the client's CPU
     problem = ("-p", "transformer", "--size", "debug")
     for name, argv in (
         ("train", ("run", *problem, "--preheat", "1", "--steps", "4")),

@@ -145,7 +145,7 @@ def test_a_serving_runs_device_is_the_server_and_the_client_is_kept_apart() -> N
 
     client = {"device": {"type": "cpu", "name": "AMD EPYC"}, "hostname": "h"}
     named = server_environment(client, {"url": "http://s:8000", "server_device": "1x H100"})
-    assert named["device"] == {"type": "remote", "name": "1x H100", "url": "http://s:8000"}
+    assert named["device"] == {"type": "remote", "name": "1x H100"}
     assert named["client_device"] == {"type": "cpu", "name": "AMD EPYC"} and named["hostname"] == "h"
     unnamed = server_environment(client, {"url": "http://s:8000", "server_device": None})
     assert unnamed["device"]["name"] == "server at http://s:8000"

@@ -56,11 +56,7 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
 def server_environment(client: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
     """The environment of a serving run: the device under test is the server (what --server-device
     says it runs on, else its URL), not the client's CPU, which is kept as ``client_device``."""
-    device = {
-        "type": "remote",
-        "name": section.get("server_device") or f"server at {section.get('url')}",
-        "url": section.get("url"),
-    }
+    device = {"type": "remote", "name": section.get("server_device") or f"server at {section.get('url')}"}
     return {**client, "device": device, "client_device": client.get("device")}
 
 
