@@ -38,6 +38,7 @@ def _acceptance(table: GridTable, capsys: pytest.CaptureFixture[str]) -> None:
     assert statistics.median(result.explore) > statistics.median(result.random)
 
 
+@pytest.mark.slow  # 20 seeds of a replayed search: the recorded grids' acceptance below is the quick one
 def test_over_twenty_seeds_explore_reaches_95_percent_in_18_and_beats_random(
     synthetic: GridTable, capsys: pytest.CaptureFixture[str]
 ) -> None:
