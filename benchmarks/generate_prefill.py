@@ -10,6 +10,9 @@ in an order that flips every round, after a warmup round; the median of each:
   flowrate      generate_once's first token (the prefill of the last position's logits, the default)
   flowrate-all  the same with --prefill-logits all (every prompt position's logits: the old prefill)
   optimum       model.generate(max_new_tokens=1, min_new_tokens=1), greedy, end to end
+  forward       one bare model(input_ids, logits_to_keep=1) and the argmax: the work alone, no cache
+  forward+mask  the same with the all-ones attention mask generate() passes (an explicit mask
+                instead of SDPA's causal flag): what separates the last two from flowrate
 
 ratio = flowrate ÷ optimum (target within 10%: 0.90–1.10). Default model: 4 layers, hidden 256,
 vocabulary 32,000; batch 8 × 128 prompt tokens; fp32.
@@ -82,7 +85,23 @@ def main() -> None:
         sync()
         return time.perf_counter() - start
 
-    methods = {"flowrate": ttft(False), "flowrate-all": ttft(True), "optimum": optimum}
+    def forward(mask: bool) -> Callable[[], float]:
+        def once() -> float:
+            start = time.perf_counter()
+            extra = {"attention_mask": torch.ones_like(prompts)} if mask else {}
+            model(input_ids=prompts, logits_to_keep=1, use_cache=False, **extra).logits.argmax(dim=-1)
+            sync()
+            return time.perf_counter() - start
+
+        return once
+
+    methods = {
+        "flowrate": ttft(False),
+        "flowrate-all": ttft(True),
+        "optimum": optimum,
+        "forward": forward(False),
+        "forward+mask": forward(True),
+    }
     times: dict[str, list[float]] = {name: [] for name in methods}
     with torch.inference_mode():
         for method in methods.values():  # warmup round
