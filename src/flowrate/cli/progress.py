@@ -52,6 +52,8 @@ class LiveProgress:
         self._task: TaskID | None = None
 
     def __call__(self, record: IntervalRecord) -> None:
+        if not (self.enabled or self.lines):  # --quiet: nothing to do at a sample point
+            return
         done = record.first_step + record.steps
         left = seconds_left(self.config, done, record.elapsed_s)
         if self.lines and record.elapsed_s - self._last_line_s >= HEARTBEAT_S:
