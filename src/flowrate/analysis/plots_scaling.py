@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from flowrate.analysis import canvas
-from flowrate.campaigns.scaling import ScalingReport
+from flowrate.results.scaling_report import ScalingReport
 
 
 def scaling_figure(report: ScalingReport, title: str) -> Figure:

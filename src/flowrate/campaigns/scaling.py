@@ -24,57 +24,22 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from flowrate.campaigns.child import portable
 from flowrate.config import RunConfig, positive_ints
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.execution.distributed import LAUNCH_VARIABLES
+from flowrate.results.scaling_report import CommOverhead, ScalingPoint, ScalingReport
 from flowrate.results.schema import Result
+
+__all__ = ["CommOverhead", "ScalingPoint", "ScalingReport"]
 
 # What torchrun launches for each size (`python -m WORKER_MODULE CONFIG.json RESULT.json`).
 WORKER_MODULE = "flowrate.cli.scaling_worker"
 # Seconds a size may take beyond its measured duration (start-up, model build, preheat) before
 # the launch is stopped: a generous bound that only catches a launch that hangs.
 LAUNCH_SLACK_S = 600.0
-
-
-@dataclass(frozen=True)
-class ScalingPoint:
-    """One size: its process count, total and per-rank throughput, and the efficiency."""
-
-    processes: int
-    samples_per_sec: float  # sum over ranks
-    samples_per_sec_per_rank: float
-    efficiency: float  # against the smallest size, per rank
-    ideal_samples_per_sec: float  # linear scaling from the baseline
-    run_id: str
-
-
-@dataclass(frozen=True)
-class CommOverhead:
-    """One size's predicted all-reduce overhead per step against its measured step overhead
-    (flowrate.campaigns.scaling_comm)."""
-
-    processes: int
-    gradient_bytes: int
-    busbw_bytes_per_sec: float
-    predicted_s: float  # per step: the gradients' all-reduce at the measured busbw
-    measured_s: float  # per step: step time at this size minus the baseline's
-
-
-@dataclass(frozen=True)
-class ScalingReport:
-    name: str
-    baseline_processes: int
-    threads_per_rank: int | None
-    points: list[ScalingPoint]
-    communication: list[CommOverhead] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -14,7 +14,7 @@ import click
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.scaling import ScalingReport
+    from flowrate.results.scaling_report import ScalingReport
 
 
 @click.command("scaling")

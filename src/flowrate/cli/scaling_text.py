@@ -11,9 +11,9 @@ from flowrate.cli.run_text import span
 from flowrate.units import rate
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.scaling import ScalingReport
     from flowrate.campaigns.scaling_plan import ScalingPlan
     from flowrate.problems.base import Problem
+    from flowrate.results.scaling_report import ScalingReport
     from flowrate.results.schema import Result
 
 HEADER = ["processes", "samples/s (sum)", "per rank", "efficiency", "run"]
