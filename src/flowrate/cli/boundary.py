@@ -267,7 +267,9 @@ def _leave(code: int) -> NoReturn:
                 stream.flush()
         if _torchrun_rank() != 0:
             # torchrun stops every rank once one exits: give rank 0, which says the line (most
-            # failures, a bad flag or problem, reach every rank at once), the time to say it first
-            time.sleep(RANK_GRACE_S)
+            # failures, a bad flag or problem, reach every rank at once), the time to say it first;
+            # torchrun's SIGTERM to the other ranks may cut the wait short: this rank leaves as asked
+            with contextlib.suppress(KeyboardInterrupt):
+                time.sleep(RANK_GRACE_S)
         os._exit(code)
     sys.exit(code)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hostile.case import INTERRUPTED, MARKED_RUN, RUN, RUN_A, RUN_B, USAGE, Case, Workspace
+from hostile.cases_process import OSERROR
 from hostile.checks import store_run_ids
 from hostile.problems import user_problem
 from hostile.setups import dataset, plain_file
@@ -47,6 +48,11 @@ CASES = [
         ("terminated",),
         setup=dataset(),
         driver="sigterm",
+        # as with Ctrl-C (cases_process): now and then multiprocessing's resource_sharer thread,
+        # which hands the loader workers their file descriptors, prints a traceback as the
+        # process ends (seen once in a clean-clone CI run)
+        xfail=OSERROR,
+        intermittent=True,
     ),
     Case(
         "sigterm-mid-sweep",
