@@ -336,10 +336,10 @@ def largest_part(duration: float) -> None:
         [
             [
                 name,
-                f"{result.problem['parameters']:,}",
+                f"{result.problem.parameters:,}",
                 f"{result.batch_size * SEQ:,}",
                 f"**{result.summary.model_flops_per_sec / 1e12:.1f}**",
-                f"{result.flops.get('mfu') or 0:.1%}",
+                f"{result.flops.mfu or 0:.1%}",
             ]
         ],
     )

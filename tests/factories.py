@@ -24,6 +24,7 @@ from flowrate.measure.peaks import PeakLookup
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.assemble import Built, Measurements, assemble
 from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.sections import Energy, Fidelity, Flops, Kind, Memory, ProblemInfo
 
 _ids = itertools.count(1)
 SMOOTHING = 0.4
@@ -129,14 +130,15 @@ def make_result(
     return replace(
         made,
         config={**what, "optimizer": "adamw", "execution": execution, "device": device_type},
-        problem={"name": problem, "size": size, "parameters": PARAMETERS, "blocks": 3},
+        problem=ProblemInfo(name=problem, size=size, parameters=PARAMETERS, blocks=3),
         environment={**_environment(problem, batch_size, device_type, device_name), **(environment or {})},
         summary=summary,
         warnings=list(warnings),
-        flops={"mfu": mfu, "model_flops_per_sec": summary.samples_per_sec * FLOPS_PER_SAMPLE},
+        flops=Flops(mfu=mfu, model_flops_per_sec=summary.samples_per_sec * FLOPS_PER_SAMPLE),
         energy=_energy(samples_per_joule, summary.timed_samples, summary.timed_duration_s),
-        memory={} if peak_memory_bytes is None else {"process_peak_rss_bytes": peak_memory_bytes},
-        fidelity=None if final_loss is None else {"final_loss": final_loss},
+        memory=Memory(process_peak_rss_bytes=peak_memory_bytes),
+        fidelity=None if final_loss is None else Fidelity(final_loss=final_loss),
+        kind=Kind.RUN if final_loss is None else Kind.CHECK,
         run_id=f"{next(_ids):012x}" if run_id is None else run_id,
         created_at=created_at,
         flowrate_version="0.1.0",
@@ -188,20 +190,20 @@ def _assembled(intervals: list[IntervalRecord], batch_size: int, problem: str, s
     return assemble(config, _MadeProblem(problem, size), built, record, measured, {})
 
 
-def _energy(samples_per_joule: float | None, samples: int, seconds: float) -> dict[str, Any]:
+def _energy(samples_per_joule: float | None, samples: int, seconds: float) -> Energy:
     """The energy section of a run that reached ``samples_per_joule`` (None: no meter)."""
     if samples_per_joule is None:
-        return {"joules": None, "samples_per_joule": None, "reason": "no meter in tests"}
+        return Energy(reason="no meter in tests")
     joules = samples / samples_per_joule
-    return {
-        "joules": joules,
-        "seconds": seconds,
-        "average_watts": joules / seconds,
-        "method": "test",
-        "domains": ["package-0"],
-        "samples_per_joule": samples_per_joule,
-        "flops_per_joule": samples_per_joule * FLOPS_PER_SAMPLE,
-    }
+    return Energy(
+        joules=joules,
+        seconds=seconds,
+        average_watts=joules / seconds,
+        method="test",
+        domains=["package-0"],
+        samples_per_joule=samples_per_joule,
+        flops_per_joule=samples_per_joule * FLOPS_PER_SAMPLE,
+    )
 
 
 def _environment(problem: str, batch_size: int, device_type: str, device_name: str) -> dict[str, Any]:

@@ -10,8 +10,11 @@ _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 DASH = "—"  # a figure that cannot be had
 
 
-def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """1234567 -> '1.23 M' + unit: engineering prefixes, ``digits`` significant figures."""
+def si(value: float | None, unit: str = "", digits: int = 3) -> str:
+    """1234567 -> '1.23 M' + unit: engineering prefixes, ``digits`` significant figures; None (a
+    figure not measured) as a dash."""
+    if value is None:
+        return DASH
     for scale, prefix in _PREFIXES:
         if abs(value) >= scale:
             return f"{_sig(value / scale, digits)} {prefix}{unit}"
@@ -31,8 +34,10 @@ def compact(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def count(value: float) -> str:
-    """Parameter counts as people say them: 124.4 M, 6.658 B."""
+def count(value: float | None) -> str:
+    """Parameter counts as people say them: 124.4 M, 6.658 B; None (not declared) as a dash."""
+    if value is None:
+        return DASH
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if value >= scale:
             return f"{_sig(value / scale, 4)} {suffix}"

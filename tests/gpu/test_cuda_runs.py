@@ -54,15 +54,15 @@ def test_gpt2_bf16_training_throughput_is_recorded() -> None:
     )
     s = result.summary
     assert s.tokens_per_sec == pytest.approx(s.samples_per_sec * 1024)
-    flops_per_sample = result.problem["model_flops_per_sample"]
+    flops_per_sample = result.problem.model_flops_per_sample
     assert s.model_flops_per_sec == pytest.approx(s.samples_per_sec * flops_per_sample)
     name = result.environment["device"]["name"]
     if peak_for(name, "bf16").entry is None:
         pytest.skip(f"no datasheet peak for {name!r}: MFU is empty there, by design")
     # MFU against the datasheet peak: a loose floor (eager bf16 training of gpt2 runs far above it)
     # and the ceiling nothing passes
-    assert result.flops["mfu"] == pytest.approx(s.model_flops_per_sec / result.flops["peak_flops"])
-    assert 0.05 <= result.flops["mfu"] <= 1.0
+    assert result.flops.mfu == pytest.approx(s.model_flops_per_sec / result.flops.peak_flops)
+    assert 0.05 <= result.flops.mfu <= 1.0
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])

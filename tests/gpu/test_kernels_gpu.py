@@ -50,7 +50,7 @@ def test_causal_attention_runs_on_cuda() -> None:
     assert all(math.isfinite(v) for v in result.losses)
     # causal counts the S(S+1)/2 (query, key) pairs its mask keeps of the full square's S², S = 32
     full = get_problem("attention", "debug").forward_flops_per_sample()
-    assert 64 * result.problem["forward_flops_per_sample"] == 33 * full
+    assert 64 * result.problem.forward_flops_per_sample == 33 * full
 
 
 @pytest.mark.parametrize("pinned", [1, 0], ids=["pinned", "pageable"])
@@ -66,8 +66,8 @@ def test_host_link_runs_on_cuda(name: str, pinned: int) -> None:
     )
     assert all(math.isfinite(v) for v in result.losses)
     expected = (2 if name == "duplex" else 1) * 8 * 2**20
-    assert result.flops["bytes_per_sample"] == expected
-    assert result.flops["bytes_per_sec"] == pytest.approx(result.summary.samples_per_sec * expected)
+    assert result.flops.bytes_per_sample == expected
+    assert result.flops.bytes_per_sec == pytest.approx(result.summary.samples_per_sec * expected)
 
 
 @pytest.mark.parametrize("pinned", [1, 0], ids=["pinned", "pageable"])
@@ -95,23 +95,23 @@ def test_host_link_copies_arrive(name: str, pinned: int) -> None:
 
 def test_gemm_default_reaches_real_flops() -> None:
     result = flowrate.benchmark("gemm", precision="bf16", device="cuda", duration_s=2.0, preheat_steps=5)
-    assert result.problem["forward_flops_per_sample"] == 2 * 4096**3
+    assert result.problem.forward_flops_per_sample == 2 * 4096**3
     assert result.summary.model_flops_per_sec == pytest.approx(result.summary.samples_per_sec * 2 * 4096**3)
     peak = datasheet(result, "bf16")
-    assert peak.flops is not None and result.flops["peak_flops"] == peak.flops
-    assert result.flops["mfu"] == pytest.approx(result.summary.model_flops_per_sec / peak.flops)
+    assert peak.flops is not None and result.flops.peak_flops == peak.flops
+    assert result.flops.mfu == pytest.approx(result.summary.model_flops_per_sec / peak.flops)
     # a dense GEMM this large runs near the tensor cores' rate; nothing runs above the datasheet's
-    assert FLOOR <= result.flops["mfu"] <= 1.0
+    assert FLOOR <= result.flops.mfu <= 1.0
 
 
 def test_copy_bandwidth_is_reported_against_device_memory() -> None:
     result = flowrate.benchmark("copy", precision="bf16", device="cuda", duration_s=1.0, preheat_steps=3)
-    assert result.flops["bytes_per_sample"] == 2 * 256 * 2**20
-    assert result.flops["bytes_per_sec"] == pytest.approx(result.summary.samples_per_sec * 2 * 256 * 2**20)
+    assert result.flops.bytes_per_sample == 2 * 256 * 2**20
+    assert result.flops.bytes_per_sec == pytest.approx(result.summary.samples_per_sec * 2 * 256 * 2**20)
     peak = datasheet(result, "bf16")
-    assert peak.memory_bandwidth is not None and result.flops["peak_bandwidth"] == peak.memory_bandwidth
-    fraction = result.flops["bytes_per_sec"] / peak.memory_bandwidth
-    assert result.flops["bandwidth_fraction"] == pytest.approx(fraction)
+    assert peak.memory_bandwidth is not None and result.flops.peak_bandwidth == peak.memory_bandwidth
+    fraction = result.flops.bytes_per_sec / peak.memory_bandwidth
+    assert result.flops.bandwidth_fraction == pytest.approx(fraction)
     # 512 MiB of traffic a call is far beyond any L2 cache: the copy runs from device memory, near
     # its datasheet bandwidth and never above it
     assert FLOOR <= fraction <= 1.0

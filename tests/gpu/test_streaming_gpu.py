@@ -76,7 +76,7 @@ def test_device_memory_limit_holds_a_streamed_gpt2() -> None:
     flowrate.benchmark("gpt2", precision="bf16", steps=2, preheat_steps=1, batch_size=8, device="cuda")
     assert torch.cuda.memory_reserved() > 3 * 2**30
     result = _streamed_gpt2(3)
-    assert result.memory["device_peak_reserved_bytes"] <= 3 * 2**30
+    assert result.memory.device_peak_reserved_bytes <= 3 * 2**30
     assert result.streaming is not None and result.streaming["host_pinned"] is True
     with pytest.raises(OutOfMemory, match="out of memory at batch size 2"):
         _streamed_gpt2(2)

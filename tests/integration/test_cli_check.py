@@ -10,6 +10,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from flowrate.results.codec import encode
 from flowrate.results.schema import Result
 
 CHECK = ("check", "--problem", "fc_mnist", "--size", "debug", "--steps", "60", "--device", "cpu")
@@ -84,7 +85,7 @@ def test_check_out_file_reads_back_with_its_fidelity(run_cli, tmp_path: Path) ->
     assert out.code == 0, out.stderr
     loaded = Result.load(path)
     assert loaded.fidelity is not None
-    assert loaded.fidelity == out.json()["fidelity"]
+    assert encode(loaded.fidelity) == out.json()["fidelity"]
     assert loaded.warnings[0].startswith("a check run is not a throughput benchmark")
 
 

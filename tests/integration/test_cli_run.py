@@ -130,7 +130,7 @@ def test_run_infer_writes_result_file(run_cli, tmp_path: Path) -> None:  # type:
     assert out.stdout == ""  # no --json: nothing on stdout
     result = Result.load(target)
     assert result.config["mode"] == "infer"
-    assert result.problem["model_flops_per_sample"] == result.problem["forward_flops_per_sample"]
+    assert result.problem.model_flops_per_sample == result.problem.forward_flops_per_sample
     assert result.summary.timed_steps == 4
     assert Result.from_json(result.to_json()) == result  # round trip is exact
     assert not list(target.parent.glob(".*tmp"))  # atomic write leaves no temporary file

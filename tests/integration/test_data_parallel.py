@@ -231,7 +231,7 @@ def test_the_own_loop_example_runs_alone_and_on_two_ranks(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "own-mlp (resident, 1 process(es)):" in done.stdout
     alone = Result.load(tmp_path / "one.json")
-    assert alone.problem["blocks"] == 3 and alone.summary.timed_steps == 4096 // 64 - 3
+    assert alone.problem.blocks == 3 and alone.summary.timed_steps == 4096 // 64 - 3
     out = str(tmp_path / "two.json")
     first, second = launch([[sys.executable, example, "--out", out]] * 2, tmp_path)
     assert first.code == 0 and second.code == 0, first.stderr + second.stderr

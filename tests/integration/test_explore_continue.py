@@ -63,7 +63,7 @@ def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
     assert _ends_at_the_first_sample_point_past(lower, 0.2) and _elapsed(final) >= 0.6
     # the lower rung's intervals are the first of the whole run's: one run, measured on its way
     assert lower.intervals == final.intervals[: len(lower.intervals)]
-    assert lower.energy["joules"] is None and lower.memory["process_peak_rss_bytes"] > 0
+    assert lower.energy.joules is None and lower.memory.process_peak_rss_bytes > 0
 
 
 def test_the_lower_rungs_come_back_from_a_fresh_process_and_a_cluster_job(tmp_path: Path) -> None:

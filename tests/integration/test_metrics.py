@@ -18,6 +18,7 @@ from flowrate.harness import run as harness_run
 from flowrate.measure.energy import open_energy_meter
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result
+from flowrate.results.sections import Flops
 from flowrate.results.tensorboard import scalars
 
 TINY = dict(size="debug", device="cpu", preheat_steps=1, steps=12, sample_every=3)
@@ -126,7 +127,7 @@ def test_energy_from_a_fake_rapl_tree_gives_exact_samples_per_joule(
     assert energy["method"] == "rapl-powercap" and energy["domains"] == ["package-0"]
     assert energy["joules"] == pytest.approx(4.0)  # four sample points
     assert energy["samples_per_joule"] == pytest.approx(result.summary.timed_samples / 4.0)
-    flops = result.summary.timed_samples * result.problem["model_flops_per_sample"]
+    flops = result.summary.timed_samples * result.problem.model_flops_per_sample
     assert energy["flops_per_joule"] == pytest.approx(flops / 4.0)
     assert energy["average_watts"] == pytest.approx(4.0 / energy["seconds"])
 
@@ -145,16 +146,16 @@ def test_every_result_has_flops_energy_and_memory_and_round_trips(tmp_path: Path
     # causal half and recomputes Q·Kᵀ in backward)
     attention = sum(o["flops"] for o in ops["ops"] if "attention" in o["op"])
     full = (ops["flops"] - attention + ops["attention_full_flops"]) / ops["batch_size"]
-    assert full == pytest.approx(result.problem["model_flops_per_sample"], rel=0.01)
+    assert full == pytest.approx(result.problem.model_flops_per_sample, rel=0.01)
     assert [w for w in result.warnings if "FLOP" in w] == []
     assert f["hardware_flops_per_sec"] == pytest.approx(
         f["executed_flops_per_sample"] * result.summary.samples_per_sec
     )
     assert f["mfu"] is None and "no datasheet peak" in f["reason"]
-    assert result.energy["joules"] is None or result.energy["method"]
-    if result.energy["joules"] is None:
-        assert result.energy["reason"]
-    assert result.memory["process_peak_rss_bytes"] > 0
+    assert result.energy.joules is None or result.energy.method
+    if result.energy.joules is None:
+        assert result.energy.reason
+    assert result.memory.process_peak_rss_bytes > 0
     assert all(i.process_rss_bytes for i in result.intervals)
     path = tmp_path / "r.json"
     result.save(path)
@@ -172,7 +173,12 @@ def test_a_version_1_result_still_reads(tmp_path: Path) -> None:
     for key in ("compute_samples_per_sec", "checkpoints", "checkpoint_s", "checkpoint_overhead"):
         data["summary"].pop(key)
     old = Result.from_dict(data)
-    assert old.flops == {} and old.summary.checkpoints == 0 and old.intervals[0].loss is None
+    assert (
+        old.flops == Flops()
+        and old.flops.mfu is None
+        and old.summary.checkpoints == 0
+        and old.intervals[0].loss is None
+    )
 
 
 def test_measure_peak_reports_mfu_against_a_measured_gemm() -> None:

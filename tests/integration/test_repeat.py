@@ -43,7 +43,7 @@ def test_combine_gives_across_run_statistics_of_the_per_run_medians(base: Result
 
 def test_runs_that_disagree_are_flagged(base: Result) -> None:
     combined = combine([with_median(base, m, str(m)) for m in (100.0, 130.0)])
-    assert combined.repeat is not None and combined.repeat["disagree"] is True
+    assert combined.repeat is not None and combined.repeat.disagree is True
     assert any("2 runs disagree" in w for w in combined.warnings)
 
 
@@ -54,12 +54,12 @@ def test_cli_repeat_runs_each_benchmark_in_its_own_process(run_cli) -> None:  # 
     )  # fmt: skip
     assert outcome.code == 0, outcome.stderr
     result = Result.from_json(outcome.stdout)
-    assert result.repeat is not None and result.repeat["n"] == 2
-    ids = [run["run_id"] for run in result.repeat["runs"]]
+    assert result.repeat is not None and result.repeat.n == 2
+    ids = [run["run_id"] for run in result.repeat.runs]
     assert len(set(ids)) == 2 and result.run_id in ids
     assert "run 1/2" in outcome.stderr and "run 2/2" in outcome.stderr
     # each run recorded the process that ran it: two distinct ones, neither of them this one
-    pids = {run["process_id"] for run in result.repeat["runs"]}
+    pids = {run["process_id"] for run in result.repeat.runs}
     assert len(pids) == 2 and os.getpid() not in pids
 
 
@@ -95,6 +95,6 @@ def test_ctrl_c_after_a_finished_run_keeps_it_as_an_interrupted_result(  # type:
     assert outcome.code == 130 and "interrupted" in outcome.stderr
     assert len(calls) == 2
     kept = Result.load(out)
-    assert kept.repeat is not None and kept.repeat["n"] == 1 and kept.run_id == "first000run1"
+    assert kept.repeat is not None and kept.repeat.n == 1 and kept.run_id == "first000run1"
     assert "interrupted after 1 of 3 runs: the figures combine the 1 that finished" in kept.warnings
     assert run_cli("show", "first000run1", "--store", str(store)).code == 0

@@ -56,7 +56,7 @@ def test_a_check_is_recorded_with_its_fidelity(run_cli, results_store: Path) -> 
     assert outcome.code == 0, outcome.stderr
     with Store(results_store, create=False) as store:
         [run] = store.runs()
-    assert run.final_loss is not None and run.final_loss == run.result.fidelity["final_loss"]  # type: ignore[index]
+    assert run.final_loss is not None and run.final_loss == run.result.fidelity.final_loss  # type: ignore[index]
 
 
 def test_a_damaged_store_stops_the_run_before_it_starts_and_is_left_alone(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -40,7 +40,7 @@ def test_debug_size_runs(family: str, mode: str, precision: str) -> None:
     assert s.timed_steps == 3 and s.timed_samples == 3 * result.batch_size
     assert len(result.losses) == 3 and all(math.isfinite(v) for v in result.losses)
     assert s.samples_per_sec == pytest.approx(s.timed_samples / s.timed_duration_s)  # GlobalRate
-    assert result.problem["parameters"] == result.problem["parameters_built"]
+    assert result.problem.parameters == result.problem.parameters_built
     assert result.config["precision"] == precision
 
 

@@ -25,6 +25,7 @@ from flowrate.results.compare import Difference, History, compare
 from flowrate.results.metrics import METRICS
 from flowrate.results.per_process import process_values
 from flowrate.results.schema import Result
+from flowrate.results.sections import Repeat, RepeatRun
 from flowrate.units import p_value as p_value_text
 
 
@@ -148,13 +149,13 @@ def test_mann_whitney_over_runs() -> None:
 def test_a_repeat_result_is_one_value_per_process() -> None:
     a = dataclasses.replace(
         make_result(NOISY_A, "a1"),
-        repeat={
-            "n": 3,
-            "runs": [
-                {"run_id": f"a1-{i}", "median_samples_per_sec": v, "cv": 0.02, "intervals": 8, "mfu": None}
+        repeat=Repeat(
+            n=3,
+            runs=[
+                RepeatRun(run_id=f"a1-{i}", median_samples_per_sec=v, cv=0.02, intervals=8, mfu=None)
                 for i, v in enumerate([1000.0, 1010.0, 990.0])
             ],
-        },
+        ),
     )
     b = runs([1200.0, 1190.0, 1215.0], "b")
     c = compare([a], b)

@@ -17,6 +17,7 @@ from flowrate.estimate.devices import device_model
 from flowrate.estimate.report import trace_for
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
+from flowrate.results.sections import Fidelity, Kind
 from flowrate.results.store import Store, StoredRun
 
 
@@ -80,7 +81,7 @@ def test_a_run_without_a_prediction_is_priced_with_its_machine_s_calibration() -
     assert theirs.predicted is None and "no calibration of Test CPU from that machine" in theirs.source
 
     # a `flowrate check` and a run that recorded why it has no estimate are not priced afterwards
-    check = with_figures(ours, fidelity={"final_loss": 0.1})
+    check = with_figures(ours, fidelity=Fidelity(final_loss=0.1), kind=Kind.CHECK)
     why = "data-parallel runs are not estimated"
     ddp = with_figures(ours, estimate={"samples_per_sec": None, "reason": why})
     (group,) = drift(_stored(check, ddp), recompute_with_calibration())

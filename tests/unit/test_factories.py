@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from factories import make_result
+from flowrate.results.sections import Fidelity, Memory
 
 
 def test_a_made_results_summary_is_the_hand_computed_one() -> None:
@@ -40,5 +41,5 @@ def test_given_figures_are_kept_as_given() -> None:
     assert result.summary.steps_per_sec == 123.0 / 8
     # the default spread, 0.96 to 1.03 times it, has it in the middle
     assert result.summary.median_samples_per_sec == pytest.approx(123.0)
-    assert result.energy["samples_per_joule"] == 3.5 and result.flops["mfu"] == 0.4
-    assert result.fidelity == {"final_loss": 0.7} and result.memory == {}
+    assert result.energy.samples_per_joule == 3.5 and result.flops.mfu == 0.4
+    assert result.fidelity == Fidelity(final_loss=0.7) and result.memory == Memory()

@@ -22,6 +22,7 @@ from flowrate.problems.base import Problem
 from flowrate.problems.encoder import IGNORE
 from flowrate.problems.registry import FAMILIES, get_problem
 from flowrate.results.schema import Result
+from flowrate.results.sections import Fidelity
 
 CPU = torch.device("cpu")
 # The families that train (kernels are forward-only and have no task to learn).
@@ -81,8 +82,8 @@ def test_summarize_refuses_empty_curves_and_bad_windows() -> None:
         summarize_fidelity([1.0], window=0)
 
 
-def _record(initial: float, final: float) -> dict[str, Any]:
-    return {"initial_loss": initial, "final_loss": final}
+def _record(initial: float, final: float) -> Fidelity:
+    return Fidelity(initial_loss=initial, final_loss=final)
 
 
 def test_comparable_is_relative_to_how_far_the_loss_fell() -> None:
@@ -187,26 +188,26 @@ def transformer() -> dict[str, Result]:
     return {p: _check("transformer", p, **options) for p in ("fp32", "bf16")}
 
 
-def _fidelity(result: Result) -> dict[str, Any]:
+def _fidelity(result: Result) -> Fidelity:
     assert result.fidelity is not None
     return result.fidelity
 
 
 def test_fc_mnist_loss_really_falls(fc_mnist: dict[str, Result]) -> None:
     f = _fidelity(fc_mnist["fp32"])
-    assert f["steps"] == len(fc_mnist["fp32"].losses) == 60
-    assert f["initial_loss"] > 1.8  # near ln 10 ≈ 2.30 at the start
-    assert f["final_loss"] < 0.3
-    assert f["fell"] is True
-    assert f["task"].startswith("Class clusters")
+    assert f.steps == len(fc_mnist["fp32"].losses) == 60
+    assert f.initial_loss > 1.8  # near ln 10 ≈ 2.30 at the start
+    assert f.final_loss < 0.3
+    assert f.fell is True
+    assert f.task.startswith("Class clusters")
 
 
 def test_transformer_loss_really_falls(transformer: dict[str, Result]) -> None:
     f = _fidelity(transformer["fp32"])
-    assert f["initial_loss"] > 4.0  # ln 512 ≈ 6.24 at the start
-    assert f["final_loss"] < 1.5  # below ln 64 ≈ 4.16: the bigram structure is learnt
-    assert f["fell"] is True
-    assert "bigram" in f["task"]
+    assert f.initial_loss > 4.0  # ln 512 ≈ 6.24 at the start
+    assert f.final_loss < 1.5  # below ln 64 ≈ 4.16: the bigram structure is learnt
+    assert f.fell is True
+    assert "bigram" in f.task
 
 
 @pytest.mark.parametrize("name", ["fc_mnist", "transformer"])
@@ -215,14 +216,14 @@ def test_bf16_reaches_a_loss_comparable_to_fp32(
 ) -> None:
     results = {"fc_mnist": fc_mnist, "transformer": transformer}[name]
     fp32, bf16 = _fidelity(results["fp32"]), _fidelity(results["bf16"])
-    assert bf16["fell"] is True
-    assert comparable(fp32, bf16), (fp32["final_loss"], bf16["final_loss"])
+    assert bf16.fell is True
+    assert comparable(fp32, bf16), (fp32.final_loss, bf16.final_loss)
 
 
 def test_a_check_result_says_it_is_no_benchmark(fc_mnist: dict[str, Result]) -> None:
     result = fc_mnist["fp32"]
     assert result.warnings[0] == THROUGHPUT_WARNING
-    assert _fidelity(result)["preheat_steps"] == 0
+    assert _fidelity(result).preheat_steps == 0
     assert Result.from_json(result.to_json()).fidelity == result.fidelity
 
 

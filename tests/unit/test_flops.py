@@ -228,9 +228,9 @@ def test_an_overclaiming_problem_warns_and_its_mfu_is_withheld(monkeypatch: pyte
         result = flowrate.benchmark(
             "transformer", size="debug", device="cpu", steps=2, preheat_steps=1, sample_every=1
         )
-    assert result.flops["mfu"] is None and 0 < result.flops["hfu"] < 1  # the counted FLOPs are fine
-    assert result.flops["reason"].startswith("MFU withheld: model FLOP/s would be")
-    assert result.flops["reason"] in result.warnings
+    assert result.flops.mfu is None and 0 < result.flops.hfu < 1  # the counted FLOPs are fine
+    assert result.flops.reason.startswith("MFU withheld: model FLOP/s would be")
+    assert result.flops.reason in result.warnings
     assert [i.mfu for i in result.intervals] == [None] * len(result.intervals)
     (overclaim,) = [w for w in result.warnings if "model FLOPs" in w]
     assert (

@@ -16,6 +16,7 @@ from flowrate.results.identity import Kind, family, is_workload_field, kind_of, 
 from flowrate.results.metrics import METRICS
 from flowrate.results.noise import configuration_key, noise_table
 from flowrate.results.schema import Result
+from flowrate.results.sections import Fidelity, ProblemInfo
 from flowrate.results.store import StoredRun
 
 URL = "http://127.0.0.1:8000"
@@ -38,19 +39,28 @@ def _serving(rate: Any = 1.0, **load: Any) -> Result:
         **load,
     }
     base = make_result(2.0, batch_size=1, problem="serve:m", mode="serve")
-    return with_figures(base, problem={"name": "serve:m", "size": None}, serving=section)
+    return with_figures(base, problem=ProblemInfo(name="serve:m"), serving=section, kind=Kind.SERVE)
+
+
+def _check(result: Result) -> Result:
+    return replace(result, fidelity=Fidelity(fell=True), kind=Kind.CHECK)
 
 
 def _generation(prompt_len: int = 64, new_tokens: int = 16) -> Result:
     base = make_result(4.0, batch_size=2, problem="transformer", mode="generate")
     section = {"prompt_len": prompt_len, "new_tokens": new_tokens}
-    return with_figures(base, generation=section)
+    return with_figures(base, generation=section, kind=Kind.GENERATE)
 
 
-def test_each_kind_is_told_by_the_section_only_it_writes() -> None:
+def test_a_record_names_its_kind_and_an_earlier_one_is_told_by_the_section_only_its_kind_writes() -> None:
     run = make_result(10.0)
     assert kind_of(run) is Kind.RUN
-    assert kind_of(replace(run, fidelity={"reached": True})) is Kind.CHECK
+    assert kind_of(_check(run)) is Kind.CHECK
+    before = {**run.to_dict(), "schema_version": 6}
+    del before["kind"]
+    assert Result.from_dict(before).kind is Kind.RUN
+    for section, kind in (("fidelity", Kind.CHECK), ("generation", Kind.GENERATE), ("serving", Kind.SERVE)):
+        assert Result.from_dict({**before, section: {"final_loss": 1.0}}).kind is kind
     assert kind_of(_generation()) is Kind.GENERATE
     assert kind_of(_serving()) is Kind.SERVE
     assert workload(run) == {}
@@ -76,7 +86,7 @@ def test_generations_of_other_lengths_and_other_kinds_are_other_configurations()
     assert configuration_key(_generation(64, 16)) != configuration_key(_generation(128, 16))
     train = make_result(4.0, batch_size=2, problem="transformer", mode="train")
     assert problem_identity(train)["kind"] == "run"
-    assert configuration_key(replace(train, fidelity={"reached": True})) != configuration_key(train)
+    assert configuration_key(_check(train)) != configuration_key(train)
 
 
 def test_noise_pools_repeats_of_one_load_only() -> None:

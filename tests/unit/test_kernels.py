@@ -53,8 +53,8 @@ def test_debug_size_runs_end_to_end_on_cpu(name: str) -> None:
     calls = 1000 if name == "launch" else 1  # launch makes 1000 calls a step, to amortise the step's own
     assert result.batch_size == calls
     assert len(result.losses) == 3 and all(math.isfinite(v) for v in result.losses)
-    assert result.problem["blocks"] is None  # kernels have no blocks
-    assert result.problem["parameters"] == result.problem["parameters_built"]
+    assert result.problem.blocks is None  # kernels have no blocks
+    assert result.problem.parameters == result.problem.parameters_built
     s = result.summary  # 3 steps of `calls` calls: GlobalRate is 3·calls samples over the timed seconds
     assert s.timed_samples == 3 * calls and s.samples_per_sec == pytest.approx(3 * calls / s.timed_duration_s)
 

@@ -47,24 +47,23 @@ def test_ratios_are_averaged_and_memory_is_the_largest_rank() -> None:
     a = make_result(samples_per_sec=100.0, mfu=0.4, peak_memory_bytes=10)
     b = make_result(samples_per_sec=100.0, mfu=0.2, peak_memory_bytes=30)
     merged = merge_ranks(ranks(a, b), "gloo")
-    assert merged.flops["mfu"] == pytest.approx(0.3)  # summed FLOP/s over the sum of the peaks
-    assert merged.flops["model_flops_per_sec"] == pytest.approx(200.0 * 1e5)
-    assert merged.memory["process_peak_rss_bytes"] == 30
+    assert merged.flops.mfu == pytest.approx(0.3)  # summed FLOP/s over the sum of the peaks
+    assert merged.flops.model_flops_per_sec == pytest.approx(200.0 * 1e5)
+    assert merged.memory.process_peak_rss_bytes == 30
 
 
 def test_energy_counts_a_shared_counter_once_and_distinct_ones_each() -> None:
     a = make_result(samples_per_sec=100.0, samples_per_joule=2.0)
     b = make_result(samples_per_sec=100.0, samples_per_joule=2.0)
     shared = merge_ranks(ranks(a, b), "gloo").energy  # one host, one RAPL package: counted once
-    assert shared["joules"] == a.energy["joules"] and shared["ranks_metered"] == [0]
+    assert shared.joules == a.energy.joules and shared.ranks_metered == [0]
     apart = merge_ranks(ranks(a, b, hosts=("n1", "n2")), "gloo").energy
-    assert apart["joules"] == pytest.approx(a.energy["joules"] + b.energy["joules"])
-    assert apart["samples_per_joule"] == pytest.approx(
-        (a.summary.timed_samples + b.summary.timed_samples) / apart["joules"]
+    assert apart.joules == pytest.approx(a.energy.joules + b.energy.joules)
+    assert apart.samples_per_joule == pytest.approx(
+        (a.summary.timed_samples + b.summary.timed_samples) / apart.joules
     )
-    assert make_result().energy == merge_ranks(ranks(make_result(), make_result()), "gloo").energy | {
-        "joules": None
-    }
+    unmetered = merge_ranks(ranks(make_result(), make_result()), "gloo").energy
+    assert make_result().energy == unmetered and unmetered.joules is None
 
 
 def test_warnings_name_the_rank_and_a_straggler_is_flagged() -> None:

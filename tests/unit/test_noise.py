@@ -19,6 +19,7 @@ from flowrate.results.noise import (
     session_of,
 )
 from flowrate.results.schema import Result
+from flowrate.results.sections import Repeat, RepeatRun
 from flowrate.results.store import Store
 
 
@@ -42,12 +43,12 @@ def test_a_run_is_one_process_and_a_repeat_result_is_several() -> None:
     assert single.within_cv == pytest.approx(0.05)
     repeated = dataclasses.replace(
         made(1000.0, "a2"),
-        repeat={
-            "runs": [
-                {"run_id": "p1", "median_samples_per_sec": 990.0, "cv": 0.01, "intervals": 10},
-                {"run_id": "p2", "median_samples_per_sec": 1010.0, "cv": 0.03, "intervals": 12},
+        repeat=Repeat(
+            runs=[
+                RepeatRun(run_id="p1", median_samples_per_sec=990.0, cv=0.01, intervals=10),
+                RepeatRun(run_id="p2", median_samples_per_sec=1010.0, cv=0.03, intervals=12),
             ]
-        },
+        ),
     )
     points = process_points(repeated)
     assert [(p.run_id, p.value, p.within_cv, p.intervals) for p in points] == [
@@ -101,7 +102,7 @@ def test_a_session_is_a_compare_run_or_a_repeat_result() -> None:
     assert process_points(made(1000.0, "a1"))[0].session is None
     assert process_points(made(1000.0, "a1"), "compare:s1")[0].session == "compare:s1"
     repeated = dataclasses.replace(
-        made(1000.0, "a2"), repeat={"runs": [{"run_id": "p1", "median_samples_per_sec": 990.0}]}
+        made(1000.0, "a2"), repeat=Repeat(runs=[RepeatRun(run_id="p1", median_samples_per_sec=990.0)])
     )
     assert process_points(repeated)[0].session == "repeat:a2"
 

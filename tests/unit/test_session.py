@@ -54,18 +54,16 @@ def train(execution: str = "resident", **options: object) -> flowrate.Session:
 def test_a_loop_is_measured_and_recorded(results_store: Path) -> None:
     s = train(tags=["mine"], flops_per_sample=2 * (16 * 32 + 32 * 4))
     result = s.result
-    assert result.problem["name"] == "blocks" and result.problem["blocks"] == 2
-    assert result.problem["parameters"] == 16 * 32 + 32 + 32 * 4 + 4
-    assert result.problem["settings"]["optimizer"] == "AdamW(lr=0.01)"
+    assert result.problem.name == "blocks" and result.problem.blocks == 2
+    assert result.problem.parameters == 16 * 32 + 32 + 32 * 4 + 4
+    assert result.problem.settings["optimizer"] == "AdamW(lr=0.01)"
     assert result.config["optimizer"] == "adamw" and result.config["learning_rate"] == 0.01
     assert result.summary.timed_steps == 10 == len(result.losses) == result.config["steps"]
     assert result.batch_size == 8 and result.summary.timed_samples == 80
     s_ = result.summary
     assert s_.samples_per_sec == pytest.approx(s_.timed_samples / s_.timed_duration_s)
     assert result.losses[-1] < result.losses[0]  # the user's optimizer really stepped
-    assert result.flops["model_flops_per_sec"] == pytest.approx(
-        s_.samples_per_sec * 3 * 2 * (16 * 32 + 32 * 4)
-    )
+    assert result.flops.model_flops_per_sec == pytest.approx(s_.samples_per_sec * 3 * 2 * (16 * 32 + 32 * 4))
     assert result.input is not None and 0 <= result.input["input_bound_share"] < 1
     assert result.distributed is None
     with Store(results_store) as store:

@@ -102,9 +102,7 @@ def _point(run: StoredRun, result: Result, recompute: Pricer | None) -> DriftPoi
     return DriftPoint(
         run_id=run.run_id,
         created_at=run.created_at,
-        configuration=(
-            f"{p.get('name')}/{p.get('size')} {c.get('mode')} {c.get('precision')} batch {result.batch_size}"
-        ),
+        configuration=(f"{p.name}/{p.size} {c.get('mode')} {c.get('precision')} batch {result.batch_size}"),
         predicted=predicted,
         measured=result.summary.samples_per_sec,
         source=source,
@@ -132,7 +130,7 @@ def recompute_with_calibration() -> Pricer:
         match = next((c for c in calibrations if c.fingerprint == here), None)
         if match is None:
             return None, f"no calibration of {here.get('device_name') or 'its device'} from that machine"
-        key = repr((result.config, result.problem.get("name"), result.batch_size, match.device))
+        key = repr((result.config, result.problem.name, result.batch_size, match.device))
         if key not in priced:
             priced[key] = _price(result, match)
         return priced[key]

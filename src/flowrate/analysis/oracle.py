@@ -127,9 +127,7 @@ def settings_of(run: StoredRun) -> dict[str, Any]:
     value."""
     result = run.result
     found = {k: v for k, v in result.config.items() if k not in PROCEDURE}
-    shape = (result.problem or {}).get("settings")
-    if isinstance(shape, dict):
-        found.update({k: v for k, v in shape.items() if k not in found})
+    found.update({k: v for k, v in result.problem.settings.items() if k not in found})
     found["batch_size"] = result.batch_size
     found["device_name"] = run.device_name
     found.update(workload(result))  # a serving run's offered load, a generation's lengths

@@ -59,7 +59,7 @@ def serving_figure(section: dict[str, Any], title: str) -> Figure:
 
 def _title(result: Result) -> str:
     """The server's model and the load its figures were measured under, and the run."""
-    return f"{result.problem.get('name')}, {load_label(result)}, run {result.run_id}"
+    return f"{result.problem.name}, {load_label(result)}, run {result.run_id}"
 
 
 def run_figure(result: Result) -> Figure:

@@ -45,7 +45,7 @@ def energy(runs: Sequence[StoredRun]) -> str:
     metered = [r for r in runs if METRICS["samples_per_joule"].value(r.result) is not None]
     if metered:
         return per_problem(metered, plots.samples_per_joule_vs_batch, "samples/J against batch size")
-    reasons = sorted({str(r.result.energy.get("reason")) for r in runs if r.result.energy.get("reason")})
+    reasons = sorted({str(r.result.energy.reason) for r in runs if r.result.energy.reason})
     why = "".join(f"<li>{e(reason)}</li>" for reason in reasons)
     return f'<p class="note">No run records samples/J.</p>{f"<ul>{why}</ul>" if why else ""}'
 

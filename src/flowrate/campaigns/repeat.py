@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 from flowrate.campaigns.child import portable, run_in_fresh_process
 from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError, RunFailed
 from flowrate.measure.stats import summarize
 from flowrate.results.schema import Result
+from flowrate.results.sections import Repeat, RepeatRun
 
 DISAGREE_CV = 0.05
 DISAGREE_RANGE = 0.10
@@ -83,19 +83,19 @@ def combine(results: list[Result]) -> Result:
     disagree = len(results) > 1 and (across.cv >= DISAGREE_CV or spread >= DISAGREE_RANGE)
     order = sorted(range(len(results)), key=lambda i: medians[i])
     representative = results[order[(len(order) - 1) // 2]]
-    section = {
-        "runs": [_run_entry(r) for r in results],
-        "n": len(results),
-        "representative_run_id": representative.run_id,
-        "median_samples_per_sec": across.median,
-        "mean_samples_per_sec": across.mean,
-        "stdev_samples_per_sec": across.stdev if len(results) > 1 else None,  # one run: unknown
-        "cv": across.cv if len(results) > 1 else None,
-        "ci95_low_samples_per_sec": across.ci95_low,
-        "ci95_high_samples_per_sec": across.ci95_high,
-        "range_fraction": spread,
-        "disagree": disagree,
-    }
+    section = Repeat(
+        runs=[_run_entry(r) for r in results],
+        n=len(results),
+        representative_run_id=representative.run_id,
+        median_samples_per_sec=across.median,
+        mean_samples_per_sec=across.mean,
+        stdev_samples_per_sec=across.stdev if len(results) > 1 else None,  # one run: unknown
+        cv=across.cv if len(results) > 1 else None,
+        ci95_low_samples_per_sec=across.ci95_low,
+        ci95_high_samples_per_sec=across.ci95_high,
+        range_fraction=spread,
+        disagree=disagree,
+    )
     warnings = list(representative.warnings)
     if disagree:
         warnings.append(
@@ -107,16 +107,16 @@ def combine(results: list[Result]) -> Result:
     return dataclasses.replace(representative, repeat=section, warnings=warnings)
 
 
-def _run_entry(result: Result) -> dict[str, Any]:
+def _run_entry(result: Result) -> RepeatRun:
     s = result.summary
-    return {
-        "run_id": result.run_id,
-        "process_id": result.environment.get("process_id"),
-        "median_samples_per_sec": s.median_samples_per_sec,
-        "samples_per_sec": s.samples_per_sec,
-        "cv": s.cv,
-        "intervals": s.intervals,
-        "timed_duration_s": s.timed_duration_s,
-        "mfu": result.flops.get("mfu"),
-        "final_loss": s.final_loss,
-    }
+    return RepeatRun(
+        run_id=result.run_id,
+        process_id=result.environment.get("process_id"),
+        median_samples_per_sec=s.median_samples_per_sec,
+        samples_per_sec=s.samples_per_sec,
+        cv=s.cv,
+        intervals=s.intervals,
+        timed_duration_s=s.timed_duration_s,
+        mfu=result.flops.mfu,
+        final_loss=s.final_loss,
+    )

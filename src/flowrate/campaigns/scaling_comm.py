@@ -58,12 +58,12 @@ def explain(config: RunConfig, results: Sequence[tuple[int, Result]]) -> list[Co
     ordered = sorted(results, key=lambda item: item[0])
     base = ordered[0][1]
     base_step = step_time_s(base.batch_size, base.summary.samples_per_sec)
-    grad = gradient_bytes(int(base.problem["parameters"]), config.precision)
+    grad = gradient_bytes(int(base.problem.parameters or 0), config.precision)
     explained = []
     with tempfile.TemporaryDirectory(prefix="flowrate-allreduce-") as folder:
         for n, result in ordered[1:]:
             measured = run_size(allreduce_config(config, grad), n, Path(folder))
-            _, busbw = collective_bandwidths("allreduce", measured.flops.get("bytes_per_sec") or 0.0, n)
+            _, busbw = collective_bandwidths("allreduce", measured.flops.bytes_per_sec or 0.0, n)
             explained.append(
                 CommOverhead(
                     processes=n,

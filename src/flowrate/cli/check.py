@@ -64,5 +64,5 @@ def command(
     console.status(check_text.start_line(config, problem), quiet)
     result = run_check(config, problem, target_loss=target_loss, argv=sys.argv)
     destination.report(result, f"flowrate check {result.run_id}", check_text.fidelity_rows(result))
-    if not (result.fidelity or {}).get("fell"):
+    if result.fidelity is None or not result.fidelity.fell:
         raise RunFailed(check_text.did_not_fall(result))

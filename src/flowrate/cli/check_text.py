@@ -5,9 +5,11 @@ Pure: a config or a Result in, lines or rows out.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from flowrate.cli.run_text import problem_words, span
+from flowrate.results.sections import Fidelity
 from flowrate.units import count
 
 if TYPE_CHECKING:
@@ -26,55 +28,58 @@ def start_line(config: RunConfig, problem: Problem) -> str:
 
 def did_not_fall(result: Result) -> str:
     """The check failed: the loss at both ends, and what to try."""
-    fidelity = result.fidelity or {}
+    fidelity = result.fidelity or Fidelity()
+    initial, final = fidelity.initial_loss, fidelity.final_loss
     return (
-        f"the loss did not fall: {fidelity.get('initial_loss', float('nan')):.4f} -> "
-        f"{fidelity.get('final_loss', float('nan')):.4f} over {fidelity.get('steps', 0)} steps; "
+        f"the loss did not fall: {initial if initial is not None else math.nan:.4f} -> "
+        f"{final if final is not None else math.nan:.4f} over {fidelity.steps} steps; "
         "train longer (--steps) or with a higher --lr"
     )
 
 
 def fidelity_rows(result: Result) -> list[tuple[str, str]]:
     """The human summary of a check, as (label, value) rows."""
-    f = result.fidelity or {}
+    f = result.fidelity
+    if f is None:
+        raise ValueError(f"run {result.run_id} is not a check: it has no fidelity section")
     c = result.config
     p = result.problem
     device = result.environment.get("device", {}).get("name") or c["device"]
-    window = f"{f['window']} step" + ("s" if f["window"] != 1 else "")
-    preheat = f", after {f['preheat_steps']} unrecorded preheat steps" if f.get("preheat_steps") else ""
+    window = f"{f.window} step" + ("s" if f.window != 1 else "")
+    preheat = f", after {f.preheat_steps} unrecorded preheat steps" if f.preheat_steps else ""
     rows = [
-        ("problem", f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters)"),
+        ("problem", f"{p.name}/{p.size}  ({count(p.parameters)} parameters)"),
         (
             "run",
             f"{c['precision']}  batch {result.batch_size}  {c['optimizer']} lr {c['learning_rate']:g}  "
             f"{c['execution']}",
         ),
         ("device", str(device)),
-        ("task", str(f.get("task"))),
-        ("steps", f"{f['steps']}{preheat}"),
-        ("initial loss", f"{f['initial_loss']:.4f}  (mean of the first {window})"),
-        ("loss reached", f"{f['final_loss']:.4f}  (mean of the last {window})"),
-        ("min loss", f"{f['min_loss']:.4f}"),
+        ("task", str(f.task)),
+        ("steps", f"{f.steps}{preheat}"),
+        ("initial loss", f"{f.initial_loss:.4f}  (mean of the first {window})"),
+        ("loss reached", f"{f.final_loss:.4f}  (mean of the last {window})"),
+        ("min loss", f"{f.min_loss:.4f}"),
     ]
-    if f.get("reference_loss") is not None:  # an inference format: trained in fp32, then quantized
+    if f.reference_loss is not None:  # an inference format: trained in fp32, then quantized
         rows[-3:-1] = [
-            ("initial loss", f"{f['initial_loss']:.4f}  (fp32 training, mean of the first {window})"),
-            ("trained to", f"{f['trained_final_loss']:.4f}  (fp32 training, mean of the last {window})"),
+            ("initial loss", f"{f.initial_loss:.4f}  (fp32 training, mean of the first {window})"),
+            ("trained to", f"{f.trained_final_loss:.4f}  (fp32 training, mean of the last {window})"),
             (
                 "loss reached",
-                f"{f['final_loss']:.4f} in {c['precision']}, {f['reference_loss']:.4f} in fp32  "
-                f"(same {f['eval_steps']} held-out batches; {f['loss_increase']:+.4f})",
+                f"{f.final_loss:.4f} in {c['precision']}, {f.reference_loss:.4f} in fp32  "
+                f"(same {f.eval_steps} held-out batches; {f.loss_increase:+.4f})",
             ),
         ]
-    if f.get("target_loss") is not None:
-        reached = f["steps_to_target"]
+    if f.target_loss is not None:
+        reached = f.steps_to_target
         rows.append(
             (
                 "steps to target",
-                f"{reached if reached is not None else 'not reached'}  (target {f['target_loss']:g})",
+                f"{reached if reached is not None else 'not reached'}  (target {f.target_loss:g})",
             )
         )
-    drop = f.get("relative_drop")
+    drop = f.relative_drop
     change = f"  ({-drop:+.1%})" if drop is not None else ""
-    rows.append(("fell", ("yes" if f["fell"] else "no") + change))
+    rows.append(("fell", ("yes" if f.fell else "no") + change))
     return rows

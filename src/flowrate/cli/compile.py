@@ -47,6 +47,7 @@ def command(
     from flowrate.errors import ConfigError
     from flowrate.estimate.report import save_report
     from flowrate.harness.compile_once import compile_once
+    from flowrate.results.codec import encode
 
     flags["compile"] = True
     config, problem = resolve_run(flags, sample_shape)
@@ -57,10 +58,12 @@ def command(
     )
     done = compile_once(config, problem, target=target, argv=sys.argv)
     lines = [*compile_lines(done.compiled, done.step_s), *report_lines(done.report)]
-    directory = Path(out_dir) if out_dir else Path(done.compiled["directory"])
+    directory = Path(out_dir) if out_dir else Path(done.compiled.directory)
     text, _ = save_report(done.report, lines, directory)
     console.status(f"compile report written to {text} (and .json)", quiet)
     if as_json:
-        console.data(json.dumps({"compile": done.compiled, "report": done.report.to_dict()}, indent=2))
+        console.data(
+            json.dumps({"compile": encode(done.compiled), "report": done.report.to_dict()}, indent=2)
+        )
     else:
         console.data("\n".join(lines))

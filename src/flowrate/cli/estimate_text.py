@@ -14,6 +14,7 @@ from flowrate.units import count, counted, gib, rate, short_duration, si
 if TYPE_CHECKING:
     from flowrate.analysis.estimate_drift import MachineDrift
     from flowrate.estimate.report import CompileReport
+    from flowrate.results.sections import Compile
     from flowrate.results.store import StoredRun
 
 _INDENT = " " * 18
@@ -59,18 +60,18 @@ def report_lines(report: CompileReport) -> list[str]:
     return lines
 
 
-def compile_lines(compiled: dict[str, Any], step_s: float) -> list[str]:
+def compile_lines(compiled: Compile, step_s: float) -> list[str]:
     """'compiled in 41.2 s: cache miss (3 graphs compiled and saved in …)'."""
-    hits, misses = compiled.get("cache_hits", 0), compiled.get("cache_misses", 0)
-    if compiled.get("cache_hit"):
-        cache = f"cache hit ({counted(hits, 'graph')} found in {compiled.get('directory')})"
+    hits, misses = compiled.cache_hits, compiled.cache_misses
+    if compiled.cache_hit:
+        cache = f"cache hit ({counted(hits, 'graph')} found in {compiled.directory})"
     elif hits:
-        where = compiled.get("directory")
+        where = compiled.directory
         cache = f"partly cached ({counted(hits, 'graph')} found, {misses} compiled, in {where})"
     else:
-        cache = f"cache miss ({counted(misses, 'graph')} compiled and saved in {compiled.get('directory')})"
+        cache = f"cache miss ({counted(misses, 'graph')} compiled and saved in {compiled.directory})"
     return [
-        f"compiled in {compiled.get('compile_s', 0.0):.3g} s: {cache}",
+        f"compiled in {compiled.compile_s or 0.0:.3g} s: {cache}",
         f"one compiled step then took {step_s * 1e3:.4g} ms",
     ]
 
@@ -203,7 +204,7 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
         rows.append(
             [
                 run.run_id[:8],
-                f"{p.get('name')}/{p.get('size')}",
+                f"{p.name}/{p.size}",
                 str(c.get("mode")),
                 str(c.get("precision")),
                 str(result.batch_size),

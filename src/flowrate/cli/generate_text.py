@@ -67,7 +67,7 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     device = (result.environment.get("device") or {}).get("name") or c.get("device")
     kv, measured = si(mem["kv_bytes_per_token"], "B"), si(mem["kv_bytes_per_token_measured"], "B")
     rows = [
-        ("problem", f"{p.get('name')}/{p.get('size')}"),
+        ("problem", f"{p.name}/{p.size}"),
         (
             "generate",
             f"batch {g['batch_size']}  prompt {g['prompt_len']}  new tokens {g['new_tokens']}  "

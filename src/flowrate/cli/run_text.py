@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from flowrate.config import RunConfig
     from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
+    from flowrate.results.sections import Energy, Flops, Memory, Repeat
 
 
 def span(config: RunConfig) -> str:
@@ -69,7 +70,7 @@ def _headline_rows(result: Result) -> list[tuple[str, str]]:
     rows = [
         (
             "problem",
-            f"{p['name']}/{p['size']}  ({count(p['parameters'])} parameters, {_blocks(p['blocks'])})",
+            f"{p.name}/{p.size}  ({count(p.parameters)} parameters, {_blocks(p.blocks)})",
         ),
         ("run", f"{c['mode']}  {c['precision']}  batch {result.batch_size}  {optimizer}".rstrip()),
         ("device", str(device)),
@@ -126,13 +127,13 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("estimate", _estimate_line(result.estimate, s.samples_per_sec)))
     if result.compile:
         c = result.compile
-        hit = "cache hit" if c.get("cache_hit") else "compiled (cache miss)"
-        rows.append(("compile", f"first step {c.get('compile_s', 0):.2f} s, {hit}"))
+        hit = "cache hit" if c.cache_hit else "compiled (cache miss)"
+        rows.append(("compile", f"first step {c.compile_s or 0:.2f} s, {hit}"))
     if result.input:
         rows.append(("input", _input_line(result.input)))
     if result.repeat:
         rows.append(("repeats", _repeat_line(result.repeat)))
-    if result.problem.get("name") == "launch" and s.median_samples_per_sec > 0:
+    if result.problem.name == "launch" and s.median_samples_per_sec > 0:
         rows += _launch_rows(result)
     if result.batch_size_search:
         tried = ", ".join(
@@ -225,19 +226,19 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
     f, e, m = result.flops, result.energy, result.memory
     rows: list[tuple[str, str]] = []
-    if f.get("model_flops_per_sample"):
-        executed = f.get("executed_flops_per_sample")
-        hardware = f.get("hardware_flops_per_sec")
+    if f.model_flops_per_sample:
+        executed = f.executed_flops_per_sample
+        hardware = f.hardware_flops_per_sec
         rows.append(
             (
                 "FLOP/s",
-                f"model {si(f['model_flops_per_sec'], 'FLOP/s')} ({si(f['model_flops_per_sample'], 'FLOP')}"
+                f"model {si(f.model_flops_per_sec, 'FLOP/s')} ({si(f.model_flops_per_sample, 'FLOP')}"
                 f"/sample)  hardware {si(hardware, 'FLOP/s') if hardware else '—'}"
                 + (f" ({si(executed, 'FLOP')}/sample counted)" if executed else ""),
             )
         )
         rows.append(("MFU", _mfu_line(f)))
-        if "mixed_mfu_reason" in f:
+        if f.mixed_mfu is not None or f.mixed_mfu_reason is not None:
             rows.append(("mixed MFU", _mixed_mfu_line(f)))
     if result.operators:
         rows.append(("FLOP count", coverage_line(result.operators)))
@@ -246,16 +247,16 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
             calls = result.operators["census"]["op_calls"]
             ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
             rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
-    if f.get("bytes_per_sec"):
-        fraction = f.get("bandwidth_fraction")
-        peak = f.get("peak_bandwidth")
+    if f.bytes_per_sec:
+        fraction = f.bandwidth_fraction
+        peak = f.peak_bandwidth
         of_peak = f"  {fraction:.1%} of {si(peak, 'B/s')} datasheet" if fraction and peak else ""
-        rows.append(("bandwidth", f"{si(f['bytes_per_sec'], 'B/s')}{of_peak}"))
-        if (operation := result.problem.get("settings", {}).get("operation")) and result.distributed:
-            rows.append(("collective", collective_line(operation, f["bytes_per_sec"], result.distributed)))
-    if e:
+        rows.append(("bandwidth", f"{si(f.bytes_per_sec, 'B/s')}{of_peak}"))
+        if (operation := result.problem.settings.get("operation")) and result.distributed:
+            rows.append(("collective", collective_line(operation, f.bytes_per_sec, result.distributed)))
+    if e.seconds is not None or e.reason is not None:  # a record before version 2 has no reading
         rows.append(("energy", _energy_line(e)))
-    if m:
+    if m.rss_scope is not None:
         rows.append(("memory", _memory_line(m)))
     if isinstance(load := result.environment.get("machine_load"), dict):
         rows.append(("machine", _load_line(load)))
@@ -279,19 +280,19 @@ def coverage_line(operators: dict[str, Any]) -> str:
     return f"FLOPs counted over {len(operators.get('counted_ops', []))} ops; not counted: {absent}"
 
 
-def _mfu_line(f: dict[str, Any]) -> str:
+def _mfu_line(f: Flops) -> str:
     parts = []
-    if f.get("mfu") is not None:
-        line = f"{f['mfu']:.1%} of {si(f['peak_flops'], 'FLOP/s')} dense datasheet peak"
-        if f.get("hfu") is not None:
-            line += f"  (HFU {f['hfu']:.1%})"
+    if f.mfu is not None:
+        line = f"{f.mfu:.1%} of {si(f.peak_flops, 'FLOP/s')} dense datasheet peak"
+        if f.hfu is not None:
+            line += f"  (HFU {f.hfu:.1%})"
         parts.append(line)
     else:
-        parts.append(f"datasheet — ({f.get('reason')})")
-    if f.get("mfu_of_measured_peak") is not None:
-        measured = si(f["measured_peak_flops"], "FLOP/s")
-        parts.append(f"{f['mfu_of_measured_peak']:.1%} of {measured} measured GEMM")
-    elif f.get("mfu") is None:
+        parts.append(f"datasheet — ({f.reason})")
+    if f.mfu_of_measured_peak is not None:
+        measured = si(f.measured_peak_flops, "FLOP/s")
+        parts.append(f"{f.mfu_of_measured_peak:.1%} of {measured} measured GEMM")
+    elif f.mfu is None:
         parts.append("--measure-peak gives MFU against a measured GEMM")
     return "; ".join(parts)
 
@@ -310,54 +311,52 @@ def _launch_rows(result: Result) -> list[tuple[str, str]]:
             f"{short_duration(1 / low)} over the intervals' {ends}, CV {_percent(s.cv)})",
         )
     ]
-    ops = result.problem.get("settings", {}).get("ops")
+    ops = result.problem.settings.get("ops")
     ceiling = launch_ceiling(ops or 0, per_call)
     if ceiling is not None:
         rows.append(("ceiling", f"{ops} ops per step: launches alone cap a step at {rate(ceiling)} steps/s"))
     return rows
 
 
-def _mixed_mfu_line(f: dict[str, Any]) -> str:
+def _mixed_mfu_line(f: Flops) -> str:
     """MFU against the time-weighted peak of the formats that carried the FLOPs."""
-    if f.get("mixed_mfu") is None:
-        return f"— ({f.get('mixed_mfu_reason')})"
-    peak = si(f["mixed_peak_flops"], "FLOP/s")
-    return f"{f['mixed_mfu']:.1%} of {peak} mixed peak (each format's FLOPs at its own peak)"
+    if f.mixed_mfu is None:
+        return f"— ({f.mixed_mfu_reason})"
+    peak = si(f.mixed_peak_flops, "FLOP/s")
+    return f"{f.mixed_mfu:.1%} of {peak} mixed peak (each format's FLOPs at its own peak)"
 
 
-def _energy_line(e: dict[str, Any]) -> str:
-    if e.get("joules") is None:
-        return f"— ({e.get('reason')})"
+def _energy_line(e: Energy) -> str:
+    if e.joules is None:
+        return f"— ({e.reason})"
     line = (
-        f"{si(e['joules'], 'J')} over {e['seconds']:.2f} s, {si(e['average_watts'] or 0, 'W')} average, "
-        f"{rate(e.get('samples_per_joule'))} samples/J"
+        f"{si(e.joules, 'J')} over {e.seconds:.2f} s, {si(e.average_watts or 0, 'W')} average, "
+        f"{rate(e.samples_per_joule)} samples/J"
     )
-    if e.get("flops_per_joule"):
-        line += f", {si(e['flops_per_joule'], 'FLOP/J')}"
-    return f"{line}  [{e['method']}: {', '.join(e['domains'])}]"
+    if e.flops_per_joule:
+        line += f", {si(e.flops_per_joule, 'FLOP/J')}"
+    return f"{line}  [{e.method}: {', '.join(e.domains)}]"
 
 
-def _memory_line(m: dict[str, Any]) -> str:
+def _memory_line(m: Memory) -> str:
     parts = []
-    if m.get("device_peak_allocated_bytes") is not None:
+    if m.device_peak_allocated_bytes is not None:
         parts.append(
-            f"device peak {si(m['device_peak_allocated_bytes'], 'B')} allocated, "
-            f"{si(m['device_peak_reserved_bytes'], 'B')} reserved"
+            f"device peak {si(m.device_peak_allocated_bytes, 'B')} allocated, "
+            f"{si(m.device_peak_reserved_bytes, 'B')} reserved"
         )
-    if m.get("process_peak_rss_bytes") is not None:
-        scope = "" if m.get("rss_scope") == "run" else " (since the process started)"
-        parts.append(f"process peak RSS {si(m['process_peak_rss_bytes'], 'B')}{scope}")
+    if m.process_peak_rss_bytes is not None:
+        scope = "" if m.rss_scope == "run" else " (since the process started)"
+        parts.append(f"process peak RSS {si(m.process_peak_rss_bytes, 'B')}{scope}")
     return "; ".join(parts) or "—"
 
 
-def _repeat_line(r: dict[str, Any]) -> str:
-    line = f"{r['n']} fresh processes: median of run medians {rate(r['median_samples_per_sec'])} samples/s"
-    if r.get("ci95_low_samples_per_sec") is not None:
-        half = (r["ci95_high_samples_per_sec"] - r["ci95_low_samples_per_sec"]) / 2
-        line += f", mean {rate(r['mean_samples_per_sec'])} ± {rate(half)} (95% CI)"
-    return (
-        line + f", across-run CV {_percent(r.get('cv'))}" + (" (runs disagree)" if r.get("disagree") else "")
-    )
+def _repeat_line(r: Repeat) -> str:
+    line = f"{r.n} fresh processes: median of run medians {rate(r.median_samples_per_sec)} samples/s"
+    if r.ci95_low_samples_per_sec is not None and r.ci95_high_samples_per_sec is not None:
+        half = (r.ci95_high_samples_per_sec - r.ci95_low_samples_per_sec) / 2
+        line += f", mean {rate(r.mean_samples_per_sec)} ± {rate(half)} (95% CI)"
+    return line + f", across-run CV {_percent(r.cv)}" + (" (runs disagree)" if r.disagree else "")
 
 
 def _blocks(count: int | None) -> str:

@@ -9,17 +9,17 @@ the configuration, where `flowrate run --compile` with the same options finds th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from flowrate.config import RunConfig
 from flowrate.estimate.report import CompileReport, report_for
 from flowrate.harness.api import run_config
 from flowrate.problems.base import Problem
+from flowrate.results.sections import Compile
 
 
 @dataclass(frozen=True)
 class Compiled:
-    compiled: dict[str, Any]  # the Result's compile section: compile_s, cache hits, directory
+    compiled: Compile  # the Result's compile section: compile_s, cache hits, directory
     step_s: float  # the one compiled step's time
     report: CompileReport
 
@@ -41,4 +41,4 @@ def compile_once(
     )
     result = run_config(once, problem, argv=argv)
     report = report_for(config, problem, target=target, batch_size=result.batch_size)
-    return Compiled(result.compile or {}, result.summary.timed_duration_s, report)
+    return Compiled(result.compile or Compile(), result.summary.timed_duration_s, report)

@@ -21,6 +21,7 @@ from flowrate.harness.fidelity_infer import train_then_quantize
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
+from flowrate.results.sections import Fidelity, Kind
 
 # `fell`: the loss fell when initial − final exceeds both FELL_SIGMAS standard errors of that
 # difference (the two windows' step-to-step scatter, so a noisy flat curve does not count) and
@@ -105,15 +106,19 @@ def _steps_to(losses: list[float], window: int, target: float) -> int | None:
     return None
 
 
-def comparable(a: dict[str, Any], b: dict[str, Any], tolerance: float = COMPARABLE_TOLERANCE) -> bool:
+def comparable(a: Fidelity, b: Fidelity, tolerance: float = COMPARABLE_TOLERANCE) -> bool:
     """Whether two fidelity records reached comparable losses (see COMPARABLE_TOLERANCE).
 
     False when neither fell: two curves that did not train say nothing about each other.
     """
-    fall = max(a["initial_loss"] - a["final_loss"], b["initial_loss"] - b["final_loss"])
+    if None in (a.initial_loss, a.final_loss, b.initial_loss, b.final_loss):
+        return False
+    assert a.initial_loss is not None and a.final_loss is not None  # for mypy: checked above
+    assert b.initial_loss is not None and b.final_loss is not None
+    fall = max(a.initial_loss - a.final_loss, b.initial_loss - b.final_loss)
     if fall <= 0:
         return False
-    return abs(a["final_loss"] - b["final_loss"]) <= tolerance * fall
+    return abs(a.final_loss - b.final_loss) <= tolerance * fall
 
 
 def has_learnable_task(problem: Problem) -> bool:
@@ -171,7 +176,12 @@ def run_check(
     fidelity = summarize_fidelity(result.losses, target_loss=target_loss)
     fidelity["task"] = task_description(problem)
     fidelity["preheat_steps"] = config.preheat_steps
-    return dataclasses.replace(result, fidelity=fidelity, warnings=[THROUGHPUT_WARNING, *result.warnings])
+    return dataclasses.replace(
+        result,
+        fidelity=Fidelity(**fidelity),
+        kind=Kind.CHECK,
+        warnings=[THROUGHPUT_WARNING, *result.warnings],
+    )
 
 
 def _check_inference_format(
@@ -195,5 +205,8 @@ def _check_inference_format(
         loss_increase=quantized - reference,
     )
     return dataclasses.replace(
-        check.quantized, fidelity=fidelity, warnings=[THROUGHPUT_WARNING, *check.quantized.warnings]
+        check.quantized,
+        fidelity=Fidelity(**fidelity),
+        kind=Kind.CHECK,
+        warnings=[THROUGHPUT_WARNING, *check.quantized.warnings],
     )

@@ -34,6 +34,7 @@ from flowrate.measure.stats import summarize
 from flowrate.problems.base import Problem
 from flowrate.problems.transformer import synthetic_tokens
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
+from flowrate.results.sections import Kind, ProblemInfo
 
 PREFILL_LAST, PREFILL_ALL = "last", "all"
 PREFILL_LOGITS = (PREFILL_LAST, PREFILL_ALL)
@@ -310,18 +311,19 @@ def _result(
     settings.update(mode="generate", execution="resident", size=getattr(problem, "size", config.size))
     return Result(
         config=settings,
-        problem={
-            "name": problem.name,
-            "size": getattr(problem, "size", None),
-            "parameters": problem.parameter_count(),
-            **problem.describe(),
-        },
+        problem=ProblemInfo(
+            name=problem.name,
+            size=getattr(problem, "size", None),
+            parameters=problem.parameter_count(),
+            settings=problem.describe(),
+        ),
         batch_size=batch,
         environment=environment,
         intervals=intervals,
         losses=[],
         summary=summary,
         generation=section,
+        kind=Kind.GENERATE,
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,

@@ -43,6 +43,7 @@ from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.assemble import Measurements, assemble
 from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.sections import Compile
 from flowrate.results.tensorboard import TensorBoardWriter
 
 
@@ -102,7 +103,9 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     result = assemble(config, problem, prepared.built, record, measured, environment)
     learnable = hooks.data == "learnable"
     estimate = run_estimate(config, problem, prepared.built.batch_size, device, dp is not None, learnable)
-    return dataclasses.replace(result, estimate=estimate, compile=compiled.to_dict() if compiled else None)
+    return dataclasses.replace(
+        result, estimate=estimate, compile=Compile(**compiled.to_dict()) if compiled else None
+    )
 
 
 def _settle(config: RunConfig, problem: Problem | None, dp: DataParallel | None, hooks: Hooks) -> _Settled:

@@ -363,7 +363,8 @@ class Session:
         )
         result = assemble(config, self.problem, built, record, measured, collect_environment(self.device))
         if not self.problem.forward_flops_per_sample():
-            result.flops["reason"] = "give session(flops_per_sample=…), the forward FLOPs of one sample"
+            why = "give session(flops_per_sample=…), the forward FLOPs of one sample"
+            result = dataclasses.replace(result, flops=dataclasses.replace(result.flops, reason=why))
         self._result = self._publish(result)
 
     def _publish(self, result: Result) -> Result:

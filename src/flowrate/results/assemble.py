@@ -28,6 +28,7 @@ from flowrate.measure.peaks import PeakLookup
 from flowrate.measure.stats import Summary, measurement_warnings, summarize
 from flowrate.problems.base import Problem
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
+from flowrate.results.sections import Energy, Flops, Memory, ProblemInfo
 
 
 @dataclass(frozen=True)
@@ -87,11 +88,11 @@ def assemble(
         summary=summary,
         warnings=_warnings(config, problem, built, measured, summary, stats, flops),
         batch_size_search=built.batch_size_search,
-        flops={**dataclasses.asdict(flops), **_mixed_mfu(config, measured, environment, flops)},
+        flops=Flops(**dataclasses.asdict(flops), **_mixed_mfu(config, measured, environment, flops)),
         energy=energy_section(
             measured.energy, summary.timed_samples, summary.timed_samples * flops_per_sample
         ),
-        memory=dataclasses.asdict(measured.memory),
+        memory=Memory(**dataclasses.asdict(measured.memory)),
         streaming=measured.streaming,
         input=measured.inputs[0] if measured.inputs is not None else None,
         operators=_operators(config, measured, environment, built.batch_size),
@@ -132,14 +133,14 @@ def _mixed_mfu(
     return mixed_mfu_fields(measured.peak, run_census, flops.model_flops_per_sec)
 
 
-def energy_section(reading: EnergyReading, samples: int, model_flops: float) -> dict[str, Any]:
+def energy_section(reading: EnergyReading, samples: int, model_flops: float) -> Energy:
     """The energy reading with samples/J and FLOP/J over the same window."""
     joules = reading.joules
-    return {
+    return Energy(
         **reading.to_dict(),
-        "samples_per_joule": samples / joules if joules else None,
-        "flops_per_joule": model_flops / joules if joules and model_flops else None,
-    }
+        samples_per_joule=samples / joules if joules else None,
+        flops_per_joule=model_flops / joules if joules and model_flops else None,
+    )
 
 
 def _summary(
@@ -246,18 +247,18 @@ def _warnings(
     return warnings
 
 
-def _problem_info(config: RunConfig, problem: Problem, built: Built) -> dict[str, Any]:
+def _problem_info(config: RunConfig, problem: Problem, built: Built) -> ProblemInfo:
     mode = config.settled_mode
-    return {
-        "name": problem.name,
-        "size": problem.size,
-        "spec": config.problem,
-        "parameters": problem.parameter_count(),
-        "parameters_built": built.parameters_built,
-        "forward_flops_per_sample": problem.forward_flops_per_sample(),
-        "train_flops_per_sample": problem.train_flops_per_sample() if Mode.TRAIN in problem.modes else None,
-        "model_flops_per_sample": problem.flops_per_sample(mode),
-        "tokens_per_sample": problem.tokens_per_sample,
-        "blocks": built.block_count,
-        "settings": problem.describe(),
-    }
+    return ProblemInfo(
+        name=problem.name,
+        size=problem.size,
+        spec=config.problem,
+        parameters=problem.parameter_count(),
+        parameters_built=built.parameters_built,
+        forward_flops_per_sample=problem.forward_flops_per_sample(),
+        train_flops_per_sample=problem.train_flops_per_sample() if Mode.TRAIN in problem.modes else None,
+        model_flops_per_sample=problem.flops_per_sample(mode),
+        tokens_per_sample=problem.tokens_per_sample,
+        blocks=built.block_count,
+        settings=problem.describe(),
+    )

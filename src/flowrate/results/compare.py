@@ -375,16 +375,14 @@ def problem_identity(result: Result) -> dict[str, Any]:
     """What must match for two records to measure the same work: the kind of record, the problem
     (name, size, mode and shape) and the kind's workload (flowrate.results.identity: a serving
     run's server and offered load, a generation's lengths)."""
-    problem = result.problem or {}
+    problem = result.problem
     identity = {
         "kind": str(kind_of(result)),
-        "problem": problem.get("name") or result.config.get("problem"),
-        "size": problem.get("size") or result.config.get("size"),
+        "problem": problem.name or result.config.get("problem"),
+        "size": problem.size or result.config.get("size"),
         "mode": result.config.get("mode"),
     }
-    settings = problem.get("settings")
-    if isinstance(settings, dict):
-        identity.update({f"shape.{key}": value for key, value in settings.items()})
+    identity.update({f"shape.{key}": value for key, value in problem.settings.items()})
     identity.update(workload(result))
     return identity
 

@@ -21,20 +21,10 @@ the report — takes its grouping from here, so that no two of them can disagree
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 from typing import Any
 
 from flowrate.results.schema import Result
-
-
-class Kind(StrEnum):
-    """The kinds of record, each with its own configuration identity."""
-
-    RUN = "run"
-    CHECK = "check"
-    GENERATE = "generate"
-    SERVE = "serve"
-
+from flowrate.results.sections import Kind
 
 # serving section fields that fix the load offered and the server it was offered to
 SERVING_WORKLOAD = (
@@ -64,14 +54,8 @@ def is_workload_field(name: str) -> bool:
 
 
 def kind_of(result: Result) -> Kind:
-    """The record's kind, from the section only that kind writes."""
-    if result.serving is not None:
-        return Kind.SERVE
-    if result.generation is not None:
-        return Kind.GENERATE
-    if result.fidelity is not None:
-        return Kind.CHECK
-    return Kind.RUN
+    """The record's kind (a record before version 7 took it from its sections: migrate)."""
+    return result.kind
 
 
 def workload(result: Result) -> dict[str, Any]:
@@ -129,9 +113,8 @@ def family(result: Result) -> str:
     """The records a plot panel or a ranking holds together: the problem ('family/size' as the store
     lists it) for runs and checks, qualified by the kind for generations and by the server for
     serving; a figure is compared only with figures of its own family."""
-    problem = result.problem or {}
-    name = problem.get("name") or result.config.get("problem") or "?"
-    size = problem.get("size")
+    name = result.problem.name or result.config.get("problem") or "?"
+    size = result.problem.size
     label = f"{name}/{size}" if size else str(name)
     kind = kind_of(result)
     if kind is Kind.GENERATE:

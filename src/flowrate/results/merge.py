@@ -31,6 +31,7 @@ from typing import Any
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import MIN_INTERVALS, summarize
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
+from flowrate.results.sections import Energy, Flops, Memory
 
 # Ranks whose throughput differs by this share of the median get a straggler warning (from
 # MIN_INTERVALS intervals on: a few milliseconds of start-up skew dominate shorter runs).
@@ -59,7 +60,7 @@ def merge_ranks(runs: Sequence[RankRun], backend: str, timeout_s: float | None =
     global_batch = sum(r.batch_size for r in results)
     summary = _summary(results, intervals, global_batch)
     samples = summary.timed_samples
-    model_flops = samples * (first.problem.get("model_flops_per_sample") or 0)
+    model_flops = samples * (first.problem.model_flops_per_sample or 0)
     rates = [r.summary.samples_per_sec for r in results]
     section = {
         "world_size": len(runs),
@@ -110,7 +111,7 @@ def _distinct_meters(runs: Sequence[RankRun], results: Sequence[Result]) -> list
     keep = []
     for index, (run, result) in enumerate(zip(runs, results, strict=True)):
         energy = result.energy
-        key = (run.hostname, energy.get("method"), tuple(energy.get("domains") or ()))
+        key = (run.hostname, energy.method, tuple(energy.domains))
         if key not in seen:
             seen.add(key)
             keep.append(index)
@@ -146,7 +147,7 @@ def _summary(results: Sequence[Result], intervals: Sequence[IntervalRecord], glo
     compute = [i for i in intervals if i.kind == "compute"]
     stats = summarize([i.samples_per_sec for i in compute])
     total = sum(r.summary.samples_per_sec for r in results)
-    tokens = first.problem.get("tokens_per_sample")
+    tokens = first.problem.tokens_per_sample
     duration = max(r.summary.timed_duration_s for r in results)
     checkpoint_s = max(r.summary.checkpoint_s for r in results)
     return dataclasses.replace(
@@ -155,7 +156,7 @@ def _summary(results: Sequence[Result], intervals: Sequence[IntervalRecord], glo
         rate_samples_per_sec=sum(r.summary.rate_samples_per_sec for r in results),
         steps_per_sec=total / global_batch,
         tokens_per_sec=total * tokens if tokens else None,
-        model_flops_per_sec=total * (first.problem.get("model_flops_per_sample") or 0),
+        model_flops_per_sec=total * (first.problem.model_flops_per_sample or 0),
         **stats.rate_fields(),
         timed_samples=sum(r.summary.timed_samples for r in results),
         timed_duration_s=duration,
@@ -167,57 +168,59 @@ def _summary(results: Sequence[Result], intervals: Sequence[IntervalRecord], glo
     )
 
 
-_SUMMED_FLOPS = ("model_flops_per_sec", "hardware_flops_per_sec", "bytes_per_sec")
-_AVERAGED_FLOPS = ("mfu", "hfu", "mfu_of_measured_peak", "bandwidth_fraction")
-
-
-def _merge_flops(results: Sequence[Result]) -> dict[str, Any]:
-    merged = dict(results[0].flops)
-    for key in _SUMMED_FLOPS:
-        if key in merged:
-            merged[key] = _sum(r.flops.get(key) for r in results)
-    for key in _AVERAGED_FLOPS:
-        if key in merged:
-            merged[key] = _mean(r.flops.get(key) for r in results)
-    return merged
+def _merge_flops(results: Sequence[Result]) -> Flops:
+    """Rates summed over the ranks, utilizations averaged; the rest is rank 0's."""
+    flops = [r.flops for r in results]
+    return dataclasses.replace(
+        flops[0],
+        model_flops_per_sec=_sum(f.model_flops_per_sec for f in flops),
+        hardware_flops_per_sec=_sum(f.hardware_flops_per_sec for f in flops),
+        bytes_per_sec=_sum(f.bytes_per_sec for f in flops),
+        mfu=_mean(f.mfu for f in flops),
+        hfu=_mean(f.hfu for f in flops),
+        mfu_of_measured_peak=_mean(f.mfu_of_measured_peak for f in flops),
+        bandwidth_fraction=_mean(f.bandwidth_fraction for f in flops),
+    )
 
 
 def _merge_energy(
     runs: Sequence[RankRun], results: Sequence[Result], metered: Sequence[int], samples: int, flops: float
-) -> dict[str, Any]:
+) -> Energy:
     sections = [results[k].energy for k in metered]
-    missing = next((s for s in sections if s.get("joules") is None), None)
+    missing = next((s for s in sections if s.joules is None), None)
     if missing is not None or not sections:
-        return dict(missing or results[0].energy)
+        return missing or results[0].energy
     several_hosts = len({runs[k].hostname for k in metered}) > 1
     per_domain: dict[str, float] = {}
     for k, section in zip(metered, sections, strict=True):
         prefix = f"{runs[k].hostname}:" if several_hosts else ""
-        for domain, joules in (section.get("per_domain_joules") or {}).items():
+        for domain, joules in section.per_domain_joules.items():
             per_domain[prefix + domain] = joules
-    joules = sum(s["joules"] for s in sections)
-    seconds = max(s["seconds"] for s in sections)
-    return {
-        **sections[0],
-        "joules": joules,
-        "seconds": seconds,
-        "average_watts": joules / seconds if seconds > 0 else None,
-        "domains": list(per_domain),
-        "per_domain_joules": per_domain,
-        "ranks_metered": [runs[k].rank for k in metered],
-        "samples_per_joule": samples / joules if joules else None,
-        "flops_per_joule": flops / joules if joules and flops else None,
-    }
+    joules = sum(s.joules or 0.0 for s in sections)
+    seconds = max(s.seconds or 0.0 for s in sections)
+    return dataclasses.replace(
+        sections[0],
+        joules=joules,
+        seconds=seconds,
+        average_watts=joules / seconds if seconds > 0 else None,
+        domains=list(per_domain),
+        per_domain_joules=per_domain,
+        ranks_metered=[runs[k].rank for k in metered],
+        samples_per_joule=samples / joules if joules else None,
+        flops_per_joule=flops / joules if joules and flops else None,
+    )
 
 
-def _merge_memory(results: Sequence[Result]) -> dict[str, Any]:
-    merged = dict(results[0].memory)
-    for key in ("device_peak_allocated_bytes", "device_peak_reserved_bytes", "process_peak_rss_bytes"):
-        if key in merged:
-            merged[key] = _max(r.memory.get(key) for r in results)
-    if any(r.memory.get("rss_scope") == "process" for r in results):
-        merged["rss_scope"] = "process"
-    return merged
+def _merge_memory(results: Sequence[Result]) -> Memory:
+    """Each peak the largest rank's; the RSS covers the process if any rank's does."""
+    memory = [r.memory for r in results]
+    return dataclasses.replace(
+        memory[0],
+        device_peak_allocated_bytes=_max(m.device_peak_allocated_bytes for m in memory),
+        device_peak_reserved_bytes=_max(m.device_peak_reserved_bytes for m in memory),
+        process_peak_rss_bytes=_max(m.process_peak_rss_bytes for m in memory),
+        rss_scope="process" if any(m.rss_scope == "process" for m in memory) else memory[0].rss_scope,
+    )
 
 
 def _merge_input(results: Sequence[Result]) -> dict[str, Any] | None:
@@ -269,8 +272,8 @@ def _rank_entry(run: RankRun, result: Result) -> dict[str, Any]:
         "timed_samples": s.timed_samples,
         "timed_duration_s": s.timed_duration_s,
         "final_loss": s.final_loss,
-        "process_peak_rss_bytes": result.memory.get("process_peak_rss_bytes"),
-        "device_peak_allocated_bytes": result.memory.get("device_peak_allocated_bytes"),
+        "process_peak_rss_bytes": result.memory.process_peak_rss_bytes,
+        "device_peak_allocated_bytes": result.memory.device_peak_allocated_bytes,
         "input_bound_share": (result.input or {}).get("input_bound_share"),
         "warnings": len(result.warnings),
     }

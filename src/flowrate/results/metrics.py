@@ -35,14 +35,14 @@ class Metric:
 def peak_memory_bytes(result: Result) -> int | None:
     """The memory that limits a configuration: device peak reserved on an accelerator (what the
     process held, allocator cache included), else the process's peak resident set."""
-    memory = result.memory or {}
-    device = memory.get("device_peak_reserved_bytes")
-    return device if device is not None else memory.get("process_peak_rss_bytes")
+    memory = result.memory
+    device = memory.device_peak_reserved_bytes
+    return device if device is not None else memory.process_peak_rss_bytes
 
 
 def fidelity_loss(result: Result) -> float | None:
     """The loss a `flowrate check` reached (mean of its last window), None for plain runs."""
-    return (result.fidelity or {}).get("final_loss")
+    return result.fidelity.final_loss if result.fidelity is not None else None
 
 
 def _optional_float(value: object) -> float | None:
@@ -75,20 +75,20 @@ METRICS: dict[str, Metric] = {
             lambda r: r.summary.model_flops_per_sec,
             lambda i: i.model_flops_per_sec,
         ),
-        Metric("mfu", "MFU", "", True, lambda r: _optional_float(r.flops.get("mfu")), lambda i: i.mfu),
+        Metric("mfu", "MFU", "", True, lambda r: _optional_float(r.flops.mfu), lambda i: i.mfu),
         Metric(
             "samples_per_joule",
             "samples/J",
             "samples/J",
             True,
-            lambda r: _optional_float(r.energy.get("samples_per_joule")),
+            lambda r: _optional_float(r.energy.samples_per_joule),
         ),
         Metric(
             "average_watts",
             "power",
             "W",
             False,
-            lambda r: _optional_float(r.energy.get("average_watts")),
+            lambda r: _optional_float(r.energy.average_watts),
             lambda i: i.power_w,
         ),
         Metric(

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowrate.errors import ConfigError, FlowrateError, RunFailed
+from flowrate.results.codec import encode
 from flowrate.results.schema import environment_fingerprint
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def summary_metrics(result: Result) -> dict[str, float]:
     """The summary's numbers under their own names, and the sections' numbers as SECTION/FIELD."""
     values = {key: value for key, value in asdict(result.summary).items() if _is_number(value)}
     for section in _SECTIONS:
-        content = getattr(result, section) or {}
+        typed = getattr(result, section)
+        content = encode(typed) if typed is not None else {}
         values.update({f"{section}/{_name(k)}": v for k, v in content.items() if _is_number(v)})
     return {key: float(value) for key, value in values.items()}
 
@@ -134,7 +136,7 @@ def run_tags(result: Result, tags: Sequence[str] = ()) -> dict[str, str]:
     out = {
         RUN_ID_TAG: result.run_id,
         "flowrate.version": result.flowrate_version,
-        "flowrate.problem": str(result.problem.get("spec") or result.problem.get("name", "")),
+        "flowrate.problem": str(result.problem.spec or (result.problem.name or "")),
         "flowrate.mode": str(result.config.get("mode", "")),
     }
     fingerprint = environment_fingerprint(env)
@@ -244,7 +246,7 @@ class MlflowLog:
         client = self._opened()
         end_ms = _ms(result.created_at)
         start_ms = end_ms - round((result.summary.timed_duration_s + result.summary.preheat_s) * 1000)
-        name = f"{result.problem.get('name', 'run')}-{result.run_id}"
+        name = f"{result.problem.name or 'run'}-{result.run_id}"
         run = client.create_run(self.experiment_id, start_time=start_ms, run_name=name)
         mlflow_id: str = run.info.run_id
         try:

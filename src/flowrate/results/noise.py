@@ -88,15 +88,10 @@ def process_points(result: Result, session: str | None = None) -> list[ProcessPo
         count = intervals if isinstance(intervals, int) else 0
         return ProcessPoint(run_id, float(value), within, count, result.created_at, commit, dirty, session)
 
-    entries = (result.repeat or {}).get("runs") or []
+    entries = result.repeat.runs if result.repeat is not None else []
     if entries and session is None:
         session = f"repeat:{result.run_id}"
-    made = [
-        point(
-            e.get("run_id") or result.run_id, e.get("median_samples_per_sec"), e.get("cv"), e.get("intervals")
-        )
-        for e in entries
-    ]
+    made = [point(e.run_id or result.run_id, e.median_samples_per_sec, e.cv, e.intervals) for e in entries]
     if not entries:
         s = result.summary
         if kind_of(result) is Kind.SERVE:  # completions in windows are lumpy: the run's request rate

@@ -36,13 +36,13 @@ def process_values(metric: Metric, result: Result) -> list[float]:
 
 
 def _repeat_values(metric: Metric, result: Result) -> list[float]:
-    entries = (result.repeat or {}).get("runs") or []
+    entries = result.repeat.runs if result.repeat is not None else []
     if metric.name in _REPEAT_KEYS:
         key = _REPEAT_KEYS[metric.name]
-        return [float(v) for e in entries if isinstance(v := e.get(key), int | float)]
+        return [float(v) for e in entries if isinstance(v := getattr(e, key), int | float)]
     value, rate = metric.value(result), result.summary.samples_per_sec
     if metric.name in _PER_SAMPLE and value is not None and rate > 0:
-        medians = [e.get("median_samples_per_sec") for e in entries]
+        medians = [e.median_samples_per_sec for e in entries]
         return [float(m) * value / rate for m in medians if isinstance(m, int | float)]
     return []
 

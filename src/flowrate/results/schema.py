@@ -7,12 +7,15 @@ ones with a message saying to upgrade.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flowrate.errors import PathError
 from flowrate.io import write_atomic
+from flowrate.results.codec import decode, encode
+from flowrate.results.migrate import upgrade
+from flowrate.results.sections import Compile, Energy, Fidelity, Flops, Kind, Memory, ProblemInfo, Repeat
 from flowrate.results.validate import InvalidResult, validate_record
 
 # History of the result format (bump on any change a reader must know about):
@@ -39,7 +42,11 @@ from flowrate.results.validate import InvalidResult, validate_record
 #   6: summary.stdev_samples_per_sec and summary.cv are None where the spread is unknown (one
 #      interval; cv also for a mean of 0), where earlier versions wrote 0 (or inf, which no reader
 #      accepted). Earlier records read with the numbers they hold.
-SCHEMA_VERSION = 6
+#   7: the record names its kind (run, check, generate, serve); its sections are typed
+#      (flowrate.results.sections) and a section a record predates reads with every field None; a
+#      generation's problem keeps the model's shape under problem.settings. Earlier records are
+#      brought to this layout by flowrate.results.migrate.upgrade, with the numbers they hold.
+SCHEMA_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -106,8 +113,11 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class Result:
+    """One record: how it was configured, what ran, on what, every interval, the headline summary,
+    and one section per concern (None or empty where the run had no such concern)."""
+
     config: dict[str, Any]
-    problem: dict[str, Any]
+    problem: ProblemInfo
     batch_size: int
     environment: dict[str, Any]
     intervals: list[IntervalRecord]
@@ -116,16 +126,16 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     # attempts of --batch-size auto, largest first: [{"batch_size": 256, "fits": false}, …]
     batch_size_search: list[dict[str, Any]] = field(default_factory=list)
-    # FlopsReport: model and executed FLOPs, FLOP/s, MFU against the datasheet peak, bandwidth
-    flops: dict[str, Any] = field(default_factory=dict)
-    # EnergyReading with samples_per_joule and flops_per_joule; joules None with the reason
-    energy: dict[str, Any] = field(default_factory=dict)
-    # MemoryReport: device peak allocated and reserved, process peak RSS
-    memory: dict[str, Any] = field(default_factory=dict)
+    # model and executed FLOPs, FLOP/s, MFU against the datasheet peak, bandwidth
+    flops: Flops = field(default_factory=Flops)
+    # joules, watts, samples/J and FLOP/J over the timed window; joules None with the reason
+    energy: Energy = field(default_factory=Energy)
+    # device peak allocated and reserved, process peak RSS
+    memory: Memory = field(default_factory=Memory)
     # --repeat N: each run's figures and the across-run statistics (None for a single run)
-    repeat: dict[str, Any] | None = None
+    repeat: Repeat | None = None
     # `flowrate check`: the loss a learnable task reached and the steps it took (None for runs)
-    fidelity: dict[str, Any] | None = None
+    fidelity: Fidelity | None = None
     # --execution streaming: where the time went per step and what memory it held (None: resident)
     streaming: dict[str, Any] | None = None
     # --data: the dataset, the loader's settings and the input-bound share (None: synthetic data)
@@ -135,7 +145,7 @@ class Result:
     # data-parallel runs (torchrun): world size, backend, per-rank figures (None: one process)
     distributed: dict[str, Any] | None = None
     # --compile: the first (compiling) step's seconds and whether inductor's cache was hit
-    compile: dict[str, Any] | None = None
+    compile: Compile | None = None
     # the executed-FLOPs count of one step, op by op, and its coverage (None: not counted)
     operators: dict[str, Any] | None = None
     # `flowrate generate`: lengths, TTFT/TPOT/ITL/E2E per request, prefill and decode rates,
@@ -144,13 +154,14 @@ class Result:
     generation: dict[str, Any] | None = None
     # `flowrate serve-bench`: load, raw per-request traces, metrics by definition (None for runs)
     serving: dict[str, Any] | None = None
+    kind: Kind = Kind.RUN
     run_id: str = ""
     created_at: str = ""
     flowrate_version: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return encode(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Strict JSON: a NaN or an infinity is refused (naming the field), never written."""
@@ -163,13 +174,10 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
-        """The record as a Result, once validate_record has found nothing a reader would trip on."""
+        """The record as a Result, once validate_record has found nothing a reader would trip on:
+        a record of an earlier version is brought to this version's layout first (upgrade)."""
         validate_record(data, SCHEMA_VERSION)
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["intervals"] = [IntervalRecord(**i) for i in data.get("intervals", [])]
-        values["summary"] = RunSummary(**data["summary"])
-        return cls(**values)
+        return decode(cls, upgrade(dict(data), SCHEMA_VERSION))
 
     @classmethod
     def from_json(cls, text: str) -> Result:

@@ -47,8 +47,8 @@ def columns(result: Result) -> dict[str, Any]:
     return {
         "run_id": result.run_id,
         "created_at": result.created_at,
-        "problem": result.problem.get("name") or config.get("problem") or "?",
-        "size": result.problem.get("size"),
+        "problem": result.problem.name or config.get("problem") or "?",
+        "size": result.problem.size,
         "mode": config.get("mode"),
         "precision": config.get("precision"),
         "execution": config.get("execution"),

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.results.sections import Kind as RecordKind
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_TAG_CHARS = 100
@@ -151,6 +152,7 @@ TOP_OPTIONAL = {
     **dict.fromkeys(["flops", "energy", "memory"], OBJECT),
     **dict.fromkeys(SECTIONS, _optional(OBJECT)),
     **dict.fromkeys(["run_id", "created_at", "flowrate_version"], TEXT),
+    "kind": Kind(lambda v: v in {k.value for k in RecordKind}, " or ".join(map(repr, map(str, RecordKind)))),
 }
 
 # Inside the free-form sections: the values that listing, filtering, plots and reports read.

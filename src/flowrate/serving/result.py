@@ -11,6 +11,7 @@ from typing import Any
 from flowrate._version import __version__
 from flowrate.measure.stats import summarize as summarize_rates
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
+from flowrate.results.sections import Kind, ProblemInfo
 from flowrate.serving.metrics import Slo, all_definitions
 from flowrate.serving.stats import describe
 from flowrate.serving.trace import RequestTrace
@@ -83,7 +84,7 @@ def build_result(
     )
     return Result(
         config={**config, "mode": "serve", "execution": "remote", "problem": "serve"},
-        problem={"name": f"serve:{section['model']}", "size": None},
+        problem=ProblemInfo(name=f"serve:{section['model']}"),
         batch_size=1,
         environment=environment,
         intervals=intervals,
@@ -91,6 +92,7 @@ def build_result(
         summary=summary,
         warnings=run_warnings(traces, section),
         serving=section,
+        kind=Kind.SERVE,
         run_id=uuid.uuid4().hex[:12],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,
