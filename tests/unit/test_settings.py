@@ -11,6 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from flowrate.campaigns.explore_space import merge_space, parse_space_flags
 from flowrate.campaigns.sweep_spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
 from flowrate.cli.main import cli
 from flowrate.cli.options import run_options
@@ -67,6 +68,10 @@ def test_a_bound_changed_in_one_place_moves_the_flag_the_sweep_and_the_table(
         plan_points(merge_spec(SWEEP_BASE, {}, load_sweep_file(file)))
     outcome = run_cli("sweep", "-p", "fc_mnist", "--size", "debug", "-g", "threads=2,8", "--dry-run")
     assert outcome.code == 2 and "error: --threads: must be at most 4, got 8" in outcome.stderr
+    # an exploration's space, checked as a sweep's points are
+    space = merge_space(parse_space_flags(["threads=2,8"]), SWEEP_BASE)
+    with pytest.raises(ConfigError, match="must be at most 4, got 8"):
+        space.check()
     # the Python API, the bounds table and the reference
     with pytest.raises(ConfigError, match="must be at most 4"):
         RunConfig(threads=8)
@@ -84,6 +89,15 @@ def test_a_flag_renamed_in_one_place_renames_the_option_and_the_sweep_key(
     assert result.exit_code == 0, result.output
     assert merge_spec(SWEEP_BASE, parse_grid_flags(["cpu_threads=1,2"])).grid == {"threads": (1, 2)}
     assert setting_of(RunConfig, "threads").flag == "--cpu-threads"
+
+
+def test_a_setting_no_sweep_may_vary_is_no_sweep_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_grid_flags(["threads=1,2"]) == {"threads": (1, 2)}
+    _set_threads(monkeypatch, sweepable=False)
+    with pytest.raises(ConfigError, match="unknown option 'threads'"):
+        parse_grid_flags(["threads=1,2"])
+    with pytest.raises(ConfigError, match="unknown option 'threads'"):
+        parse_space_flags(["threads=1..4"])
 
 
 def test_the_reference_lists_every_field() -> None:

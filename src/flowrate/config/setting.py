@@ -43,7 +43,7 @@ _KIND_WORDS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per declaration: hashed by identity, quickly
 class Setting:
     """What a config field is to its users: the words, flags and numbers every surface shows."""
 
@@ -155,11 +155,16 @@ class SettingField:
 
 def settings(cls: type) -> tuple[SettingField, ...]:
     """Every field of the dataclass ``cls`` that declares a Setting, in field order, read from the
-    fields' metadata as it is now."""
-    hints = _hints(cls)
+    fields' metadata as it is now (made once per set of Settings: RunConfig reads them at each
+    construction)."""
+    return _settings(cls, tuple(f.metadata.get(SETTING) for f in dataclasses.fields(cls)))
+
+
+@functools.cache
+def _settings(cls: type, specs: tuple[Setting | None, ...]) -> tuple[SettingField, ...]:
+    hints = typing.get_type_hints(cls)
     found = []
-    for field in dataclasses.fields(cls):
-        spec = field.metadata.get(SETTING)
+    for field, spec in zip(dataclasses.fields(cls), specs, strict=True):
         if spec is None:
             continue
         if field.default_factory is not dataclasses.MISSING:
@@ -177,11 +182,6 @@ def setting_of(cls: type, name: str) -> SettingField:
         if found.name == name:
             return found
     raise KeyError(name)
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
 
 
 def _kind(hint: Any, spec: Setting) -> tuple[Kind, type[enum.Enum] | None]:
