@@ -224,6 +224,9 @@ def test_a_key_fixed_and_varied_in_one_place_is_a_mistake(tmp_path: Path) -> Non
         ("grid = 3", "file", "grid must be a table"),
         ("[grids]\nbatch_size = [1]", "file", "unknown entry 'grids'"),
         ("[grid\n", "file", "is not valid TOML"),
+        ("[grid]\nbatch_size = {a = 1}", "file", "batch_size: cannot read {'a': 1} as an integer or 'auto'"),
+        ("[grid]\nm = [{a = 1}]", "file", "m: cannot read {'a': 1} as an integer"),
+        ("[base]\nlr = {a = 1}", "file", "learning_rate: cannot read {'a': 1} as a number"),
     ],
 )
 def test_a_bad_sweep_file_says_where(tmp_path: Path, text: str, field: str, says: str) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from flowrate.config import RunConfig
+from flowrate.config import RunConfig, SettingField, settings
 from flowrate.errors import ConfigError
 
 if typing.TYPE_CHECKING:
@@ -50,8 +50,10 @@ class CommandFields:
 
     command: str
     keys: tuple[str, ...]
-    hints: Mapping[str, Any]  # field -> type, to read a value given as text
+    hints: Mapping[str, Any]  # field -> type, to read a value of a field without a Setting
     aliases: Mapping[str, str]  # flag name -> field (lr -> learning_rate, duration -> duration_s)
+    settings: Mapping[str, SettingField] = dataclasses.field(default_factory=dict)  # a run's
+    # fields, read as their Settings say
 
     @property
     def extra(self) -> tuple[str, ...]:
@@ -59,15 +61,19 @@ class CommandFields:
         return (SAMPLE_SHAPE,) if self.command == RUN else ()
 
 
-@functools.cache
 def command_fields(command: str) -> CommandFields:
+    """A run sweep's keys are RunConfig's sweepable Settings, as they are now, their flags' names
+    its aliases; a generate sweep's are GenerateConfig's fields."""
     check_command(command, "command")
     if command == RUN:
-        from flowrate.config import FLAG_NAMES
+        found = {f.name: f for f in settings(RunConfig) if f.setting.sweepable and f.setting.own_option}
+        aliases = {alias: f.name for f in found.values() for alias in f.aliases}
+        return CommandFields(RUN, tuple(found), {}, aliases, found)
+    return _generate_fields()
 
-        keys = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "problem_options")
-        aliases = {flag: name for name, flag in FLAG_NAMES.items()}
-        return CommandFields(RUN, keys, typing.get_type_hints(RunConfig), aliases)
+
+@functools.cache
+def _generate_fields() -> CommandFields:
     from flowrate.harness.generate import GenerateConfig  # imports torch: only when asked
 
     keys = tuple(f.name for f in dataclasses.fields(GenerateConfig) if f.name != "problem_options")

@@ -24,7 +24,6 @@ import functools
 import hashlib
 import itertools
 import json
-import re
 import tomllib
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,6 +42,17 @@ from flowrate.campaigns.sweep_command import (
     settle,
 )
 from flowrate.config import AUTO, Execution, Mode, OptimizerName, Precision, RunConfig
+from flowrate.config.values import (
+    BadValue,
+    doubling,
+    is_range,
+    items,
+    to_batch,
+    to_bool,
+    to_float,
+    to_int,
+    to_option_int,
+)
 from flowrate.errors import ConfigError
 from flowrate.results.store import point_key
 
@@ -50,7 +60,6 @@ if typing.TYPE_CHECKING:
     from flowrate.problems.base import Problem
 
 BATCH = "batch_size"
-_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
 # options whose values are names with aliases, each with its parser
 _NAMED: dict[str, Callable[[str], enum.Enum]] = {
     "mode": Mode.parse,
@@ -94,13 +103,17 @@ def canonical_key(key: str, source: str, command: str = RUN) -> str:
 # --- values --------------------------------------------------------------------------------------
 
 
-def _kind(key: str, hints: Mapping[str, Any]) -> str:
-    """How a key's values are read: int, float, bool, batch (an int or 'auto'), or str."""
+def _kind(key: str, command: str) -> str:
+    """How a key's values are read: as its Setting says (a run's fields), else by its field's type
+    (int, float, bool, batch: an int or 'auto', or str), else as a problem option."""
+    own = command_fields(command)
+    if key in own.settings:
+        return own.settings[key].kind
     if key == BATCH:
         return "batch"
-    if key not in hints:
-        return "int"  # problem options and sample_shape are integers
-    args = typing.get_args(hints[key]) or (hints[key],)
+    if key not in own.hints:
+        return "option"  # problem options and sample_shape: integers, true/false as 1/0 (like -O)
+    args = typing.get_args(own.hints[key]) or (own.hints[key],)
     for kind in (bool, int, float):
         if kind in args:
             return kind.__name__
@@ -109,61 +122,58 @@ def _kind(key: str, hints: Mapping[str, Any]) -> str:
 
 def parse_value(key: str, value: Any, command: str = RUN) -> list[Any]:
     """One given value of ``key``, typed (a range ``A..B`` gives several); ConfigError(key) if bad."""
-    hints = command_fields(command).hints
-    kind = _kind(key, hints)
-    if isinstance(value, str) and ".." in value:
-        match = _RANGE.match(value)
-        if kind not in ("int", "batch"):
+    if is_range(value):
+        if _kind(key, command) not in ("int", "batch", "count_or_auto", "option"):
             raise ConfigError(key, "A..B ranges are for integer options; list the values")
-        if not match or int(match[1]) < 1 or int(match[2]) < int(match[1]):
-            raise ConfigError(key, f"cannot read {value!r} as a range: write A..B, 1 ≤ A ≤ B (e.g. 1..512)")
-        low, high = int(match[1]), int(match[2])
-        return [low * 2**i for i in range((high // low).bit_length())]
-    return [_typed(key, kind, value, key in hints)]
+        return _read(key, doubling, value)
+    return [_typed(key, value, command)]
 
 
-def _typed(key: str, kind: str, value: Any, field: bool) -> Any:
-    text = value.strip() if isinstance(value, str) else value
-    truth = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "int": to_int,
+    "float": to_float,
+    "bool": to_bool,
+    "batch": to_batch,
+    "option": to_option_int,
+}
+
+
+def _read(key: str, reader: Callable[[Any], Any], value: Any) -> Any:
     try:
-        if kind == "bool":
-            return value if isinstance(value, bool) else truth[str(text).lower()]
-        if kind == "batch" and isinstance(text, str) and text.lower() == AUTO:
-            return AUTO
-        if kind in ("int", "batch"):
-            if isinstance(text, str) and not field and text.lower() in truth:
-                return int(truth[text.lower()])  # problem options take true/false as 1/0, like -O
-            if isinstance(value, bool | float):
-                raise ValueError
-            return int(text)
-        if kind == "float":
-            if isinstance(value, bool):
-                raise ValueError
-            return float(text)
-    except (ValueError, KeyError):
-        wanted = {"bool": "true or false", "batch": "an integer or 'auto'", "float": "a number"}
-        raise ConfigError(key, f"cannot read {value!r} as {wanted.get(kind, 'an integer')}") from None
+        return reader(value)
+    except BadValue as bad:
+        raise ConfigError(key, f"cannot read {bad.value!r} as {bad.wanted}") from None
+
+
+def _typed(key: str, value: Any, command: str) -> Any:
+    found = command_fields(command).settings.get(key)
+    typed = found.read(value) if found is not None else _typed_unsettled(key, value, command)
+    if key != "problem":
+        return typed
+    from flowrate.problems.registry import is_user_problem  # lazily: the registry imports torch
+
+    if is_user_problem(typed):
+        path, sep, factory = typed.rpartition(":")  # absolute: the same file from any folder
+        return f"{Path(path).resolve()}{sep}{factory}" if sep else str(Path(typed).resolve())
+    return typed
+
+
+def _typed_unsettled(key: str, value: Any, command: str) -> Any:
+    """A value of a field without a Setting (a generation's) or of a problem option."""
+    kind = _kind(key, command)
+    if kind in _READERS:
+        return _read(key, _READERS[kind], value)
+    text = value.strip() if isinstance(value, str) else value
     if not isinstance(text, str) or not text:
         raise ConfigError(key, f"expected a name, got {value!r}")
     if key in _NAMED:
         return _NAMED[key](text).value  # canonical spelling: bf16, not BF16 or bfloat16
-    from flowrate.problems.registry import is_user_problem  # lazily: the registry imports torch
-
-    if key == "problem" and is_user_problem(text):
-        path, sep, factory = text.rpartition(":")  # absolute: the same file from any folder
-        return f"{Path(path).resolve()}{sep}{factory}" if sep else str(Path(text).resolve())
     return text
 
 
 def parse_values(key: str, values: Any, command: str = RUN) -> tuple[Any, ...]:
     """A grid entry's values: a comma list, a TOML list, or ranges; duplicates dropped."""
-    if isinstance(values, str):
-        items: list[Any] = [v for v in values.split(",") if v.strip()]  # "1,2," is 1 and 2
-    elif isinstance(values, list | tuple):
-        items = list(values)
-    else:
-        items = [values]
-    typed = [v for item in items for v in parse_value(key, item, command)]
+    typed = [v for item in items(values) for v in parse_value(key, item, command)]
     if not typed:
         raise ConfigError(key, f"the grid gives it no values; list one or more, e.g. {key}=1,2")
     return tuple(dict.fromkeys(typed))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flowrate.cli.options import dataset_options
-from flowrate.cli.param_types import Setting
+from flowrate.cli.param_types import SettingType
 
 MAX_SAMPLES = 10**12  # beyond what any dataset holds; the free space is checked before writing
 
@@ -32,7 +32,7 @@ def command() -> None:
 @dataset_options
 @click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), required=True, help="Samples to write.")
 @click.option(
-    "--seed", type=Setting("seed"), default=0, show_default=True, help="Seed of the synthetic data."
+    "--seed", type=SettingType("seed"), default=0, show_default=True, help="Seed of the synthetic data."
 )
 def make_command(samples: int, seed: int, shards: int, out: str, **flags: Any) -> None:
     """Write a problem's synthetic data as a dataset, to measure the whole input pipeline."""
@@ -67,7 +67,7 @@ def import_tokens_command(tokens: str, dtype: str, shards: int, out: str, **flag
 @dataset_options
 @click.option(
     "--seed",
-    type=Setting("seed"),
+    type=SettingType("seed"),
     default=0,
     show_default=True,
     help="Seed of the order the images are written in.",

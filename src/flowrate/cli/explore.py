@@ -16,7 +16,7 @@ import click
 from flowrate.campaigns.explore_settings import INITIAL
 from flowrate.cli.executor_options import ExecutorChoice, executor_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
-from flowrate.cli.param_types import Setting
+from flowrate.cli.param_types import SettingType
 
 if TYPE_CHECKING:
     from flowrate.campaigns.explore_plan import Budget, ExploreSpec
@@ -60,14 +60,14 @@ DEFAULT_BUDGET = "12"
 )
 @click.option(
     "--min-duration",
-    type=Setting("duration_s"),
+    type=SettingType("duration_s"),
     help="Multi-fidelity: the shortest rung's duration in seconds; rungs triple up to --duration (a "
     "shorter rung also runs proportionally fewer --preheat and --min-steps, at least 2), and only points "
     "that could still be on the frontier run longer. [default: every run full length]",
 )
 @click.option(
     "--initial",
-    type=Setting(INITIAL),
+    type=SettingType(INITIAL),
     help="Points of the initial design (spread over the space) before the model guides the search.",
 )
 @click.option(

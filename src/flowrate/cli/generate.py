@@ -7,15 +7,15 @@ from typing import Any
 import click
 
 from flowrate.cli.options import output_options
-from flowrate.cli.param_types import BatchSize, Setting
+from flowrate.cli.param_types import BatchSize, SettingType
 from flowrate.harness.generate_bounds import GENERATE_BOUNDS
 
 BATCH_HELP = "Sequences generated together, or auto: as many as the free memory holds. [default: 1]"
 
 
-def _number(field: str) -> Setting:
+def _number(field: str) -> SettingType:
     """A numeric flag held to GenerateConfig's bounds for its field as the line is read."""
-    return Setting(GENERATE_BOUNDS[field])
+    return SettingType(GENERATE_BOUNDS[field])
 
 
 @click.command("generate")

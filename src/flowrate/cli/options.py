@@ -1,26 +1,19 @@
 """The click options commands share: what defines a run, where its result goes, which recorded
 runs to take, and the target device. Each is a decorator; a command stacks the ones it takes.
 
-Defaults shown in help come from RunConfig, whose defaults are the only defaults.
+A run's options are made from RunConfig's fields (``setting_option``): each field's Setting gives
+its flags, help and value type, and its default is the only default, shown in the help.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, fields
 from typing import Any
 
 import click
 
-from flowrate.cli.param_types import SHAPE, BatchSize, FiniteRange, ResidentBlocks, Setting
-from flowrate.config import (
-    Execution,
-    FreedMemory,
-    Mode,
-    OptimizerName,
-    Precision,
-    RunConfig,
-)
+from flowrate.cli.param_types import SHAPE, BatchSize, CountOrAuto, FiniteRange, SettingType
+from flowrate.config import RunConfig, SettingField, setting_of, settings
 from flowrate.results.store import DEFAULT_PATH, ENV_VAR
 
 MAX_SHARDS = 100_000
@@ -39,48 +32,30 @@ STORE_HELP = f"The results store (SQLite). [default: ${ENV_VAR}, else ./{DEFAULT
 
 store_option = click.option("--store", type=click.Path(dir_okay=False), help=STORE_HELP)
 
-_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
+
+def setting_option(found: SettingField) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one config field, made from its Setting: its flags, help and default
+    text, metavar, and a value type that holds it to the Setting's bounds or choices. A flag left
+    out gives None, so the config's own default applies."""
+    kind = found.kind
+    options: dict[str, Any] = {"help": found.help, "metavar": found.setting.metavar}
+    if kind == "bool":
+        options.update(is_flag=True, default=None)
+    elif kind in ("int", "float"):
+        options["type"] = SettingType(found.name)
+    elif kind == "batch":
+        options["type"] = BatchSize()
+    elif kind == "count_or_auto":
+        options["type"] = CountOrAuto(found.name)
+    elif kind == "choice":
+        options["type"] = click.Choice(found.choice_names, case_sensitive=False)
+    elif kind == "folder":
+        options["type"] = click.Path(file_okay=False)
+    return click.option(*found.flags, found.name, **options)
 
 
-def _default(name: str) -> str:
-    return f" [default: {_DEFAULTS[name]}]"
-
-
-_RUN_OPTIONS = [
-    click.option(
-        "-p",
-        "--problem",
-        help="Zoo problem (see `flowrate list`) or PATH.py:FACTORY." + _default("problem"),
-    ),
-    click.option(
-        "--size",
-        help="Named size of the problem family, e.g. debug or gpt2-medium. [default: the family's]",
-    ),
-    click.option(
-        "--mode",
-        type=click.Choice([m.value for m in Mode] + ["training", "inference"], case_sensitive=False),
-        help="train: forward, backward, optimizer step; infer: forward only. "
-        "[default: train; infer for kernels]",
-    ),
-    click.option(
-        "-b",
-        "--batch-size",
-        type=BatchSize(),
-        metavar="N|auto",
-        help="Samples per step, or 'auto' to halve from --max-batch-size "
-        "until a step fits in memory. [default: the problem's]",
-    ),
-    click.option(
-        "--max-batch-size",
-        type=Setting("max_batch_size"),
-        help="Where --batch-size auto starts." + _default("max_batch_size"),
-    ),
-    click.option(
-        "--global-batch-size",
-        type=Setting("global_batch_size"),
-        help="Data-parallel runs (torchrun): samples per step over all ranks, split evenly; "
-        "instead of --batch-size, which is per rank.",
-    ),
+# the problem's shape flags: problem options (RunConfig.problem_options), listed after the batch
+_SHAPE_OPTIONS = [
     click.option("--seq-len", type=SHAPE, help="Sequence length of token problems."),
     click.option("--image-size", type=SHAPE, help="Image side of image problems."),
     click.option(
@@ -90,172 +65,16 @@ _RUN_OPTIONS = [
     click.option("--heads", type=SHAPE, help="Attention heads."),
     click.option("--hidden", type=SHAPE, help="Hidden size."),
     click.option("--vocab-size", type=SHAPE, help="Vocabulary size."),
-    click.option(
-        "--precision",
-        type=click.Choice([p.value for p in Precision], case_sensitive=False),
-        help="fp32, tf32 (CUDA), bf16 / fp16 autocast (fp16 with loss scaling), pure-bf16."
-        + _default("precision"),
-    ),
-    click.option(
-        "--optimizer",
-        type=click.Choice([o.value for o in OptimizerName], case_sensitive=False),
-        help="Optimizer of training steps." + _default("optimizer"),
-    ),
-    click.option(
-        "--lr",
-        "learning_rate",
-        type=Setting("learning_rate"),
-        help="Learning rate." + _default("learning_rate"),
-    ),
-    click.option(
-        "--execution",
-        type=click.Choice([e.value for e in Execution], case_sensitive=False),
-        help="Where the weights live: resident on the device, or streaming (weights and optimizer "
-        "in host memory, streamed to the device one block at a time)." + _default("execution"),
-    ),
-    click.option(
-        "--recompute",
-        is_flag=True,
-        default=None,
-        help="Streaming: recompute each block's activations in backward instead of keeping them.",
-    ),
-    click.option(
-        "--resident-blocks",
-        type=ResidentBlocks(),
-        metavar="N|auto",
-        help="Streaming: keep the N outermost blocks (first, last, second, …) on the device with a "
-        "device optimizer. [default: auto: the end blocks that fit in 1/8 of a CUDA device's memory]",
-    ),
-    click.option(
-        "--clip-grad-norm",
-        type=Setting("clip_grad_norm"),
-        help="Clip the global gradient norm to this value before each optimizer step.",
-    ),
-    click.option(
-        "--compile",
-        is_flag=True,
-        default=None,
-        help="Compile the step with torch.compile, reusing what `flowrate compile` cached for this "
-        "configuration (the compile time and cache hit are recorded).",
-    ),
-    click.option(
-        "--device-memory-limit",
-        "device_memory_limit_gib",
-        type=Setting("device_memory_limit_gib"),
-        metavar="GIB",
-        help="CUDA: cap this process's device memory (a per-process fraction), e.g. to prove a "
-        "streamed model fits in 16 GiB.",
-    ),
-    click.option(
-        "--device", help="auto (cuda when present, else cpu), cpu, cuda or cuda:N." + _default("device")
-    ),
-    click.option(
-        "--seed", type=Setting("seed"), help="Seed of weights and synthetic data." + _default("seed")
-    ),
-    click.option(
-        "--threads",
-        type=Setting("threads"),
-        help="CPU threads for PyTorch (torch.set_num_threads). [default: PyTorch's]",
-    ),
-    click.option(
-        "--freed-memory",
-        type=click.Choice([h.value for h in FreedMemory], case_sensitive=False),
-        help="keep: host memory a step frees stays in the process for the next step; release: the "
-        "C library's default, which returns large freed blocks to the OS, so each step's large "
-        "tensors pay page faults again (glibc)." + _default("freed_memory"),
-    ),
-    click.option(
-        "--preheat",
-        "preheat_steps",
-        type=Setting("preheat_steps"),
-        help="Untimed warm-up steps." + _default("preheat_steps"),
-    ),
-    click.option(
-        "--steps",
-        type=Setting("steps"),
-        help="Time exactly this many steps (overrides --duration and --min-steps).",
-    ),
-    click.option(
-        "--min-steps",
-        type=Setting("min_steps"),
-        help="Time at least this many steps." + _default("min_steps"),
-    ),
-    click.option(
-        "--duration",
-        "duration_s",
-        type=Setting("duration_s"),
-        help="Time at least this many seconds." + _default("duration_s"),
-    ),
-    click.option(
-        "--sample-every",
-        type=Setting("sample_every"),
-        help="Steps between sample points. [default: enough for --target-interval]",
-    ),
-    click.option(
-        "--target-interval",
-        "target_interval_s",
-        type=Setting("target_interval_s"),
-        help="Seconds an interval should last when --sample-every is automatic."
-        + _default("target_interval_s"),
-    ),
-    click.option(
-        "--smoothing", type=Setting("smoothing"), help="Rate's smoothing factor α." + _default("smoothing")
-    ),
-    click.option(
-        "--checkpoint-every",
-        type=Setting("checkpoint_every"),
-        help="Save model and optimizer state every N timed steps (needs --checkpoint-dir); "
-        "checkpoint time is reported apart.",
-    ),
-    click.option("--checkpoint-dir", type=click.Path(file_okay=False), help="Where checkpoints go."),
-    click.option(
-        "--keep-checkpoints",
-        type=Setting("keep_checkpoints"),
-        help="Keep only the newest N checkpoints, deleting older ones after each save. [default: all]",
-    ),
-    click.option(
-        "--measure-peak",
-        is_flag=True,
-        help="First time a large GEMM at this precision: MFU is also given against that measured peak.",
-    ),
-    click.option(
-        "--data",
-        "data_dir",
-        type=click.Path(file_okay=False),
-        metavar="DIR",
-        help="Read every step's batch from this dataset (`flowrate data make` / `data import-*`) "
-        "instead of synthetic data; the result records the input-bound share.",
-    ),
-    click.option(
-        "--loader-workers",
-        type=Setting("loader_workers"),
-        help="--data: loader worker processes (0 reads in the training thread)." + _default("loader_workers"),
-    ),
-    click.option(
-        "--prefetch",
-        type=Setting("prefetch"),
-        help="--data: batches each loader worker keeps ready." + _default("prefetch"),
-    ),
-    click.option(
-        "--shuffle-buffer",
-        type=Setting("shuffle_buffer"),
-        help="--data: records per shuffle window of the loader." + _default("shuffle_buffer"),
-    ),
-    click.option(
-        "--dist-timeout",
-        "dist_timeout_s",
-        type=Setting("dist_timeout_s"),
-        metavar="SECONDS",
-        help="Data-parallel runs: how long a rank waits for the others before the run stops with "
-        "an error." + _default("dist_timeout_s"),
-    ),
+]
+# after the settings: the other ways to set problem options, and an hf: model's preset (its size)
+_PROBLEM_OPTIONS = [
     click.option(
         "-O",
         "--option",
         "extra_options",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Any shape option of the problem, e.g. -O m=4096 for gemm (see `flowrate list`).",
+        help=setting_of(RunConfig, "problem_options").help,
     ),
     click.option(
         "--hf-config",
@@ -272,6 +91,17 @@ _RUN_OPTIONS = [
         "(`flowrate list --source hf`). [default: a tiny debug size]",
     ),
 ]
+
+
+def _run_options() -> list[Callable[..., Any]]:
+    """RunConfig's settings as options, in field order, the shape flags after the batch's."""
+    options = []
+    for found in settings(RunConfig):
+        if found.setting.own_option:
+            options.append(setting_option(found))
+        if found.name == "global_batch_size":
+            options += _SHAPE_OPTIONS
+    return options + _PROBLEM_OPTIONS
 
 
 _OUTPUT_OPTIONS = [
@@ -305,8 +135,9 @@ def _stacked(options: list[Callable[..., Any]], function: Callable[..., Any]) ->
 
 
 def run_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that define a run: every command that runs, checks or plans one takes them."""
-    return _stacked(_RUN_OPTIONS, function)
+    """The options that define a run: every command that runs, checks or plans one takes them,
+    made from RunConfig's Settings as they are when the command is declared."""
+    return _stacked(_run_options(), function)
 
 
 def output_options(function: Callable[..., Any]) -> Callable[..., Any]:

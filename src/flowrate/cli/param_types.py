@@ -1,5 +1,9 @@
 """The command line's value types: each refuses, as the line is read, a value no run could use,
-naming the flag and what would be valid, in the words the Python API uses for the same field."""
+naming the flag and what would be valid, in the words the Python API uses for the same field.
+
+A run setting's type reads its field's Setting (flowrate.config.setting) when a value comes, so
+its bounds are the ones RunConfig checks and a sweep's points meet.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +12,33 @@ from typing import Any
 
 import click
 
-from flowrate.config import BOUNDS, OPTION_BOUNDS, Bounds, parse_batch_size
+from flowrate.config import AUTO, OPTION_BOUNDS, Bounds, RunConfig, parse_batch_size, setting_of
 from flowrate.errors import ConfigError
 
 
-class Setting(click.ParamType):
-    """A number held to RunConfig's bounds for its field (flowrate.config.BOUNDS) as the command
-    line is read: a value no run could use is refused before any work, naming the flag and what
-    would be valid, in the words the Python API uses for the same field."""
+class SettingType(click.ParamType):
+    """A number held to bounds as the command line is read: a RunConfig field's (by name, as its
+    Setting says when the value comes) or given ones. A value no run could use is refused before
+    any work, naming the flag and what would be valid."""
 
     def __init__(self, field: str | Bounds) -> None:
-        self.bounds = BOUNDS[field] if isinstance(field, str) else field
+        self.field = field
         self.name = "integer" if self.bounds.integer else "float"
 
+    @property
+    def bounds(self) -> Bounds:
+        if isinstance(self.field, Bounds):
+            return self.field
+        bounds = setting_of(RunConfig, self.field).bounds
+        assert bounds is not None, f"{self.field} has no bounds"
+        return bounds
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = (click.INT if self.bounds.integer else click.FLOAT).convert(value, param, ctx)
-        fault = self.bounds.fault(number)
+        bounds = self.bounds
+        number = (click.INT if bounds.integer else click.FLOAT).convert(value, param, ctx)
+        fault = bounds.fault(number)
         if fault is not None:
-            raise ConfigError(max(param.opts, key=len) if param else self.name, fault)
+            raise ConfigError(_flag(param, self.name), fault)
         return number
 
 
@@ -42,18 +55,25 @@ class BatchSize(click.ParamType):
             raise ConfigError("--batch-size", mistake.message) from None
 
 
-class ResidentBlocks(click.ParamType):
-    """--resident-blocks: a count within its bounds, or 'auto' (None: the executor chooses)."""
+class CountOrAuto(click.ParamType):
+    """A RunConfig field's count within its bounds, or 'auto' (None: the program chooses), e.g.
+    --resident-blocks."""
 
-    name = "resident_blocks"
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.name = field
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if value is None or str(value).lower() == "auto":
+        if value is None or str(value).strip().lower() == AUTO:
             return None
-        return Setting("resident_blocks").convert(value, param, ctx)
+        return SettingType(self.field).convert(value, param, ctx)
 
 
-SHAPE = Setting(OPTION_BOUNDS)  # the shape flags: each family's config refuses what it cannot take
+def _flag(param: click.Parameter | None, name: str) -> str:
+    return max(param.opts, key=len) if param else name
+
+
+SHAPE = SettingType(OPTION_BOUNDS)  # the shape flags: each family's config refuses what it cannot take
 
 
 class FiniteRange(click.FloatRange):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.cli.paths import check_folder, check_out
 from flowrate.config import FLAG_NAMES, RunConfig
+from flowrate.config.values import BadValue, to_option_int
 from flowrate.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -127,9 +128,8 @@ def parse_problem_options(pairs: tuple[str, ...]) -> dict[str, int]:
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ConfigError("option", f"expected KEY=VALUE, got {pair!r} (e.g. -O m=4096)")
-        value = {"true": "1", "false": "0", "yes": "1", "no": "0"}.get(text.strip().lower(), text.strip())
         try:
-            options[key] = int(value)
-        except ValueError:
+            options[key] = to_option_int(text)
+        except BadValue:
             raise ConfigError("option", f"{key} must be an integer, got {text!r}") from None
     return options

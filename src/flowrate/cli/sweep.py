@@ -176,8 +176,6 @@ def base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: st
     from flowrate.config import Mode
     from flowrate.errors import ConfigError
 
-    if not flags.get("measure_peak"):
-        flags.pop("measure_peak", None)  # an unset on/off flag is False, not "not given"
     mode = flags.pop("mode") if command == GENERATE else None  # generation is inference
     if mode is not None and Mode.parse(mode) != Mode.INFER:
         raise ConfigError("--mode", "generate runs inference only: drop --mode train")

@@ -86,17 +86,17 @@ class Session:
         name: str = "loop",
         *,
         mode: str = "train",
-        execution: str = "resident",
-        precision: str = "fp32",
-        device: str = "auto",
-        preheat_steps: int = 5,
+        execution: str = RunConfig.execution,
+        precision: str = RunConfig.precision,
+        device: str = RunConfig.device,
+        preheat_steps: int = RunConfig.preheat_steps,
         steps: int | None = None,
         duration_s: float | None = None,
         sample_every: int | None = None,
-        target_interval_s: float = 0.2,
-        smoothing: float = 0.4,
+        target_interval_s: float = RunConfig.target_interval_s,
+        smoothing: float = RunConfig.smoothing,
         threads: int | None = None,
-        recompute: bool = False,
+        recompute: bool = RunConfig.recompute,
         clip_grad_norm: float | None = None,
         flops_per_sample: int | None = None,
         tokens_per_sample: int | None = None,
@@ -104,12 +104,14 @@ class Session:
         tensorboard: str | Path | None = None,
         store: bool | str | Path = True,
         tags: Sequence[str] = (),
-        dist_timeout_s: float = 300.0,
+        dist_timeout_s: float = RunConfig.dist_timeout_s,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """``flops_per_sample``: the model's forward FLOPs per sample (2 per multiply-add), for
-        FLOP/s and MFU; ``tokens_per_sample`` for tokens/s; ``store``: False, True (the default
-        store) or a store path."""
+        """The run's settings mean what RunConfig's fields of the same names mean, with their
+        defaults (a session trains unless ``mode`` says otherwise, and measures until its loop ends
+        unless ``steps`` or ``duration_s`` is given). ``flops_per_sample``: the model's forward
+        FLOPs per sample (2 per multiply-add), for FLOP/s and MFU; ``tokens_per_sample`` for
+        tokens/s; ``store``: False, True (the default store) or a store path."""
         self.config = RunConfig(
             problem=f"loop:{name}",
             mode=Mode.parse(mode),

@@ -1,22 +1,24 @@
 """RunConfig: one typed, validated description of a benchmark run.
 
-Every field has a docstring, and validation happens at construction, one concern at a time: a
-bad value raises ``ConfigError`` naming the field and saying what would be valid.
+Every field has a docstring and a Setting (flowrate.config.setting): its help, flags, bounds and
+unit, from which the command line's options, a sweep's keys and the reference table are made.
+Validation happens at construction, one concern at a time: a bad value raises ``ConfigError``
+naming the field and saying what would be valid.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
 from flowrate.choices import Execution, FreedMemory, Mode, OptimizerName, Precision
+from flowrate.config.bounds import COUNT, MAX_STEPS, OPTION_BOUNDS, POSITIVE, SECONDS, STEPS, Bounds
+from flowrate.config.setting import setting, setting_of, settings
+from flowrate.config.values import AUTO, BadValue, to_batch
 from flowrate.errors import ConfigError, FlowrateError
-
-AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -29,103 +31,261 @@ class RunConfig:
     """
 
     # --- what runs ---
-    problem: str = "transformer"
+    problem: str = setting(
+        "transformer",
+        help="Zoo problem (see `flowrate list`) or PATH.py:FACTORY.",
+        flags=("-p", "--problem"),
+    )
     """Zoo name ("transformer", "gpt2", "resnet50", …) or a user problem "path/to/file.py:factory"."""
-    size: str | None = None
+    size: str | None = setting(
+        None,
+        help="Named size of the problem family, e.g. debug or gpt2-medium.",
+        default_help="the family's",
+    )
     """Named size of the problem family ("debug", "gpt2-medium", …); None takes the family default."""
-    problem_options: dict[str, int | str] = field(default_factory=dict)
+    problem_options: dict[str, int | str] = setting(
+        factory=dict,
+        help="Any shape option of the problem, e.g. -O m=4096 for gemm (see `flowrate list`).",
+        flags=("-O", "--option"),
+        kind="options",
+        default_help="",
+        metavar="KEY=VALUE",
+        own_option=False,
+    )
     """Overrides of the problem's shape (seq_len, image_size, layers, …; kernels: m, n, k, …);
     a library model's config values from --hf-config stay strings, typed by the model's config."""
-    mode: Mode | None = None
+    mode: Mode | None = setting(
+        None,
+        help="train: forward, backward, optimizer step; infer: forward only.",
+        default_help="train; infer for kernels",
+        spellings=("training", "inference"),
+    )
     """None takes the problem's default mode (train for models, infer for kernels)."""
 
     # --- the batch ---
-    batch_size: int | str | None = None
+    batch_size: int | str | None = setting(
+        None,
+        help="Samples per step, or 'auto' to halve from --max-batch-size until a step fits in memory.",
+        flags=("-b", "--batch-size"),
+        kind="batch",
+        bounds=COUNT,
+        unit="samples",
+        metavar="N|auto",
+        default_help="the problem's",
+    )
     """Samples per step; None takes the problem's default; "auto" halves from max_batch_size until a
     step fits in memory."""
-    max_batch_size: int = 256
+    max_batch_size: int = setting(256, help="Where --batch-size auto starts.", bounds=COUNT, unit="samples")
     """Where "auto" starts its search."""
-    global_batch_size: int | None = None
+    global_batch_size: int | None = setting(
+        None,
+        help="Data-parallel runs (torchrun): samples per step over all ranks, split evenly; "
+        "instead of --batch-size, which is per rank.",
+        bounds=COUNT,
+        unit="samples",
+    )
     """Data-parallel runs: samples per step over all ranks, divided evenly among them (the world
     size must divide it); instead of batch_size, which is per rank. A single process takes it whole."""
 
     # --- the step ---
-    precision: Precision = Precision.FP32
+    precision: Precision = setting(
+        Precision.FP32,
+        help="fp32, tf32 (CUDA), bf16 / fp16 autocast (fp16 with loss scaling), pure-bf16.",
+    )
     """Numeric policy of the step (see Precision)."""
-    optimizer: OptimizerName = OptimizerName.ADAMW
+    optimizer: OptimizerName = setting(OptimizerName.ADAMW, help="Optimizer of training steps.")
     """The optimizer of a training step."""
-    learning_rate: float = 1e-4
+    learning_rate: float = setting(1e-4, help="Learning rate.", flags=("--lr",), bounds=POSITIVE)
     """The optimizer's learning rate."""
-    execution: Execution = Execution.RESIDENT
+    execution: Execution = setting(
+        Execution.RESIDENT,
+        help="Where the weights live: resident on the device, or streaming (weights and optimizer "
+        "in host memory, streamed to the device one block at a time).",
+    )
     """Where the weights live: on the device, or streamed from host memory (see Execution)."""
-    recompute: bool = False
+    recompute: bool = setting(
+        False, help="Streaming: recompute each block's activations in backward instead of keeping them."
+    )
     """Streaming: recompute each block's activations in backward instead of keeping them."""
-    resident_blocks: int | None = None
+    resident_blocks: int | None = setting(
+        None,
+        help="Streaming: keep the N outermost blocks (first, last, second, …) on the device with a "
+        "device optimizer.",
+        kind="count_or_auto",
+        bounds=Bounds("an integer 0 or more", 0, 1024),
+        unit="blocks",
+        metavar="N|auto",
+        default_help="auto: the end blocks that fit in 1/8 of a CUDA device's memory",
+    )
     """Streaming: how many outermost blocks (first, last, second, …) stay on the device with a
     device optimizer; None: the end blocks that fit in 1/8 of a CUDA device's memory, none on a CPU."""
-    clip_grad_norm: float | None = None
+    clip_grad_norm: float | None = setting(
+        None,
+        help="Clip the global gradient norm to this value before each optimizer step.",
+        bounds=POSITIVE,
+    )
     """Clip the global gradient norm to this value before the optimizer step (None: no clipping)."""
-    compile: bool = False
+    compile: bool = setting(
+        False,
+        help="Compile the step with torch.compile, reusing what `flowrate compile` cached for this "
+        "configuration (the compile time and cache hit are recorded).",
+    )
     """Compile the step's loss function with torch.compile, its artifacts cached on disk per
     configuration (flowrate.execution.compile): `flowrate compile` fills the cache."""
-    device_memory_limit_gib: float | None = None
+    device_memory_limit_gib: float | None = setting(
+        None,
+        help="CUDA: cap this process's device memory (a per-process fraction), e.g. to prove a "
+        "streamed model fits in 16 GiB.",
+        flags=("--device-memory-limit",),
+        bounds=POSITIVE,
+        unit="GiB",
+        metavar="GIB",
+    )
     """CUDA only: cap this process's device memory at this many GiB (a per-process fraction)."""
 
     # --- where it runs ---
-    device: str = AUTO
+    device: str = setting(AUTO, help="auto (cuda when present, else cpu), cpu, cuda or cuda:N.")
     """Where it runs: "auto" (cuda when present, else cpu), "cpu", "cuda" or "cuda:N"."""
-    seed: int = 0
+    seed: int = setting(
+        0,
+        help="Seed of weights and synthetic data.",
+        bounds=Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)"),
+    )
     """Seeds the model's weights, the batches and the loader's shuffle (each data-parallel rank adds
     its rank)."""
-    threads: int | None = None
+    threads: int | None = setting(
+        None,
+        help="CPU threads for PyTorch (torch.set_num_threads).",
+        bounds=Bounds("a positive integer", 1, 1024),
+        unit="threads",
+        default_help="PyTorch's",
+    )
     """torch.set_num_threads for the CPU; None leaves PyTorch's choice."""
-    freed_memory: FreedMemory = FreedMemory.KEEP
+    freed_memory: FreedMemory = setting(
+        FreedMemory.KEEP,
+        help="keep: host memory a step frees stays in the process for the next step; release: the "
+        "C library's default, which returns large freed blocks to the OS, so each step's large "
+        "tensors pay page faults again (glibc).",
+    )
     """keep: host memory a step frees stays in the process for the next step (no page faults on
     reuse); release: the C library's default, which hands large freed blocks back to the OS. Once
     a process keeps, it keeps: a release run needs a fresh process."""
 
     # --- the timed loop ---
-    preheat_steps: int = 5
+    preheat_steps: int = setting(
+        5,
+        help="Untimed warm-up steps.",
+        flags=("--preheat",),
+        bounds=Bounds("0 or more", 0, MAX_STEPS),
+        unit="steps",
+    )
     """Untimed warm-up steps before the clock starts."""
-    steps: int | None = None
+    steps: int | None = setting(
+        None,
+        help="Time exactly this many steps (overrides --duration and --min-steps).",
+        bounds=STEPS,
+        unit="steps",
+    )
     """Exactly this many timed steps; None measures until both min_steps and duration_s are met."""
-    min_steps: int = 10
+    min_steps: int = setting(10, help="Time at least this many steps.", bounds=STEPS, unit="steps")
     """Fewest timed steps when steps is None."""
-    duration_s: float = 10.0
+    duration_s: float = setting(
+        10.0, help="Time at least this many seconds.", flags=("--duration",), bounds=SECONDS, unit="s"
+    )
     """Minimum timed duration in seconds (ignored when steps is set)."""
-    sample_every: int | None = None
+    sample_every: int | None = setting(
+        None,
+        help="Steps between sample points.",
+        bounds=STEPS,
+        unit="steps",
+        default_help="enough for --target-interval",
+    )
     """Steps between sample points; None picks enough for target_interval_s."""
-    target_interval_s: float = 0.2
+    target_interval_s: float = setting(
+        0.2,
+        help="Seconds an interval should last when --sample-every is automatic.",
+        flags=("--target-interval",),
+        bounds=SECONDS,
+        unit="s",
+    )
     """The seconds an interval between sample points aims at when sample_every is None."""
-    smoothing: float = 0.4
+    smoothing: float = setting(
+        0.4,
+        help="Rate's smoothing factor α.",
+        bounds=Bounds("in [0, 1)", 0, 1, integer=False, high_open=True),
+    )
     """Rate's smoothing factor α: Rate_k = (1 − α)·local_k + α·Rate_{k−1}."""
 
     # --- checkpoints and extra measurements ---
-    checkpoint_every: int | None = None
+    checkpoint_every: int | None = setting(
+        None,
+        help="Save model and optimizer state every N timed steps (needs --checkpoint-dir); "
+        "checkpoint time is reported apart.",
+        bounds=STEPS,
+        unit="steps",
+    )
     """Save model and optimizer state every this many timed steps into checkpoint_dir; checkpoint
     time is recorded as its own kind of interval."""
-    checkpoint_dir: str | None = None
+    checkpoint_dir: str | None = setting(None, help="Where checkpoints go.", kind="folder")
     """Where checkpoints go; given together with checkpoint_every."""
-    keep_checkpoints: int | None = None
+    keep_checkpoints: int | None = setting(
+        None,
+        help="Keep only the newest N checkpoints, deleting older ones after each save.",
+        bounds=COUNT,
+        unit="checkpoints",
+        default_help="all",
+    )
     """Keep only the newest this many checkpoints in checkpoint_dir, deleting older ones after each
     save; None keeps them all."""
-    measure_peak: bool = False
+    measure_peak: bool = setting(
+        False,
+        help="First time a large GEMM at this precision: MFU is also given against that measured peak.",
+    )
     """Before the run, time a large GEMM at the run's precision: MFU is then also reported against
     this measured peak."""
 
     # --- the dataset ---
-    data_dir: str | None = None
+    data_dir: str | None = setting(
+        None,
+        help="Read every step's batch from this dataset (`flowrate data make` / `data import-*`) "
+        "instead of synthetic data; the result records the input-bound share.",
+        flags=("--data",),
+        kind="folder",
+        metavar="DIR",
+    )
     """A dataset folder (`flowrate data make` / `data import-*`) to read every step's batch from,
     instead of synthetic batches made on the device; the result records the input-bound share."""
-    loader_workers: int = 2
+    loader_workers: int = setting(
+        2,
+        help="--data: loader worker processes (0 reads in the training thread).",
+        bounds=Bounds("an integer 0 or more", 0, 256),
+        unit="processes",
+    )
     """Loader worker processes reading the dataset (0: read in the training loop's own thread)."""
-    prefetch: int = 2
+    prefetch: int = setting(
+        2,
+        help="--data: batches each loader worker keeps ready.",
+        bounds=Bounds("a positive integer", 1, 1024),
+        unit="batches",
+    )
     """Batches each loader worker keeps ready ahead of the step."""
-    shuffle_buffer: int = 4096
+    shuffle_buffer: int = setting(
+        4096,
+        help="--data: records per shuffle window of the loader.",
+        bounds=Bounds("a positive integer", 1, 10**8),
+        unit="records",
+    )
     """Records per shuffle window of the loader (indices only: it holds no data)."""
 
     # --- data-parallel runs ---
-    dist_timeout_s: float = 300.0
+    dist_timeout_s: float = setting(
+        300.0,
+        help="Data-parallel runs: how long a rank waits for the others before the run stops with an error.",
+        flags=("--dist-timeout",),
+        bounds=SECONDS,
+        unit="s",
+        metavar="SECONDS",
+    )
     """Seconds a collective may wait for the other ranks before the run stops with an error (a
     rank that died or hangs), and how long start-up waits for every rank."""
 
@@ -178,78 +338,26 @@ class RunConfig:
 
 # --- validation, one concern at a time: each names the field and says what would be valid ---
 
-INT32_MAX = 2**31 - 1  # a batch or a shape beyond it reaches C++ kernels as an overflow
-MAX_STEPS = 10**9  # steps no run finishes: a typo, refused before it runs forever
 CHECK_STEPS = 300  # steps a `flowrate check` trains when given no length (and explore's checks)
-WEEK_S = 7 * 24 * 3600
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """The numbers a numeric setting may take, and how to say so. One table (BOUNDS) serves
-    RunConfig's validation and the CLI's parsing of the same flags (flowrate/cli/options.py)."""
+class _BoundsTable(Mapping[str, Bounds]):
+    """RunConfig's numeric fields and their bounds, read from the fields' Settings as they are now."""
 
-    says: str  # what a valid value is, e.g. "a positive integer"
-    low: float
-    high: float  # math.inf: any finite number
-    integer: bool = True
-    low_open: bool = False  # low itself is not valid
-    high_open: bool = False  # high itself is not valid (then ``says`` states the range)
-    high_note: str = ""  # after the upper bound, e.g. " (2**31 - 1)"
+    def _table(self) -> dict[str, Bounds]:
+        return {f.name: f.bounds for f in settings(RunConfig) if f.bounds is not None}
 
-    def fault(self, value: object) -> str | None:
-        """Why ``value`` is not a valid setting, in words; None when it is."""
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return f"must be {self.says}, got {value!r}"
-        if self.integer and not isinstance(value, int):
-            return f"must be {self.says}, got {value!r}"
-        if math.isnan(value) or value < self.low or (self.low_open and value == self.low):
-            return f"must be {self.says}, got {value!r}"
-        if self.high_open and value >= self.high:
-            return f"must be {self.says}, got {value!r}"
-        if value > self.high:
-            return f"must be at most {self.high}{self.high_note}, got {value!r}"
-        if value == math.inf:  # no bound but finiteness
-            return f"must be a finite number, got {value!r}"
-        return None
+    def __getitem__(self, name: str) -> Bounds:
+        return self._table()[name]
 
-    def check(self, name: str, value: object) -> None:
-        fault = self.fault(value)
-        if fault is not None:
-            raise ConfigError(name, fault)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
-_COUNT = Bounds("a positive integer", 1, INT32_MAX, high_note=" (2**31 - 1)")
-_STEPS = Bounds("a positive integer", 1, MAX_STEPS)
-_POSITIVE = Bounds("a positive number", 0, math.inf, integer=False, low_open=True)
-_SECONDS = Bounds("a positive number", 0, WEEK_S, integer=False, low_open=True, high_note=" s (7 days)")
-
-BOUNDS: dict[str, Bounds] = {
-    "batch_size": _COUNT,
-    "max_batch_size": _COUNT,
-    "global_batch_size": _COUNT,
-    "learning_rate": _POSITIVE,
-    "clip_grad_norm": _POSITIVE,
-    "resident_blocks": Bounds("an integer 0 or more", 0, 1024),
-    "device_memory_limit_gib": _POSITIVE,
-    "seed": Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)"),
-    "threads": Bounds("a positive integer", 1, 1024),
-    "preheat_steps": Bounds("0 or more", 0, MAX_STEPS),
-    "steps": _STEPS,
-    "min_steps": _STEPS,
-    "duration_s": _SECONDS,
-    "sample_every": _STEPS,
-    "target_interval_s": _SECONDS,
-    "smoothing": Bounds("in [0, 1)", 0, 1, integer=False, high_open=True),
-    "checkpoint_every": _STEPS,
-    "keep_checkpoints": _COUNT,
-    "loader_workers": Bounds("an integer 0 or more", 0, 256),
-    "prefetch": Bounds("a positive integer", 1, 1024),
-    "shuffle_buffer": Bounds("a positive integer", 1, 10**8),
-    "dist_timeout_s": _SECONDS,
-}
-# -O KEY=VALUE and the shape flags: 0 is valid (causal=0); each family's config refuses the rest
-OPTION_BOUNDS = Bounds("an integer 0 or more", 0, INT32_MAX, high_note=" (2**31 - 1)")
+BOUNDS: Mapping[str, Bounds] = _BoundsTable()
 
 
 def _check_problem(config: RunConfig) -> None:
@@ -263,20 +371,19 @@ def _check_problem(config: RunConfig) -> None:
 def parse_batch_size(value: int | str | None) -> int | str | None:
     """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None)."""
     if isinstance(value, str):
-        if value.lower() == AUTO:
-            return AUTO
-        value = _to_int("batch_size", value)
-    if value is not None:
-        BOUNDS["batch_size"].check("batch_size", value)
+        try:
+            value = to_batch(value)
+        except BadValue:
+            raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {value!r}") from None
+    setting_of(RunConfig, "batch_size").check(value)
     return value
 
 
 def _check_numbers(config: RunConfig) -> None:
-    """Every numeric field within its bounds (None: the field is unset, or takes a default)."""
-    for name, bounds in BOUNDS.items():
-        value = getattr(config, name)
-        if value is not None and name != "batch_size":  # checked with its spelling, "auto"
-            bounds.check(name, value)
+    """Every numeric field within its Setting's bounds (None: the field is unset, or takes a default)."""
+    for found in settings(RunConfig):
+        if found.name != "batch_size":  # checked with its spelling, "auto"
+            found.check(getattr(config, found.name))
 
 
 def _check_batch(config: RunConfig) -> None:
@@ -340,34 +447,7 @@ _CHECKS: tuple[Callable[[RunConfig], None], ...] = (
 )
 
 
-def _to_int(name: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(name, f"must be a positive integer or 'auto', got {value!r}") from None
-
-
-# RunConfig fields whose flag is not simply the field's name with dashes
-FLAG_NAMES = {
-    "duration_s": "duration",
-    "preheat_steps": "preheat",
-    "learning_rate": "lr",
-    "target_interval_s": "target_interval",
-    "device_memory_limit_gib": "device_memory_limit",
-    "data_dir": "data",
-    "dist_timeout_s": "dist_timeout",
-}
+# RunConfig fields whose flag is not simply the field's name with dashes, and the flag's name
+FLAG_NAMES = {f.name: f.aliases[0] for f in settings(RunConfig) if f.aliases and f.setting.own_option}
 
 _LOADER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}
-
-
-def positive_ints(text: str, field_name: str, example: str) -> list[int]:
-    """'4,1,2' -> [1, 2, 4]: the distinct positive integers of a comma list, ascending; ConfigError
-    naming ``field_name`` otherwise (``example`` shows the form)."""
-    try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError(field_name, f"expected numbers like {example}, got {text!r}") from None
-    if not values or values[0] < 1:
-        raise ConfigError(field_name, f"expected positive numbers like {example}, got {text!r}")
-    return values
