@@ -15,6 +15,7 @@ from flowrate.errors import ConfigError
 from flowrate.serving import load, prompts
 from flowrate.serving.plan import length_range, parse_slo
 from flowrate.serving.search import find_max_rate, verdict
+from serving_factories import word_tokenizer
 
 
 def test_gamma_gaps_have_the_rate_and_the_burstiness() -> None:
@@ -91,16 +92,7 @@ def test_open_loop_cancels_what_is_unfinished_at_the_deadline() -> None:
 
 
 def test_synthetic_prompts_are_token_exact_with_a_tokenizer(tmp_path: Path) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(
-        [" ".join(prompts.WORDS)] * 5, trainers.BpeTrainer(vocab_size=60, special_tokens=["<unk>"])
-    )
-    tok.save(str(tmp_path / "tokenizer.json"))
-    (tmp_path / "config.json").write_text('{"max_position_embeddings": 40}')
-    local = prompts.load_tokenizer(tmp_path)
+    local = word_tokenizer(tmp_path, vocab_size=60, context=40)
     made = prompts.synthetic(6, (5, 12), (3, 3), local, seed=2)
     for p in made:
         assert p.tokens == len(local.encode(p.text)) and 5 <= (p.tokens or 0) <= 12 and p.max_tokens == 3

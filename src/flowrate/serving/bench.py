@@ -152,8 +152,6 @@ def run(
             if trace.end_s is None and trace.error in (None, UNFINISHED):
                 trace.error = "interrupted"
     for trace in outcome.traces:
-        if tokenizer is not None:
-            client.count_tokens(trace, tokenizer.encode)
-        usage.finish(trace)
+        usage.finish(trace, tokenizer)
     outcome.traces.sort(key=lambda t: t.index)
     return outcome

@@ -192,7 +192,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "input_len": None if flags["replay"] or flags["dataset"] else flags["input_len"],
         "output_len": None if flags["replay"] else flags["output_len"],
         "tokenizer": flags["tokenizer"],
-        "token_counts": "tokenizer" if tokenizer else "server usage, else one per chunk",
+        # how a request's output tokens are counted (serving.usage)
+        "token_counts": "server usage if consistent with the stream, else "
+        + ("the tokenizer's count of the text" if tokenizer else "one per chunk with text"),
         "slo": slo,
         "seed": flags["seed"],
         "server_device": _server_device(flags.get("server_device")),

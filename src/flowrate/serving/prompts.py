@@ -50,6 +50,7 @@ class Prompt:
 class LocalTokenizer:
     encode: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
+    starts: Callable[[str], list[int]]  # each token's first character's offset in the text
     context: int | None  # the model's context length, from config.json when the folder has one
 
 
@@ -74,6 +75,7 @@ def load_tokenizer(folder: Path) -> LocalTokenizer:
     return LocalTokenizer(
         encode=lambda text: tok.encode(text, add_special_tokens=False).ids,
         decode=tok.decode,
+        starts=lambda text: [start for start, _ in tok.encode(text, add_special_tokens=False).offsets],
         context=_context(folder / "config.json"),
     )
 

@@ -32,10 +32,20 @@ def serving_section(
         "requests": len(traces),
         "errors": errors,
         "usage_disagreements": sum(t.usage_disagreement is not None for t in traces),
+        "token_count_sources": _sources(traces),
         "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
         "metrics": all_definitions(traces, slo),
         "traces": [t.to_dict() for t in traces],
     }
+
+
+def _sources(traces: list[RequestTrace]) -> dict[str, int]:
+    """How many completed requests' output counts came from each source (usage.settle)."""
+    out: dict[str, int] = {}
+    for trace in traces:
+        if trace.ok and trace.token_count_source is not None:
+            out[trace.token_count_source] = out.get(trace.token_count_source, 0) + 1
+    return out
 
 
 def _intervals(traces: list[RequestTrace], duration: float) -> list[IntervalRecord]:
