@@ -39,6 +39,7 @@ class RequestTrace:
     # tokenized once) or "chunks" (one a chunk with text); "stream" in records made before
     token_count_source: str | None = None
     usage_disagreement: str | None = None  # why the server's completion count was not used
+    input_len: int | None = None  # the prompt length asked for (None: a dataset's prompt)
     output_tokens: int | None = None  # the one output count (usage.settle) every definition reads
 
     @property
