@@ -3,7 +3,8 @@
 One aiohttp server in a thread of the test process; the first segment of the URL's path picks
 how it answers (``url("500")`` is http://127.0.0.1:PORT/500, and serve-bench then posts to
 /500/v1/completions). The one-token probe (max_tokens 1) is answered well by the modes that
-misbehave only under load (``gone``, ``stall``, ``slow``), so they reach the load. ``silent_url()``
+misbehave only under load (``gone``, ``stall``, ``slow``), so they reach the load. Answers
+count the prompt's tokens (``prompt_tokens``) so serve-bench can size its prompts. ``silent_url()``
 is a socket that takes connections (the kernel completes the handshake) and never answers.
 
 The sockets are bound and listening as soon as a URL is asked for, so cases may name URLs when
@@ -44,14 +45,22 @@ async def _stream(request: web.Request, *parts: bytes, done: bool = True) -> web
     return response
 
 
-def _usage_stream(chunks: int, completion_tokens: Any) -> list[bytes]:
-    usage = {"prompt_tokens": 2, "completion_tokens": completion_tokens}
+def prompt_tokens(body: dict[str, Any], mode: str) -> int:
+    """The server's count of a prompt: a BOS token and one a word; in mode ``words`` a word of
+    n letters is ceil(n / 3) tokens ("the" 1, "quick" 2), a tokenizer whose words differ."""
+    messages = body.get("messages") or [{}]
+    words = str(body.get("prompt") or messages[0].get("content", "")).split()
+    return 1 + sum(-(-len(w) // 3) if mode == "words" else 1 for w in words)
+
+
+def _usage_stream(chunks: int, completion_tokens: Any, prompt: int) -> list[bytes]:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion_tokens}
     return [*(_chunk(f" w{i}") for i in range(chunks)), _event({"choices": [], "usage": usage})]
 
 
-async def _good(request: web.Request, max_tokens: int) -> web.StreamResponse:
+async def _good(request: web.Request, max_tokens: int, prompt: int) -> web.StreamResponse:
     words = WORDS[:max_tokens]
-    usage = {"prompt_tokens": 2, "completion_tokens": len(words)}
+    usage = {"prompt_tokens": prompt, "completion_tokens": len(words)}
     return await _stream(request, *(_chunk(w) for w in words), _event({"choices": [], "usage": usage}))
 
 
@@ -75,7 +84,7 @@ async def _demo(request: web.Request, body: dict[str, Any]) -> web.StreamRespons
     if "garble" in body.get("prompt", ""):
         return await _stream(request, b"data: {not json\n\n", done=False)
     words = WORDS[: body["max_tokens"]]
-    usage = {"prompt_tokens": 2, "completion_tokens": len(words)}
+    usage = {"prompt_tokens": prompt_tokens(body, "demo"), "completion_tokens": len(words)}
     return await _stream(
         request, *(_chunk(w) for w in words), _event({"choices": [{"text": ""}], "usage": usage})
     )
@@ -88,8 +97,10 @@ async def answer(request: web.Request) -> web.StreamResponse:
         return await _demo(request, body)
     max_tokens = int(body.get("max_tokens", 3))
     probe = max_tokens == 1
-    if mode == "ok" or (probe and mode in ("gone", "stall", "slow")):
-        return await _good(request, max_tokens)
+    if mode in ("ok", "words") or (probe and mode in ("gone", "stall", "slow")):
+        return await _good(request, max_tokens, prompt_tokens(body, mode))
+    if mode == "no-prompt-count":
+        return await _stream(request, _chunk("a"), _event({"choices": [], "usage": {"completion_tokens": 1}}))
     if mode in ("500", "429", "503"):
         return web.json_response({"detail": f"mode {mode}"}, status=int(mode))
     if mode == "404":
@@ -123,7 +134,7 @@ async def answer(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(3600)
     if mode in USAGE:
         chunks, count = USAGE[mode]
-        return await _stream(request, *_usage_stream(chunks, count))
+        return await _stream(request, *_usage_stream(chunks, count, prompt_tokens(body, mode)))
     if mode == "usage-not-object":
         return await _stream(request, _chunk("a"), b'data: {"choices": [], "usage": "lots"}\n\n')
     if mode == "usage-int":

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from flowrate.results.schema import SCHEMA_VERSION
+from flowrate.serving.metrics import per_request
+from flowrate.serving.trace import RequestTrace
 
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
@@ -132,9 +134,17 @@ def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(
     assert serving["requests"] == 6 and serving["errors"] == {} and not serving["partial"]
     traces = serving["traces"]
     assert [t["usage_completion_tokens"] for t in traces] == [5] * 6  # exact: no EOS in the model
-    assert all(
-        4 <= t["prompt_tokens"] <= 8 and t["usage_prompt_tokens"] == t["prompt_tokens"] for t in traces
+    assert all(  # token-exact prompts, as the server counts them too
+        4 <= t["input_len"] <= 8 and t["prompt_tokens"] == t["usage_prompt_tokens"] == t["input_len"]
+        for t in traces
     )
+    assert serving["prompts_off_length"] == 0 and "prompt_calibration" not in serving
+    assert serving["token_count_sources"] == {"usage": 6}
+    for trace, row in zip(
+        traces, per_request([RequestTrace.from_dict(t) for t in traces], "flowrate"), strict=True
+    ):
+        assert sum(c["tokens"] for c in trace["chunks"]) == trace["output_tokens"] == 5
+        assert row["tpot_ms"] == pytest.approx(sum(row["itl_ms"]) / 4)  # mean ITL = TPOT
     assert all(t["sent_s"] <= t["chunks"][0]["t_s"] <= t["end_s"] for t in traces)
     for name in ("flowrate", "vllm", "genai_perf"):
         figures = serving["metrics"][name]
@@ -144,6 +154,25 @@ def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(
         serving["metrics"]["flowrate"]["output_tokens"] == 30 == serving["metrics"]["vllm"]["output_tokens"]
     )
     assert record["summary"]["timed_samples"] == 6
+
+
+def test_without_a_tokenizer_prompts_are_sized_by_the_servers_own_counts(  # type: ignore[no-untyped-def]
+    served, run_cli, tmp_path
+) -> None:
+    """16 words of serve-bench's prompts are 46 to 58 tokens to this server's tokenizer (its
+    vocabulary knows a few of them): the probes' counts size each prompt to 16."""
+    url, folder = served
+    out = tmp_path / "calibrated.json"
+    args = ("--url", url, "--model", str(folder), "-n", "4", "--concurrency", "2")
+    outcome = run_cli(
+        "serve-bench", *args, "--input-len", "16", "--output-len", "3", "--no-store", "--out", str(out)
+    )
+    assert outcome.code == 0, outcome.stderr
+    assert "from the length asked" not in outcome.stderr and "not calibrated" not in outcome.stderr
+    serving = json.loads(out.read_text())["serving"]
+    assert [t["usage_prompt_tokens"] for t in serving["traces"]] == [16] * 4
+    calibration = serving["prompt_calibration"]
+    assert calibration["calibrated"] and calibration["after"]["the"] == 1 < calibration["after"]["seven"]
 
 
 def test_chat_streams_a_role_chunk_first_that_only_vllm_counts_as_the_first_token(  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ from flowrate.errors import ConfigError
 from flowrate.serving import load, prompts
 from flowrate.serving.plan import length_range, parse_slo
 from flowrate.serving.search import find_max_rate, verdict
+from serving_factories import word_tokenizer
 
 
 def test_gamma_gaps_have_the_rate_and_the_burstiness() -> None:
@@ -91,22 +92,33 @@ def test_open_loop_cancels_what_is_unfinished_at_the_deadline() -> None:
 
 
 def test_synthetic_prompts_are_token_exact_with_a_tokenizer(tmp_path: Path) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(
-        [" ".join(prompts.WORDS)] * 5, trainers.BpeTrainer(vocab_size=60, special_tokens=["<unk>"])
-    )
-    tok.save(str(tmp_path / "tokenizer.json"))
-    (tmp_path / "config.json").write_text('{"max_position_embeddings": 40}')
-    local = prompts.load_tokenizer(tmp_path)
+    local = word_tokenizer(tmp_path, vocab_size=60, context=40)
     made = prompts.synthetic(6, (5, 12), (3, 3), local, seed=2)
     for p in made:
-        assert p.tokens == len(local.encode(p.text)) and 5 <= (p.tokens or 0) <= 12 and p.max_tokens == 3
+        assert p.tokens == len(local.encode(p.text)) == p.asked and 5 <= p.tokens <= 12 and p.max_tokens == 3
     assert len({p.text for p in made}) == 6
     with pytest.raises(ConfigError, match="more than the model's context of 40"):
         prompts.check_context(prompts.synthetic(1, (38, 38), (3, 3), local), local.context)
+
+
+def test_word_costs_from_the_servers_counts_size_each_prompt() -> None:
+    """A server adding a BOS whose words cost 1, except "quick" and "brown" (2 each)."""
+    cost = {w: 2 if w in ("quick", "brown") else 1 for w in prompts.WORDS}
+    alone = [1 + cost[w] for w in prompts.WORDS]
+    doubled = [1 + 2 * cost[w] for w in prompts.WORDS]
+    costs = prompts.WordCosts.from_counts([*alone, *doubled])
+    assert isinstance(costs, prompts.WordCosts) and costs.after == cost and costs.first["the"] == 2
+    # from "the" (2 with the BOS): quick 4, brown 6, fox 7
+    assert costs.words_for(7, 0) == (["the", "quick", "brown", "fox"], 7)
+    # from "the" to 5: quick 4, brown would pass 5 and is skipped, fox 5
+    assert costs.words_for(5, 0) == (["the", "quick", "fox"], 5)
+    assert costs.words_for(1, 1) == (["quick"], 3)  # one word at least
+    made = prompts.synthetic(2, (5, 5), (3, 3), None)
+    assert [p.text for p in prompts.calibrated(made, costs)] == ["the quick fox", "quick brown"]
+    assert prompts.WordCosts.from_counts([*alone[:-1], None, *doubled]) == (
+        "1 of 36 probes got no usage.prompt_tokens"
+    )
+    assert prompts.WordCosts.from_counts([*alone, *alone]) == "the server counted a word as no tokens"
 
 
 def test_options_parse_or_say_what_is_wrong() -> None:

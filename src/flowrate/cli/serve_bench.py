@@ -43,7 +43,12 @@ class Rate(click.FloatRange):
     "--dataset", type=click.Path(dir_okay=False), help='JSONL prompts: {"prompt": …, "output_len": …}.'
 )
 @click.option("--num-requests", "-n", type=click.IntRange(1, MAX_REQUESTS), default=100, show_default=True)
-@click.option("--input-len", default="128", show_default=True, help="Prompt tokens: N or LOW:HIGH (uniform).")
+@click.option(
+    "--input-len",
+    default="128",
+    show_default=True,
+    help="Prompt tokens: N or LOW:HIGH (uniform); exact with --tokenizer, else as the server counts them.",
+)
 @click.option("--output-len", default="128", show_default=True, help="max_tokens: N or LOW:HIGH (uniform).")
 @click.option(
     "--rate",

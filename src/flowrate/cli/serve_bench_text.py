@@ -35,6 +35,7 @@ def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
         for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             stats = m[metric]
             label = metric.removesuffix("_ms").upper()
+            label += " (per chunk)" if (name, metric) == ("vllm", "itl_ms") else ""
             text = (
                 "—"
                 if not stats
@@ -48,6 +49,9 @@ def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
             out.append(
                 (f"[{title}] goodput req/s", f"{m['goodput']:.3f} ({m['slo_attainment']:.1%} met the SLO)")
             )
+    sources = section.get("token_count_sources")
+    if sources:
+        out.append(("output tokens counted by", ", ".join(f"{k} x{v}" for k, v in sources.items())))
     lateness = section.get("send_lateness_ms")
     if lateness:
         out.append(("send lateness ms", f"median {lateness['median']:.3f}, p99 {lateness['p99']:.3f}"))

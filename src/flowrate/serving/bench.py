@@ -91,6 +91,46 @@ async def _probe(target: Target, session: aiohttp.ClientSession) -> None:
         )
 
 
+async def _probe_within(target: Target, session: aiohttp.ClientSession, deadline_s: float) -> None:
+    try:
+        await asyncio.wait_for(_probe(target, session), deadline_s)
+    except TimeoutError:
+        raise RunFailed(
+            f"the one-token probe of {target.url} took the whole --deadline ({deadline_s:g} s); "
+            "no load was sent"
+        ) from None
+
+
+PROBES_AT_ONCE = 8  # calibration probes in flight together
+
+
+async def _prompt_tokens(target: Target, texts: list[str], deadline_s: float) -> list[int | None]:
+    url = target.url + client.ENDPOINTS[target.endpoint]
+    begin = time.perf_counter()
+    async with _session(target, PROBES_AT_ONCE) as session:
+        await _probe_within(target, session, deadline_s)
+        deadline_s -= time.perf_counter() - begin
+        gate = asyncio.Semaphore(PROBES_AT_ONCE)
+
+        async def one(text: str) -> int | None:
+            trace = RequestTrace(index=-1, scheduled_s=0.0, max_tokens=1)
+            body = client.payload(target.endpoint, target.model, text, 1)
+            async with gate:
+                await client.stream_request(session, url, body, trace, 0.0, target.connect_timeout_s)
+            said = trace.usage_prompt_tokens
+            return said if trace.ok and isinstance(said, int) and not isinstance(said, bool) else None
+
+        return await asyncio.wait_for(asyncio.gather(*(one(text) for text in texts)), deadline_s)
+
+
+def prompt_tokens(target: Target, texts: list[str], deadline_s: float) -> list[int | None]:
+    """The server's usage.prompt_tokens for each text, sent as a one-token request (after the
+    model probe, so a refused model or a silent server is said as a run says it); None where a
+    request failed or its answer had no count. Bounded by ``deadline_s`` in all (TimeoutError)."""
+    check_reachable(target)
+    return asyncio.run(_prompt_tokens(target, texts, deadline_s))
+
+
 async def _run(
     target: Target,
     prompts: list[Prompt],
@@ -102,20 +142,20 @@ async def _run(
     url = target.url + client.ENDPOINTS[target.endpoint]
     begin = time.perf_counter()
     async with _session(target, concurrency) as session:
-        try:
-            await asyncio.wait_for(_probe(target, session), deadline_s)
-        except TimeoutError:
-            raise RunFailed(
-                f"the one-token probe of {target.url} took the whole --deadline ({deadline_s:g} s); "
-                "no load was sent"
-            ) from None
+        await _probe_within(target, session, deadline_s)
         t0 = time.perf_counter()
         deadline_s -= t0 - begin  # the deadline covers the probe and the load together
 
         async def send(index: int) -> None:
             prompt = prompts[index]
             scheduled = times[index] if times is not None else time.perf_counter() - t0
-            trace = RequestTrace(index, scheduled, prompt_tokens=prompt.tokens, max_tokens=prompt.max_tokens)
+            trace = RequestTrace(
+                index,
+                scheduled,
+                prompt_tokens=prompt.tokens,
+                max_tokens=prompt.max_tokens,
+                input_len=prompt.asked,
+            )
             outcome.traces.append(trace)
             body = client.payload(target.endpoint, target.model, prompt.text, prompt.max_tokens)
             try:
@@ -152,8 +192,6 @@ def run(
             if trace.end_s is None and trace.error in (None, UNFINISHED):
                 trace.error = "interrupted"
     for trace in outcome.traces:
-        if tokenizer is not None:
-            client.count_tokens(trace, tokenizer.encode)
-        usage.finish(trace)
+        usage.finish(trace, tokenizer)
     outcome.traces.sort(key=lambda t: t.index)
     return outcome

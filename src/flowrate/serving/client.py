@@ -3,7 +3,8 @@
 aiohttp rather than httpx: it is installed here (httpx is not), its StreamReader yields SSE lines
 as they arrive without a per-chunk thread hop, and one ClientSession pools connections for
 thousands of concurrent streams on one event loop. The hot path only stamps times and keeps the
-text; tokens are counted after the stream ends so counting adds nothing to the measured times.
+text; tokens are counted after the stream ends (serving.usage) so counting adds nothing to the
+measured times.
 
 Whatever the server sends, a request ends as a trace: an answer that is not a well-formed stream
 of completion chunks (an HTTP error, no body, HTML, bad UTF-8, malformed SSE or JSON, an error
@@ -165,14 +166,3 @@ async def stream_request(
         trace.error = "timed out (--timeout)"
     except aiohttp.ClientError as error:
         trace.error = f"{type(error).__name__}: {error}"[:ERROR_CHARS]
-
-
-def count_tokens(trace: RequestTrace, encode: Any) -> None:
-    """Tokens per chunk by the local tokenizer: the growth of the running text's token count,
-    so a token split across chunks counts once (never below 0)."""
-    text, previous = "", 0
-    for chunk in trace.chunks:
-        text += chunk.text
-        count = len(encode(text)) if text else 0
-        chunk.tokens = max(0, count - previous)
-        previous = max(previous, count)

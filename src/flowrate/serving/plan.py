@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,7 @@ class Plan:
     slo: dict[str, float] | None
     settings: dict[str, Any]  # what the serving section records about the load
     search_from: float | None = None  # --find-max-rate: the first rate tried
+    calibrate: bool = False  # synthetic prompts without a tokenizer: sized by the server's counts
 
     def start_line(self) -> str:
         s = self.settings
@@ -192,7 +194,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "input_len": None if flags["replay"] or flags["dataset"] else flags["input_len"],
         "output_len": None if flags["replay"] else flags["output_len"],
         "tokenizer": flags["tokenizer"],
-        "token_counts": "tokenizer" if tokenizer else "server usage, else one per chunk",
+        # how a request's output tokens are counted (serving.usage)
+        "token_counts": "server usage if consistent with the stream, else "
+        + ("the tokenizer's count of the text" if tokenizer else "one per chunk with text"),
         "slo": slo,
         "seed": flags["seed"],
         "server_device": _server_device(flags.get("server_device")),
@@ -207,6 +211,7 @@ def resolve(flags: dict[str, Any]) -> Plan:
         settings["slo"],
         settings,
         search_from=rate if flags["find_max_rate"] else None,
+        calibrate=tokenizer is None and not flags["dataset"],
     )
 
 
@@ -236,6 +241,26 @@ def _search(plan: Plan, slo: Slo, say: Callable[[str], None]) -> tuple[bench.Out
     return runs[best if best is not None else points[-1]["rate"]], search
 
 
+def _calibrate(plan: Plan) -> None:
+    """Size the synthetic prompts by the server's own counts (prompts.py says how), recorded as
+    the settings' prompt_calibration; the probes' time comes out of --deadline."""
+    begin = time.perf_counter()
+    try:
+        counts = bench.prompt_tokens(plan.target, prompts.calibration_texts(), plan.deadline_s)
+    except TimeoutError:
+        raise RunFailed(
+            f"the prompt-length probes of {plan.target.url} took the whole --deadline "
+            f"({plan.deadline_s:g} s); no load was sent"
+        ) from None
+    plan.deadline_s -= time.perf_counter() - begin
+    costs = prompts.WordCosts.from_counts(counts)
+    if isinstance(costs, str):
+        plan.settings["prompt_calibration"] = {"calibrated": False, "reason": costs}  # a warning
+        return
+    plan.prompts = prompts.calibrated(plan.prompts, costs)
+    plan.settings["prompt_calibration"] = {"calibrated": True, "first": costs.first, "after": costs.after}
+
+
 def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     """Run the plan (or the rate search) and build the Result."""
     import torch
@@ -243,6 +268,8 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     from flowrate.measure.env import collect_environment
 
     slo = Slo(**plan.slo) if plan.slo else None
+    if plan.calibrate:
+        _calibrate(plan)
     search: dict[str, Any] | None = None
     if plan.search_from is not None and slo is not None:
         outcome, search = _search(plan, slo, say)

@@ -1,8 +1,14 @@
 """Prompts: synthetic ones of set token lengths, or a JSONL dataset.
 
 With a tokenizer from a local folder (its tokenizer.json, read by `tokenizers` alone: no hub, no
-network) synthetic prompts are token-exact; without one they are words of about one token each and
-the server's `usage` gives the counts.
+network) synthetic prompts are token-exact. Without one they are words, calibrated against the
+server: one-token probes read its usage.prompt_tokens for each word alone ("w", the first word of
+a prompt) and doubled ("w w"), so a word after the first costs the difference (the server's own
+additions, a BOS token or a chat template, cancel out), and each prompt takes words in order from
+its own first word, skipping any that would pass its asked length, until the predicted count
+reaches it (or no word fits). The count is exact when a word's tokens do not
+depend on its neighbours (tokenizers split on spaces before they merge: BPE, SentencePiece);
+the load's own usage.prompt_tokens then says how near each prompt landed.
 """
 
 from __future__ import annotations
@@ -44,12 +50,14 @@ class Prompt:
     text: str
     tokens: int | None  # by the local tokenizer; None without one
     max_tokens: int
+    asked: int | None = None  # the length asked for (synthetic or replayed); None for a dataset
 
 
 @dataclass(frozen=True)
 class LocalTokenizer:
     encode: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
+    starts: Callable[[str], list[int]]  # each token's first character's offset in the text
     context: int | None  # the model's context length, from config.json when the folder has one
 
 
@@ -74,6 +82,7 @@ def load_tokenizer(folder: Path) -> LocalTokenizer:
     return LocalTokenizer(
         encode=lambda text: tok.encode(text, add_special_tokens=False).ids,
         decode=tok.decode,
+        starts=lambda text: [start for start, _ in tok.encode(text, add_special_tokens=False).offsets],
         context=_context(folder / "config.json"),
     )
 
@@ -88,17 +97,21 @@ def _context(config: Path) -> int | None:
 
 
 def _exact_text(tokenizer: LocalTokenizer, length: int, offset: int) -> tuple[str, int]:
-    """Text that re-encodes to `length` tokens (or the nearest the tokenizer allows)."""
+    """Text that re-encodes to exactly `length` tokens, or as near as the tokenizer allows: the
+    decoded first k tokens of a word sequence, k tried from `length` outwards (decoding and
+    re-encoding may merge or split across the cut)."""
     words = [WORDS[(offset + i) % len(WORDS)] for i in range(length * 2 + 8)]
-    ids = tokenizer.encode(" ".join(words))[:length]
-    text = tokenizer.decode(ids)
-    for _ in range(8):  # decode/encode may merge across the cut: trim until it round-trips
+    ids = tokenizer.encode(" ".join(words))
+    best: tuple[str, int] | None = None
+    for k in sorted(range(max(1, length - 8), length + 9), key=lambda k: abs(k - length)):
+        text = tokenizer.decode(ids[:k])
         count = len(tokenizer.encode(text))
-        if count <= length:
+        if count == length:
             return text, count
-        ids = ids[:-1]
-        text = tokenizer.decode(ids)
-    return text, len(tokenizer.encode(text))
+        if best is None or abs(count - length) < abs(best[1] - length):
+            best = (text, count)
+    assert best is not None
+    return best
 
 
 def lengths(spec: tuple[int, int], n: int, rng: np.random.Generator) -> list[int]:
@@ -122,10 +135,67 @@ def synthetic(
     for index, (n_in, n_out) in enumerate(pairs):
         if tokenizer is None:
             text = " ".join(WORDS[(index + i) % len(WORDS)] for i in range(n_in))
-            out.append(Prompt(text, None, n_out))
+            out.append(Prompt(text, None, n_out, n_in))
         else:
             text, count = _exact_text(tokenizer, n_in, index)
-            out.append(Prompt(text, count, n_out))
+            out.append(Prompt(text, count, n_out, n_in))
+    return out
+
+
+def calibration_texts() -> list[str]:
+    """What the probes send: each word alone, then each word doubled."""
+    return WORDS + [f"{word} {word}" for word in WORDS]
+
+
+@dataclass(frozen=True)
+class WordCosts:
+    """A word's tokens as the server counts them: as a prompt's first word (with whatever the
+    server adds to every prompt), and after another word (its leading space included)."""
+
+    first: dict[str, int]
+    after: dict[str, int]
+
+    @classmethod
+    def from_counts(cls, counts: list[int | None]) -> WordCosts | str:
+        """From the servers' prompt_tokens for calibration_texts(), or why they cannot calibrate."""
+        half = len(WORDS)
+        if len(counts) != 2 * half or any(c is None for c in counts):
+            missing = sum(c is None for c in counts)
+            return f"{missing} of {len(counts)} probes got no usage.prompt_tokens"
+        alone, doubled = counts[:half], counts[half:]
+        costs = cls(
+            dict(zip(WORDS, (c or 0 for c in alone), strict=True)),
+            {w: (d or 0) - (a or 0) for w, a, d in zip(WORDS, alone, doubled, strict=True)},
+        )
+        if min(costs.first.values()) < 1 or min(costs.after.values()) < 1:
+            return "the server counted a word as no tokens"
+        return costs
+
+    def words_for(self, length: int, offset: int) -> tuple[list[str], int]:
+        """Words from `offset` on, in their cyclic order, skipping a word that would pass
+        `length`, until the predicted count reaches it or no word fits; and that count."""
+        first = WORDS[offset % len(WORDS)]
+        words, count, at, misses = [first], self.first[first], offset + 1, 0
+        while count < length and misses < len(WORDS):
+            word = WORDS[at % len(WORDS)]
+            at += 1
+            if count + self.after[word] <= length:
+                words.append(word)
+                count += self.after[word]
+                misses = 0
+            else:
+                misses += 1
+        return words, count
+
+
+def calibrated(made: list[Prompt], costs: WordCosts) -> list[Prompt]:
+    """Synthetic prompts made without a tokenizer, remade with the words the server's counts call
+    for (each prompt starts at its own word, as ``synthetic`` makes them)."""
+    out = []
+    for index, prompt in enumerate(made):
+        assert prompt.asked is not None
+        words, _ = costs.words_for(prompt.asked, index)
+        out.append(Prompt(" ".join(words), None, prompt.max_tokens, prompt.asked))
     return out
 
 

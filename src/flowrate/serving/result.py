@@ -33,10 +33,42 @@ def serving_section(
         "requests": len(traces),
         "errors": errors,
         "usage_disagreements": sum(t.usage_disagreement is not None for t in traces),
+        "token_count_sources": _sources(traces),
+        # the prompts' lengths as measured: the tokenizer's count, else the server's
+        "prompt_tokens": describe([m for t in traces if (m := measured_prompt(t)) is not None]),
+        "prompts_off_length": len(off_length(traces)),
         "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
         "metrics": all_definitions(traces, slo),
         "traces": [t.to_dict() for t in traces],
     }
+
+
+PROMPT_TOLERANCE = 0.05  # a prompt further than this share from its asked length is warned of
+
+
+def measured_prompt(trace: RequestTrace) -> int | None:
+    """A prompt's length: the local tokenizer's count when there is one, else the server's."""
+    return trace.prompt_tokens if trace.prompt_tokens is not None else trace.usage_prompt_tokens
+
+
+def off_length(traces: list[RequestTrace]) -> list[RequestTrace]:
+    """Requests whose measured prompt is more than PROMPT_TOLERANCE from the length asked."""
+    return [
+        t
+        for t in traces
+        if t.input_len is not None
+        and (m := measured_prompt(t)) is not None
+        and abs(m - t.input_len) > PROMPT_TOLERANCE * t.input_len
+    ]
+
+
+def _sources(traces: list[RequestTrace]) -> dict[str, int]:
+    """How many completed requests' output counts came from each source (usage.settle)."""
+    out: dict[str, int] = {}
+    for trace in traces:
+        if trace.ok and trace.token_count_source is not None:
+            out[trace.token_count_source] = out.get(trace.token_count_source, 0) + 1
+    return out
 
 
 def _intervals(traces: list[RequestTrace], duration: float) -> list[IntervalRecord]:
@@ -100,7 +132,8 @@ def build_result(
 
 
 def run_warnings(traces: list[RequestTrace], section: dict[str, Any]) -> list[str]:
-    """One line for an interrupted run, one for requests whose usage disagreed with the stream."""
+    """One line for an interrupted run, one for requests whose usage disagreed with the stream,
+    one for prompts off their asked length, one for prompt lengths left uncalibrated."""
     out = []
     if section["partial"]:
         out.append("interrupted (Ctrl-C): the figures cover the requests measured so far")
@@ -110,5 +143,21 @@ def run_warnings(traces: list[RequestTrace], section: dict[str, Any]) -> list[st
             f"{len(disagreed)} of {len(traces)} requests' usage disagreed with their stream "
             f"(request {disagreed[0].index}: {disagreed[0].usage_disagreement}); those count "
             "the stream's tokens (token_count_source in their traces)"
+        )
+    off = off_length(traces)
+    if off:
+        first = off[0]
+        counter = "the tokenizer" if first.prompt_tokens is not None else "the server"
+        out.append(
+            f"{len(off)} of {len(traces)} prompts are more than {PROMPT_TOLERANCE:.0%} from the length "
+            f"asked (request {first.index}: asked {first.input_len}, {counter} counted "
+            f"{measured_prompt(first)}); each trace holds its prompt's counts "
+            "(prompt_tokens, usage_prompt_tokens)"
+        )
+    calibration = section.get("prompt_calibration") or {}
+    if calibration.get("calibrated") is False:
+        out.append(
+            f"prompt lengths were not calibrated ({calibration['reason']}): a word was taken as a "
+            "token; give --tokenizer for exact lengths"
         )
     return out

@@ -16,7 +16,10 @@ class Chunk:
 
     t_s: float  # arrival, since the run's start
     text: str  # the delta text ("" for a chunk carrying only a finish_reason)
-    tokens: int | None  # tokens in the delta by the local tokenizer; None without one
+    # the request's output tokens placed on this chunk (serving.tokens; they sum to the trace's
+    # output_tokens); None until the trace is settled. Records made before output_tokens existed
+    # hold the local tokenizer's count of the delta here, or None without one
+    tokens: int | None
 
 
 @dataclass
@@ -32,8 +35,12 @@ class RequestTrace:
     error: str | None = None  # None: the request succeeded
     usage_prompt_tokens: int | None = None  # the server's `usage`, when it sent one
     usage_completion_tokens: int | None = None  # kept only when it agrees with the stream (usage.py)
-    token_count_source: str | None = None  # "usage" or "stream": what the output length counts
+    # what output_tokens counts: "usage", or the stream's own count, "tokenizer" (the whole text
+    # tokenized once) or "chunks" (one a chunk with text); "stream" in records made before
+    token_count_source: str | None = None
     usage_disagreement: str | None = None  # why the server's completion count was not used
+    input_len: int | None = None  # the prompt length asked for (None: a dataset's prompt)
+    output_tokens: int | None = None  # the one output count (usage.settle) every definition reads
 
     @property
     def ok(self) -> bool:
