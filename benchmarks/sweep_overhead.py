@@ -30,9 +30,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.child import ChildOutcome
-from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart, fresh_process_runner, run_sweep
-from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec
+from flowrate.campaigns.process.child import ChildOutcome
+from flowrate.campaigns.sweep.run import (
+    PointReport,
+    SweepProgress,
+    SweepStart,
+    fresh_process_runner,
+    run_sweep,
+)
+from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec
 from flowrate.config import RunConfig
 from flowrate.results.store import Store
 

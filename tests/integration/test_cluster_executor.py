@@ -1,4 +1,4 @@
-"""Campaign points as cluster jobs (flowrate.campaigns.cluster): the sbatch script a Slurm
+"""Campaign points as cluster jobs (flowrate.campaigns.process.cluster): the sbatch script a Slurm
 submission would write, checked without running sbatch; a sweep through submitit's local executor
 (real subprocesses, the same job function), its out-of-memory and its resume from the folder's
 files; each point's outcome file; the bad input of --executor, one line before any run."""
@@ -16,8 +16,8 @@ import submitit
 from test_cli_sweep import OOM_PROBLEM  # batch 4 and up run out of memory
 
 from factories import make_result
-from flowrate.campaigns.child import OOM
-from flowrate.campaigns.cluster import (
+from flowrate.campaigns.process.child import OOM
+from flowrate.campaigns.process.cluster import (
     SUBMITIT_LOCAL,
     ClusterOptions,
     SubmititExecutor,
@@ -26,9 +26,9 @@ from flowrate.campaigns.cluster import (
     read_outcome,
     run_point,
 )
-from flowrate.campaigns.sweep import run_sweep
-from flowrate.campaigns.sweep_command import to_job
-from flowrate.campaigns.sweep_spec import merge_spec, parse_grid_flags
+from flowrate.campaigns.process.job import to_job
+from flowrate.campaigns.sweep.run import run_sweep
+from flowrate.campaigns.sweep.spec import merge_spec, parse_grid_flags
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.results.store import Store

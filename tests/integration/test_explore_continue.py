@@ -1,4 +1,4 @@
-"""An exploration's rungs in one process (flowrate.campaigns.explore_continue), really run: a run
+"""An exploration's rungs in one process (flowrate.campaigns.rungs.watch), really run: a run
 that a rival beats at its first rung stops there; one nothing beats goes on to full length and
 brings back a Result per rung, the lower ones a prefix of the whole; both through a fresh process
 and through a cluster job's outcome file; the real evaluator records each rung as its own run."""
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from flowrate.campaigns.child import run_in_fresh_process
-from flowrate.campaigns.cluster import read_outcome, run_point
-from flowrate.campaigns.executor import LocalExecutor
-from flowrate.campaigns.explore_continue import ContinuingRun, RungWatch, plan_for
-from flowrate.campaigns.explore_fidelity import Continuation, Fidelity, Measured
-from flowrate.campaigns.explore_objectives import parse_objectives
-from flowrate.campaigns.explore_plan import DONE, Evaluation, ExploreSpec
-from flowrate.campaigns.explore_run import run_evaluator
-from flowrate.campaigns.explore_space import Axis, SearchSpace
-from flowrate.campaigns.sweep_command import to_job
+from flowrate.campaigns.explore.evaluate import run_evaluator
+from flowrate.campaigns.explore.objectives import parse_objectives
+from flowrate.campaigns.explore.plan import DONE, Evaluation, ExploreSpec
+from flowrate.campaigns.explore.space import Axis, SearchSpace
+from flowrate.campaigns.process.child import run_in_fresh_process
+from flowrate.campaigns.process.cluster import read_outcome, run_point
+from flowrate.campaigns.process.executor import LocalExecutor
+from flowrate.campaigns.process.job import to_job
+from flowrate.campaigns.rungs.ladder import Continuation, Fidelity, Measured
+from flowrate.campaigns.rungs.watch import ContinuingRun, RungWatch, plan_for
 from flowrate.config import RunConfig
 from flowrate.harness.api import run_config
 from flowrate.results.store import RunFilter, Store

@@ -14,12 +14,12 @@ import pytest
 from explore_grid import benchmark_module, table_point, write_table
 
 from explore_table import TableEvaluator, load_table
-from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_continue import ContinuingRun
-from flowrate.campaigns.explore_fidelity import Continuation, Fidelity, Measured, loop_steps
-from flowrate.campaigns.explore_objectives import parse_objectives
-from flowrate.campaigns.explore_plan import Budget, Evaluation, ExploreSpec, space_filling
-from flowrate.campaigns.explore_run import rung_config
+from flowrate.campaigns.explore.engine import Exploration
+from flowrate.campaigns.explore.evaluate import rung_config
+from flowrate.campaigns.explore.objectives import parse_objectives
+from flowrate.campaigns.explore.plan import Budget, Evaluation, ExploreSpec, space_filling
+from flowrate.campaigns.rungs.ladder import Continuation, Fidelity, Measured, loop_steps
+from flowrate.campaigns.rungs.watch import ContinuingRun
 from flowrate.results.store import point_key
 
 OBJECTIVES = parse_objectives(["samples_per_sec:max", "peak_memory_bytes:min"])

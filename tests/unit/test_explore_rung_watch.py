@@ -5,8 +5,8 @@ steps, a figure it cannot read, and the Result each rung is recorded with."""
 from __future__ import annotations
 
 from factories import make_result
-from flowrate.campaigns.explore_continue import RungWatch, plan_for
-from flowrate.campaigns.explore_fidelity import Continuation, Measured
+from flowrate.campaigns.rungs.ladder import Continuation, Measured
+from flowrate.campaigns.rungs.watch import RungWatch, plan_for
 from flowrate.measure.loop import Interval, LoopRecord
 from flowrate.measure.rate import RateReading
 from flowrate.results.schema import Result

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.campaigns.child import CRASHED, ERROR, OOM, ChildOutcome
-from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart, run_sweep
-from flowrate.campaigns.sweep_spec import (
+from flowrate.campaigns.process.child import CRASHED, ERROR, OOM, ChildOutcome
+from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart, run_sweep
+from flowrate.campaigns.sweep.spec import (
     PlannedPoint,
     SweepSpec,
     expand_grid,

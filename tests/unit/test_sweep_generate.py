@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.campaigns.child import OOM, ChildOutcome
-from flowrate.campaigns.sweep import run_sweep
-from flowrate.campaigns.sweep_command import CHECK, GENERATE, RUN, CheckConfig, from_job, to_job
-from flowrate.campaigns.sweep_spec import (
+from flowrate.campaigns.process.child import OOM, ChildOutcome
+from flowrate.campaigns.process.job import CHECK, GENERATE, RUN, CheckConfig, from_job, to_job
+from flowrate.campaigns.sweep.run import run_sweep
+from flowrate.campaigns.sweep.spec import (
     load_sweep_file,
     merge_spec,
     parse_base,

@@ -1,7 +1,7 @@
 """`flowrate compare --run A_SPEC B_SPEC`: measure both sides now, interleaved, then compare.
 
 Each spec is the options of a `flowrate run` ("-p fc_mnist --duration 2"). The sides run
-alternately, A B B A …, each run a fresh process (flowrate.campaigns.interleave), and each is
+alternately, A B B A …, each run a fresh process (flowrate.campaigns.compare.interleave), and each is
 recorded in the store as it ends, tagged compare:ID:A or compare:ID:B, so an interrupted
 comparison loses nothing and `flowrate compare compare:ID:A compare:ID:B` shows it again.
 The verdict is the one `flowrate compare` gives over recorded runs, shown the same way.
@@ -24,8 +24,8 @@ from flowrate.cli.options import run_options
 from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.interleave import Interleaved, StoppingRule
-    from flowrate.campaigns.revisions import Revision
+    from flowrate.campaigns.compare.interleave import Interleaved, StoppingRule
+    from flowrate.campaigns.compare.revisions import Revision
     from flowrate.config import RunConfig
     from flowrate.results.compare import Comparison
     from flowrate.results.schema import Result
@@ -121,7 +121,7 @@ def compare_live(
     as its error rate was set for the runs' own spread.
     Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
     """
-    from flowrate.campaigns.interleave import INTERRUPTED
+    from flowrate.campaigns.compare.interleave import INTERRUPTED
     from flowrate.cli import console
     from flowrate.results.compare import compare
     from flowrate.results.store import Store
@@ -169,9 +169,9 @@ def _interleave(
     rule: StoppingRule, sides: list[Side], store: Store, name: str, results: dict[str, list[Result]]
 ) -> Interleaved:
     """The runs, each recorded as it ends; a failed run ends the comparison (what was recorded stays)."""
-    from flowrate.campaigns.child import run_in_fresh_process
-    from flowrate.campaigns.interleave import interleave
-    from flowrate.campaigns.revisions import run_at
+    from flowrate.campaigns.compare.interleave import interleave
+    from flowrate.campaigns.compare.revisions import run_at
+    from flowrate.campaigns.process.child import run_in_fresh_process
     from flowrate.cli import console
     from flowrate.errors import RunFailed
     from flowrate.results.metrics import METRICS
@@ -204,7 +204,7 @@ def _interleave(
 
 
 def _rule(runs: int, until_ci_pct: float | None, max_runs: int | None, alpha: float) -> StoppingRule:
-    from flowrate.campaigns.interleave import MIN_RUNS, StoppingRule
+    from flowrate.campaigns.compare.interleave import MIN_RUNS, StoppingRule
     from flowrate.errors import ConfigError
 
     if until_ci_pct is None:
@@ -225,7 +225,7 @@ def _spec_command(**flags: Any) -> None:
 
 def _sides(specs: tuple[str, str], revs: tuple[str, ...]) -> list[Side]:
     """The two sides: checked here, or (with --rev) each at its revision, extracted and checked."""
-    from flowrate.campaigns.revisions import prepare
+    from flowrate.campaigns.compare.revisions import prepare
 
     if not revs:
         return [_side(label, spec) for label, spec in zip("AB", specs, strict=True)]
@@ -282,7 +282,7 @@ def _check_same_problem(sides: list[Side], force: bool) -> None:
 
 def _closing_line(done: Interleaved, recorded: int, labels: tuple[str, str], where: object) -> str:
     """How the comparison ended, and how to see it again."""
-    from flowrate.campaigns.interleave import INTERRUPTED
+    from flowrate.campaigns.compare.interleave import INTERRUPTED
 
     a, b = (len(done.values[side]) for side in "AB")
     if done.stopped == INTERRUPTED:

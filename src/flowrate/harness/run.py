@@ -48,7 +48,7 @@ from flowrate.results.tensorboard import TensorBoardWriter
 
 class RungStop(Protocol):
     """Decides at each sample point whether the run stops before its duration: flowrate explore's
-    rungs measured in one process (flowrate.campaigns.explore_continue). ``provisional`` assembles
+    rungs measured in one process (flowrate.campaigns.rungs.watch). ``provisional`` assembles
     the run's Result as measured so far."""
 
     def stop_after(self, record: LoopRecord, provisional: Callable[[], Result]) -> bool: ...

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.child import BUG, CRASHED, ERROR, ChildOutcome, run_and_report
-from flowrate.campaigns.sweep_command import PointConfig, to_job
+from flowrate.campaigns.process.child import BUG, CRASHED, ERROR, ChildOutcome, run_and_report
+from flowrate.campaigns.process.job import PointConfig, to_job
 from flowrate.errors import ConfigError
 from flowrate.results.schema import Result
 

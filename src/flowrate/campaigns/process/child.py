@@ -37,7 +37,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.sweep_command import PointConfig, SameConfig, run_job, to_job, with_problem
+from flowrate.campaigns.process.job import PointConfig, SameConfig, run_job, to_job, with_problem
 from flowrate.errors import FlowrateError, OutOfMemory
 from flowrate.problems.registry import is_user_problem
 from flowrate.results.schema import Result
@@ -64,7 +64,7 @@ class ChildOutcome:
     message: str = ""
     child_started: float | None = None
     child_finished: float | None = None
-    lower: tuple[Result, ...] = ()  # the Results at the lower rungs the run passed (explore_continue)
+    lower: tuple[Result, ...] = ()  # the Results at the lower rungs the run passed (rungs.watch)
 
 
 class ChildCrash(RuntimeError):
@@ -88,7 +88,7 @@ def portable(config: SameConfig) -> SameConfig:
 # thread that torch brings shuts down across a fork). Not flowrate's harness: importing it starts
 # a native thread (seen in /proc here), and a thread pool that a fork leaves behind can hang the
 # child; it costs about 0.5 s more per run.
-PRELOADED = ["flowrate.campaigns.fork_preload"]
+PRELOADED = ["flowrate.campaigns.process.fork_preload"]
 
 
 class _Server:
@@ -256,7 +256,7 @@ Report = tuple[str, str, float, float, list[str]]
 
 
 def run_and_report(job: dict[str, Any], argv: list[str] | None, logdir: str | None = None) -> Report:
-    """Run a job (flowrate.campaigns.sweep_command) here: ("ok", its Result as JSON), or the kind of
+    """Run a job (flowrate.campaigns.process.job) here: ("ok", its Result as JSON), or the kind of
     failure and its message; with this process's wall-clock times at start and end, and the
     Results (JSON) at the lower rungs a job that goes on through rungs measured."""
     started = time.time()

@@ -3,7 +3,7 @@
 A sweep or a search hands an Executor a batch of points (each a RunConfig or a GenerateConfig,
 run in a fresh process) and gets one ChildOutcome per point back, in order. The local executor
 runs them one at a time, never concurrently (they would compete for the hardware). The Slurm
-executor (flowrate.campaigns.cluster, through submitit) runs up to ``max_parallel`` at once, each
+executor (flowrate.campaigns.process.cluster, through submitit) runs up to ``max_parallel`` at once, each
 point a job of its own.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from flowrate.campaigns.child import CRASHED, ERROR, ChildCrash, ChildOutcome, run_in_fresh_process
-from flowrate.campaigns.sweep_command import PointConfig
+from flowrate.campaigns.process.child import CRASHED, ERROR, ChildCrash, ChildOutcome, run_in_fresh_process
+from flowrate.campaigns.process.job import PointConfig
 from flowrate.errors import FlowrateError
 
 PointRunner = Callable[[PointConfig], ChildOutcome]
@@ -31,7 +31,7 @@ class Executor(Protocol):
 
 
 def fresh_process_runner(argv: list[str] | None = None) -> PointRunner:
-    """Runs each point in a fresh process (flowrate.campaigns.child): a bug fails that point only."""
+    """Runs each point in a fresh process (flowrate.campaigns.process.child): a bug fails that point only."""
 
     def run(config: PointConfig) -> ChildOutcome:
         try:

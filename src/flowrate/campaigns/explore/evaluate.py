@@ -5,7 +5,7 @@ Every evaluated point is a normal run in the results store, tagged ``explore:<st
 Optuna study lives beside the store, in ``<store stem>.explore.db``: Optuna manages its own
 tables and migrations (SQLAlchemy, alembic), which have no place in the store's versioned schema
 (flowrate.results.store_schema), and a store stays readable by a flowrate without Optuna. One
-session per study at a time: flowrate.campaigns.explore_session.
+session per study at a time: flowrate.campaigns.explore.session.
 
 Fidelity as an objective (or a constraint): ``final_loss``, the loss a `flowrate check` of the
 configuration reaches, is not in a timed run. A configuration's check (CHECK_STEPS steps on the
@@ -23,13 +23,13 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
-from flowrate.campaigns.child import OOM as CHILD_OOM
-from flowrate.campaigns.child import ChildOutcome
-from flowrate.campaigns.executor import Executor
-from flowrate.campaigns.explore_continue import ContinuingRun, figures, plan_for
-from flowrate.campaigns.explore_fidelity import loop_steps
-from flowrate.campaigns.explore_plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
-from flowrate.campaigns.sweep_command import CheckConfig
+from flowrate.campaigns.explore.plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.process.child import OOM as CHILD_OOM
+from flowrate.campaigns.process.child import ChildOutcome
+from flowrate.campaigns.process.executor import Executor
+from flowrate.campaigns.process.job import CheckConfig
+from flowrate.campaigns.rungs.ladder import loop_steps
+from flowrate.campaigns.rungs.watch import ContinuingRun, figures, plan_for
 from flowrate.config import CHECK_STEPS, RunConfig
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
@@ -92,8 +92,9 @@ def _checked(child: ChildOutcome, store: Store, tags: list[str]) -> Checked:
 
 def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> RunConfig:
     """The run of one evaluation: the point at its rung's duration, a short rung with
-    proportionally fewer preheat and minimum timed steps (explore_fidelity.loop_steps); one that
-    goes on (``then``) at full length, measured at each rung's duration and minimum steps on its way."""
+    proportionally fewer preheat and minimum timed steps (flowrate.campaigns.rungs.ladder.loop_steps);
+    one that goes on (``then``) at full length, measured at each rung's duration and minimum steps
+    on its way."""
     full = spec.fidelity.durations[-1]
     config = spec.space.config_for(evaluation.params, evaluation.duration_s)
     if evaluation.then is not None:

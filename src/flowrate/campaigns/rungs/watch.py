@@ -1,7 +1,7 @@
 """A configuration's rungs measured in one process: an exploration's promotions decided inside the run.
 
 A rung run as a process of its own pays the start-up (interpreter, imports, model build) and
-the preheat again (flowrate.campaigns.explore_fidelity). Given a Continuation, the configuration
+the preheat again (flowrate.campaigns.rungs.ladder). Given a Continuation, the configuration
 runs once, at full length, and at each rung below the full duration (the first sample point
 past the rung's duration and its minimum timed steps) the run assembles its Result so far and
 stops there if a rival measured at that rung beats it beyond noise. Each rung reached gives a
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowrate.campaigns.explore_fidelity import Continuation
+from flowrate.campaigns.rungs.ladder import Continuation
 from flowrate.config import RunConfig
 from flowrate.measure.loop import COMPUTE, LoopRecord
 from flowrate.results.metrics import METRICS
