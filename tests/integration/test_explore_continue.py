@@ -17,9 +17,9 @@ from flowrate.campaigns.explore.space import Axis, SearchSpace
 from flowrate.campaigns.process.child import run_in_fresh_process
 from flowrate.campaigns.process.cluster import read_outcome, run_point
 from flowrate.campaigns.process.executor import LocalExecutor
-from flowrate.campaigns.process.job import to_job
+from flowrate.campaigns.process.job import Job, JobKind
 from flowrate.campaigns.rungs.ladder import Continuation, Fidelity, Measured
-from flowrate.campaigns.rungs.watch import ContinuingRun, RungWatch, plan_for
+from flowrate.campaigns.rungs.watch import RungWatch, plan_for
 from flowrate.config import RunConfig
 from flowrate.harness.api import run_config
 from flowrate.results.store import RunFilter, Store
@@ -67,10 +67,10 @@ def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
 
 
 def test_the_lower_rungs_come_back_from_a_fresh_process_and_a_cluster_job(tmp_path: Path) -> None:
-    config = ContinuingRun(**BASE.to_dict(), plan=json.dumps(_plan()))
-    job = to_job(config)
+    going = Job(BASE, JobKind.CONTINUE, json.dumps(_plan()))
+    job = going.to_dict()
     assert job["rungs"] == _plan() and "plan" not in job["config"]
-    child = run_in_fresh_process(config)
+    child = run_in_fresh_process(going)
     assert child.result is not None and len(child.lower) == 1
     assert child.lower[0].config["duration_s"] == 0.2 and child.result.config["duration_s"] == 0.6
     out = tmp_path / "point.json"

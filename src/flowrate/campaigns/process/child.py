@@ -23,6 +23,7 @@ instead, as it always was elsewhere.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -37,7 +38,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.process.job import PointConfig, SameConfig, run_job, to_job, with_problem
+from flowrate.campaigns.process.job import Job, PointConfig, SameConfig, run_job, with_problem
 from flowrate.errors import FlowrateError, OutOfMemory
 from flowrate.problems.registry import is_user_problem
 from flowrate.results.schema import Result
@@ -123,13 +124,14 @@ def process_context(method: str | None = None) -> Any:
 
 
 def run_in_fresh_process(
-    config: PointConfig,
+    point: Job | PointConfig,
     *,
     argv: list[str] | None = None,
     tensorboard: str | None = None,
     start_method: str | None = None,
 ) -> ChildOutcome:
-    """Run ``config`` in a new process and wait for it (used by --repeat and sweeps).
+    """Run ``point`` (a Job, or a config run as a plain run) in a new process and wait for it
+    (used by --repeat, sweeps, explore and compare --run).
 
     The process is forked from a server that has run nothing, or spawned (module docstring); never
     forked from this one: CUDA does not survive that. A FlowrateError in the child comes back as
@@ -140,12 +142,13 @@ def run_in_fresh_process(
     left to flush, and this process still waits for it to be gone before going on. An interrupt
     here ends the child too, and a child whose caller is gone ends itself (_leave_with_parent).
     """
-    config = portable(config)
+    job = point if isinstance(point, Job) else Job(point)
+    job = dataclasses.replace(job, config=portable(job.config))
     context = process_context(start_method)
     receiver, sender = context.Pipe(duplex=False)
     environment = dict(os.environ)
     process = context.Process(
-        target=_child_main, args=(sender, to_job(config), argv, tensorboard, environment), name="flowrate-run"
+        target=_child_main, args=(sender, job.to_dict(), argv, tensorboard, environment), name="flowrate-run"
     )
     try:
         _start(process, context)

@@ -19,26 +19,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from flowrate.campaigns.rungs.ladder import Continuation
-from flowrate.config import RunConfig
 from flowrate.measure.loop import COMPUTE, LoopRecord
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
-
-
-@dataclass(frozen=True)
-class ContinuingRun(RunConfig):
-    """A RunConfig at full length that stops at a lower rung where it is beaten there: ``plan``
-    is its RungWatch's plan as JSON text (a config stays hashable and picklable)."""
-
-    plan: str = ""
-
-    def run_config(self) -> RunConfig:
-        """The run itself, without the plan: what its Results record."""
-        return RunConfig.from_dict(self.to_dict())
 
 
 def figures(result: Result, names: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from flowrate.campaigns.process.child import CRASHED, OOM, ChildOutcome
 from flowrate.campaigns.process.executor import Executor, LocalExecutor, PointRunner
+from flowrate.campaigns.process.job import Job
 from flowrate.campaigns.sweep.name import check_name
 from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec, plan_points
 from flowrate.errors import FlowrateError
@@ -204,7 +205,7 @@ def _run_batch(
     for point in batch:
         listener.starting(point, state.progress(batch[0].index - 1))  # the batch still to run
     began = clock()
-    outcomes = executor.run_many([point.config for point in batch])
+    outcomes = executor.run_many([Job(point.config) for point in batch])
     share = (clock() - began) / len(batch)  # the batch's wall time, shared by its points
     for point, child in zip(batch, outcomes, strict=True):
         state.walls.append(share)
