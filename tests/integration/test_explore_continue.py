@@ -47,7 +47,7 @@ def _ends_at_the_first_sample_point_past(result: object, duration_s: float) -> b
 
 def test_a_run_beaten_at_its_first_rung_stops_there() -> None:
     watch = RungWatch(_plan(UNBEATABLE))
-    result = run_config(BASE, rungs=watch)
+    result = run_config(BASE, observer=watch)
     assert watch.stopped and len(watch.reached) == 1
     assert _ends_at_the_first_sample_point_past(result, 0.2)
     (own,) = watch.results(result)  # the run's own Result is the rung's, its duration the rung's
@@ -56,7 +56,7 @@ def test_a_run_beaten_at_its_first_rung_stops_there() -> None:
 
 def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
     watch = RungWatch(_plan())
-    result = run_config(BASE, rungs=watch)
+    result = run_config(BASE, observer=watch)
     lower, final = watch.results(result)[0], watch.results(result)[1]
     assert not watch.stopped and final is result
     assert lower.config["duration_s"] == 0.2 and final.config["duration_s"] == 0.6

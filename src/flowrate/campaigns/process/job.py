@@ -115,7 +115,7 @@ def run_job(
         from flowrate.campaigns.rungs.watch import RungWatch
 
         watch = RungWatch(json.loads(job.plan))
-        *lower, final = watch.results(run_config(config, argv=argv, tensorboard=tensorboard, rungs=watch))
+        *lower, final = watch.results(run_config(config, argv=argv, tensorboard=tensorboard, observer=watch))
         return final, lower
     return run_config(config, argv=argv, tensorboard=tensorboard), []
 

@@ -49,8 +49,8 @@ def plan_for(continuation: Continuation, min_steps: Sequence[int]) -> dict[str, 
 
 
 class RungWatch:
-    """A run's RungStop (flowrate.harness.run): measures it at each rung and stops it where it is
-    beaten there; ``reached`` holds the Result at each rung it measured."""
+    """A run's observer (flowrate.harness.run.RunObserver): measures it at each rung and stops it
+    where it is beaten there; ``reached`` holds the Result at each rung it measured."""
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.continuation = Continuation.from_dict(plan["continuation"])
@@ -58,7 +58,7 @@ class RungWatch:
         self.reached: list[Result] = []
         self.stopped = False
 
-    def stop_after(self, record: LoopRecord, provisional: Callable[[], Result]) -> bool:
+    def at_sample_point(self, record: LoopRecord, so_far: Callable[[], Result]) -> bool:
         """Measure the run at every rung it has passed since the last sample point (the run's
         end may pass one too); stop it at the first where it is beaten."""
         elapsed = record.intervals[-1].reading.elapsed_s
@@ -72,7 +72,7 @@ class RungWatch:
             if steps < self.min_steps[step]:
                 break
             duration = self.continuation.durations[step]
-            result = _at(provisional(), duration, self.min_steps[step])
+            result = _at(so_far(), duration, self.min_steps[step])
             self.reached.append(result)
             self.stopped = not self.continuation.goes_on(step, *figures(result, names))
         return self.stopped
