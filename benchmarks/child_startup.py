@@ -24,7 +24,7 @@ import time
 
 import scipy.stats
 
-from flowrate.campaigns.child import ChildOutcome, run_in_fresh_process
+from flowrate.campaigns.process.child import ChildOutcome, run_in_fresh_process
 from flowrate.config import RunConfig
 from flowrate.results.metrics import peak_memory_bytes
 

@@ -7,7 +7,7 @@ last --full-duration (flowrate run's default, 10 s) with flowrate run's default 
 minimum steps; successive halving's rungs are the ladder `flowrate explore --duration FULL
 --min-duration RECORDED` builds (Fidelity.ladder), its shortest rung the table's recorded
 duration, the only length whose spread was measured. A configuration goes on through its rungs
-in one process, as `flowrate explore` runs these objectives (explore_fidelity.Continuation): it
+in one process, as `flowrate explore` runs these objectives (flowrate.campaigns.rungs.ladder.Continuation): it
 costs the point's own start-up (its recorded wall time less its recorded steps) and a full run's
 preheat steps once, then the timed steps up to the last rung it reaches (each rung's duration or
 minimum steps, whichever is longer); every rung draws the recorded spread (an upper bound for
@@ -52,9 +52,9 @@ from explore_table import (
     time_to,
     trace,
 )
-from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
-from flowrate.campaigns.explore_objectives import Objective, parse_objectives
-from flowrate.campaigns.explore_plan import DONE, Budget, Evaluated, sampler_kind
+from flowrate.campaigns.explore.objectives import Objective, parse_objectives
+from flowrate.campaigns.explore.plan import DONE, Budget, Evaluated, sampler_kind
+from flowrate.campaigns.rungs.ladder import Fidelity, Measured, first_front
 from flowrate.config import RunConfig
 
 # the current launcher (forked processes) on the VM's usual host; beside it, the others (--table)

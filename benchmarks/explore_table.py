@@ -16,10 +16,10 @@ spends it: the point's own start-up (process, imports, model build: its recorded
 its recorded preheat and timed steps), its preheat steps, and its timed steps, which last the
 duration or the minimum steps, whichever is longer; a step's time is the batch over the recorded
 throughput. A shorter rung runs proportionally fewer steps
-(flowrate.campaigns.explore_fidelity.loop_steps, as flowrate.campaigns.explore_run runs it for
+(flowrate.campaigns.rungs.ladder.loop_steps, as flowrate.campaigns.explore.evaluate runs it for
 real). An out-of-memory point costs its recorded wall time at any length (it fails in its first
 steps). A configuration that goes on in its own process
-(flowrate.campaigns.explore_fidelity.Continuation) pays its start-up and a full run's preheat
+(flowrate.campaigns.rungs.ladder.Continuation) pays its start-up and a full run's preheat
 once, then each rung adds only its further timed steps. Every rung's figures are drawn with the
 recorded spread: measured at the shortest rung, an upper bound for longer ones (a mean over more
 steps varies less, but by how much was not measured, so no smaller spread is assumed).
@@ -42,10 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_fidelity import Fidelity, loop_steps
-from flowrate.campaigns.explore_objectives import Objective
-from flowrate.campaigns.explore_plan import (
+from flowrate.campaigns.explore.engine import Exploration
+from flowrate.campaigns.explore.objectives import Objective
+from flowrate.campaigns.explore.plan import (
     DONE,
     FAILED,
     OOM,
@@ -55,7 +54,8 @@ from flowrate.campaigns.explore_plan import (
     ExploreSpec,
     Outcome,
 )
-from flowrate.campaigns.explore_space import Axis, SearchSpace
+from flowrate.campaigns.explore.space import Axis, SearchSpace
+from flowrate.campaigns.rungs.ladder import Fidelity, loop_steps
 from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.results.store import point_key

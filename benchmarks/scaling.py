@@ -26,8 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.child import run_in_fresh_process
-from flowrate.campaigns.scaling import run_size
+from flowrate.campaigns.process.child import run_in_fresh_process
+from flowrate.campaigns.scaling.run import run_size
 from flowrate.config import RunConfig
 
 

@@ -30,10 +30,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.child import ChildOutcome
-from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart, fresh_process_runner, run_sweep
-from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec
-from flowrate.config import RunConfig
+from flowrate.campaigns.process.child import ChildOutcome
+from flowrate.campaigns.process.executor import fresh_process_runner
+from flowrate.campaigns.process.job import Job
+from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart, run_sweep
+from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec
 from flowrate.results.store import Store
 
 TARGET_S = 3.0
@@ -54,9 +55,9 @@ class Timing:
         self.points: list[PointTimes] = []
         self._run = fresh_process_runner(argv=sys.argv)
 
-    def __call__(self, config: RunConfig) -> ChildOutcome:
+    def __call__(self, job: Job) -> ChildOutcome:
         times = PointTimes(started=time.time())
-        outcome = self._run(config)
+        outcome = self._run(job)
         times.returned, times.outcome = time.time(), outcome
         self.points.append(times)
         return outcome

@@ -67,9 +67,9 @@ def test_gpt2_bf16_training_throughput_is_recorded() -> None:
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
 def test_cuda_runs_in_a_fresh_process_forked_from_the_server_or_spawned(method: str) -> None:
-    # the server imports torch (flowrate.campaigns.fork_preload) and must leave the driver alone:
+    # the server imports torch (flowrate.campaigns.process.fork_preload) and must leave the driver alone:
     # a CUDA driver initialised before a fork fails in the child; two runs, as a sweep's points
-    from flowrate.campaigns.child import run_in_fresh_process
+    from flowrate.campaigns.process.child import run_in_fresh_process
     from flowrate.config import RunConfig
 
     config = RunConfig(problem="transformer", size="debug", device="cuda", steps=4, preheat_steps=1)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flowrate.campaigns import child
-from flowrate.campaigns.child import ERROR, process_context, run_in_fresh_process
+from flowrate.campaigns.process import child
+from flowrate.campaigns.process.child import ERROR, process_context, run_in_fresh_process
 from flowrate.config import RunConfig
 
 TINY = RunConfig(problem="fc_mnist", size="debug", device="cpu", preheat_steps=1, steps=2, sample_every=1)
@@ -59,7 +59,7 @@ def test_ctrl_c_while_the_fork_server_imports_torch_is_left_to_the_caller() -> N
 
     script = (
         "import flowrate.campaigns; print('ready', flush=True); "
-        "import flowrate.campaigns.fork_preload; print('imported', flush=True)"
+        "import flowrate.campaigns.process.fork_preload; print('imported', flush=True)"
     )
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None

@@ -1,4 +1,4 @@
-"""Campaign points as cluster jobs (flowrate.campaigns.cluster): the sbatch script a Slurm
+"""Campaign points as cluster jobs (flowrate.campaigns.process.cluster): the sbatch script a Slurm
 submission would write, checked without running sbatch; a sweep through submitit's local executor
 (real subprocesses, the same job function), its out-of-memory and its resume from the folder's
 files; each point's outcome file; the bad input of --executor, one line before any run."""
@@ -16,8 +16,8 @@ import submitit
 from test_cli_sweep import OOM_PROBLEM  # batch 4 and up run out of memory
 
 from factories import make_result
-from flowrate.campaigns.child import OOM
-from flowrate.campaigns.cluster import (
+from flowrate.campaigns.process.child import OOM
+from flowrate.campaigns.process.cluster import (
     SUBMITIT_LOCAL,
     ClusterOptions,
     SubmititExecutor,
@@ -26,9 +26,9 @@ from flowrate.campaigns.cluster import (
     read_outcome,
     run_point,
 )
-from flowrate.campaigns.sweep import run_sweep
-from flowrate.campaigns.sweep_command import to_job
-from flowrate.campaigns.sweep_spec import merge_spec, parse_grid_flags
+from flowrate.campaigns.process.job import Job
+from flowrate.campaigns.sweep.run import run_sweep
+from flowrate.campaigns.sweep.spec import merge_spec, parse_grid_flags
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.results.store import Store
@@ -64,8 +64,8 @@ def test_the_sbatch_script_a_batch_would_submit(
         "_make_submission_command",
         lambda self, path: ["echo", f"Submitted batch job {next(ids)}"],
     )
-    configs = [RunConfig(problem="fc_mnist", size="debug", batch_size=b) for b in (2, 4, 8)]
-    done = point_file(executor.folder, to_job(configs[0]))  # finished while the parent was away
+    configs = [Job(RunConfig(problem="fc_mnist", size="debug", batch_size=b)) for b in (2, 4, 8)]
+    done = point_file(executor.folder, configs[0].to_dict())  # finished while the parent was away
     done.write_text(json.dumps({"result": make_result(batch_size=2).to_dict()}))
 
     paths, submitted = executor.submit(configs)
@@ -124,7 +124,7 @@ def test_a_job_writes_its_outcome_as_json_and_a_failure_is_read_once(tmp_path: P
     (tmp_path / "tight.py").write_text(OOM_PROBLEM)
     config = RunConfig(problem=f"{tmp_path / 'tight.py'}:make", device="cpu", batch_size=4, steps=1)
     out = tmp_path / "point.json"
-    run_point(to_job(config), str(out), None)  # here, in this process: the job function itself
+    run_point(Job(config).to_dict(), str(out), None)  # here, in this process: the job function itself
     assert sorted(p.name for p in tmp_path.iterdir()) == ["point.json", "tight.py"]  # no temporary left
     data = json.loads(out.read_text())
     assert data["failure"] == OOM and data["message"].startswith("out of memory at batch size 4")
@@ -171,7 +171,7 @@ def test_a_generation_job_writes_its_result_with_the_generation(tmp_path: Path) 
 
     config = GenerateConfig(size="debug", device="cpu", batch_size=2, prompt_len=4, new_tokens=3, repeats=1)
     out = tmp_path / "point.json"
-    run_point(to_job(config), str(out), None)
+    run_point(Job(config).to_dict(), str(out), None)
     result = read_outcome(out).result
     assert result is not None and result.generation is not None
     assert (result.batch_size, result.generation["new_tokens"], result.config["mode"]) == (2, 3, "generate")

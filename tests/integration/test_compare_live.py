@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flowrate.campaigns import child
+from flowrate.campaigns.process import child
 from flowrate.results.store import Store
 
 TINY = "-p fc_mnist --size debug --device cpu --steps 4 --preheat 1"

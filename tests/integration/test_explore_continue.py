@@ -1,4 +1,4 @@
-"""An exploration's rungs in one process (flowrate.campaigns.explore_continue), really run: a run
+"""An exploration's rungs in one process (flowrate.campaigns.rungs.watch), really run: a run
 that a rival beats at its first rung stops there; one nothing beats goes on to full length and
 brings back a Result per rung, the lower ones a prefix of the whole; both through a fresh process
 and through a cluster job's outcome file; the real evaluator records each rung as its own run."""
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from flowrate.campaigns.child import run_in_fresh_process
-from flowrate.campaigns.cluster import read_outcome, run_point
-from flowrate.campaigns.executor import LocalExecutor
-from flowrate.campaigns.explore_continue import ContinuingRun, RungWatch, plan_for
-from flowrate.campaigns.explore_fidelity import Continuation, Fidelity, Measured
-from flowrate.campaigns.explore_objectives import parse_objectives
-from flowrate.campaigns.explore_plan import DONE, Evaluation, ExploreSpec
-from flowrate.campaigns.explore_run import run_evaluator
-from flowrate.campaigns.explore_space import Axis, SearchSpace
-from flowrate.campaigns.sweep_command import to_job
+from flowrate.campaigns.explore.evaluate import run_evaluator
+from flowrate.campaigns.explore.objectives import parse_objectives
+from flowrate.campaigns.explore.plan import DONE, Evaluation, ExploreSpec
+from flowrate.campaigns.explore.space import Axis, SearchSpace
+from flowrate.campaigns.process.child import run_in_fresh_process
+from flowrate.campaigns.process.cluster import read_outcome, run_point
+from flowrate.campaigns.process.executor import LocalExecutor
+from flowrate.campaigns.process.job import Job, JobKind
+from flowrate.campaigns.rungs.ladder import Continuation, Fidelity, Measured
+from flowrate.campaigns.rungs.watch import RungWatch, plan_for
 from flowrate.config import RunConfig
 from flowrate.harness.api import run_config
 from flowrate.results.store import RunFilter, Store
@@ -47,7 +47,7 @@ def _ends_at_the_first_sample_point_past(result: object, duration_s: float) -> b
 
 def test_a_run_beaten_at_its_first_rung_stops_there() -> None:
     watch = RungWatch(_plan(UNBEATABLE))
-    result = run_config(BASE, rungs=watch)
+    result = run_config(BASE, observer=watch)
     assert watch.stopped and len(watch.reached) == 1
     assert _ends_at_the_first_sample_point_past(result, 0.2)
     (own,) = watch.results(result)  # the run's own Result is the rung's, its duration the rung's
@@ -56,7 +56,7 @@ def test_a_run_beaten_at_its_first_rung_stops_there() -> None:
 
 def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
     watch = RungWatch(_plan())
-    result = run_config(BASE, rungs=watch)
+    result = run_config(BASE, observer=watch)
     lower, final = watch.results(result)[0], watch.results(result)[1]
     assert not watch.stopped and final is result
     assert lower.config["duration_s"] == 0.2 and final.config["duration_s"] == 0.6
@@ -67,10 +67,10 @@ def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
 
 
 def test_the_lower_rungs_come_back_from_a_fresh_process_and_a_cluster_job(tmp_path: Path) -> None:
-    config = ContinuingRun(**BASE.to_dict(), plan=json.dumps(_plan()))
-    job = to_job(config)
+    going = Job(BASE, JobKind.CONTINUE, json.dumps(_plan()))
+    job = going.to_dict()
     assert job["rungs"] == _plan() and "plan" not in job["config"]
-    child = run_in_fresh_process(config)
+    child = run_in_fresh_process(going)
     assert child.result is not None and len(child.lower) == 1
     assert child.lower[0].config["duration_s"] == 0.2 and child.result.config["duration_s"] == 0.6
     out = tmp_path / "point.json"

@@ -76,7 +76,7 @@ def test_ctrl_c_after_a_finished_run_keeps_it_as_an_interrupted_result(  # type:
     """The second of three fresh processes is interrupted: the first run's figures are recorded
     (store and --out), marked as interrupted, and the command exits 130."""
     from flowrate.campaigns import repeat
-    from flowrate.campaigns.child import ChildOutcome
+    from flowrate.campaigns.process.child import ChildOutcome
 
     calls = []
 

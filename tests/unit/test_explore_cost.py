@@ -14,12 +14,12 @@ import pytest
 from explore_grid import benchmark_module, table_point, write_table
 
 from explore_table import TableEvaluator, load_table
-from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_continue import ContinuingRun
-from flowrate.campaigns.explore_fidelity import Continuation, Fidelity, Measured, loop_steps
-from flowrate.campaigns.explore_objectives import parse_objectives
-from flowrate.campaigns.explore_plan import Budget, Evaluation, ExploreSpec, space_filling
-from flowrate.campaigns.explore_run import rung_config
+from flowrate.campaigns.explore.engine import Exploration
+from flowrate.campaigns.explore.evaluate import rung_config
+from flowrate.campaigns.explore.objectives import parse_objectives
+from flowrate.campaigns.explore.plan import Budget, Evaluation, ExploreSpec, space_filling
+from flowrate.campaigns.process.job import Job, JobKind
+from flowrate.campaigns.rungs.ladder import Continuation, Fidelity, Measured, loop_steps
 from flowrate.results.store import point_key
 
 OBJECTIVES = parse_objectives(["samples_per_sec:max", "peak_memory_bytes:min"])
@@ -126,15 +126,16 @@ def test_a_short_rung_runs_with_fewer_steps_for_real(tmp_path: Path) -> None:
     table = load_table(write_table(tmp_path))
     spec = ExploreSpec(table.space(), OBJECTIVES, fidelity=Fidelity.ladder(9.0, 1.0))
     params = {"size": "debug", "batch_size": 8, "precision": "fp32", "threads": 1, "compile": False}
-    full = rung_config(spec, Evaluation(params, 9.0, 2))
-    short = rung_config(spec, Evaluation(params, 1.0, 0))
+    full = rung_config(spec, Evaluation(params, 9.0, 2)).config
+    short = rung_config(spec, Evaluation(params, 1.0, 0)).config
     assert (full.duration_s, full.preheat_steps, full.min_steps) == (9.0, 5, 10)  # flowrate run's defaults
     assert (short.duration_s, short.preheat_steps, short.min_steps) == (1.0, 2, 2)
     assert short.replace(duration_s=9.0, preheat_steps=5, min_steps=10) == full
     # one that may go on runs at full length, told each lower rung's duration and minimum steps
     then = Continuation((1.0, 3.0, 9.0), ((), ()), (("samples_per_sec", True),))
     going = rung_config(spec, Evaluation(params, 1.0, 0, then))
-    assert isinstance(going, ContinuingRun) and going.run_config() == full
+    assert going.kind == JobKind.CONTINUE and going.config == full
+    assert rung_config(spec, Evaluation(params, 9.0, 2)) == Job(full)  # a plain run
     assert json.loads(going.plan) == {"continuation": then.to_dict(), "min_steps": [2, 4]}
 
 

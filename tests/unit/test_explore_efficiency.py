@@ -13,7 +13,7 @@ import pytest
 from explore_grid import RECORDED_TABLES, benchmark_module, synthetic_table, table_point
 
 from explore_table import GridTable, load_table
-from flowrate.campaigns.explore_plan import DONE, Evaluated, Outcome
+from flowrate.campaigns.explore.plan import DONE, Evaluated, Outcome
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,14 @@ import pytest
 from explore_grid import synthetic_table
 
 from explore_table import EvaluationLog, GridTable, TableEvaluator, hypervolume, load_table
-from flowrate.campaigns import explore, explore_plan
-from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_fidelity import Fidelity, Measured, beats, first_front
-from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
-from flowrate.campaigns.explore_plan import DONE, OOM, Budget, Evaluation, ExploreSpec, Outcome
-from flowrate.campaigns.explore_space import Axis, SearchSpace
-from flowrate.campaigns.explore_study import choose_sampler
+from flowrate.campaigns.explore import engine as explore
+from flowrate.campaigns.explore import plan as explore_plan
+from flowrate.campaigns.explore.engine import Exploration
+from flowrate.campaigns.explore.objectives import parse_constraints, parse_objectives
+from flowrate.campaigns.explore.plan import DONE, OOM, Budget, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.explore.space import Axis, SearchSpace
+from flowrate.campaigns.explore.study import choose_sampler
+from flowrate.campaigns.rungs.ladder import Fidelity, Measured, beats, first_front
 from flowrate.errors import ConfigError
 from flowrate.results.store import point_key
 

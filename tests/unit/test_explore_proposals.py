@@ -7,13 +7,13 @@ import random
 
 import pytest
 
-from flowrate.campaigns import explore
-from flowrate.campaigns.explore import Exploration
-from flowrate.campaigns.explore_fidelity import Fidelity, Measured, first_front
-from flowrate.campaigns.explore_objectives import parse_objectives
-from flowrate.campaigns.explore_plan import DONE, Budget, Evaluation, ExploreSpec, Outcome
-from flowrate.campaigns.explore_proposals import frontier_neighbour, polishing, unmeasured
-from flowrate.campaigns.explore_space import Axis, SearchSpace
+from flowrate.campaigns.explore import engine as explore
+from flowrate.campaigns.explore.engine import Exploration
+from flowrate.campaigns.explore.objectives import parse_objectives
+from flowrate.campaigns.explore.plan import DONE, Budget, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.explore.proposals import frontier_neighbour, polishing, unmeasured
+from flowrate.campaigns.explore.space import Axis, SearchSpace
+from flowrate.campaigns.rungs.ladder import Fidelity, Measured, first_front
 from flowrate.results.store import point_key
 
 SPACE = SearchSpace(

@@ -5,8 +5,8 @@ steps, a figure it cannot read, and the Result each rung is recorded with."""
 from __future__ import annotations
 
 from factories import make_result
-from flowrate.campaigns.explore_continue import RungWatch, plan_for
-from flowrate.campaigns.explore_fidelity import Continuation, Measured
+from flowrate.campaigns.rungs.ladder import Continuation, Measured
+from flowrate.campaigns.rungs.watch import RungWatch, plan_for
 from flowrate.measure.loop import Interval, LoopRecord
 from flowrate.measure.rate import RateReading
 from flowrate.results.schema import Result
@@ -45,19 +45,21 @@ FASTER = Measured("faster", (2000.0, -100_000_000), (0.0, 0.0))  # twice as fast
 
 def test_nothing_is_measured_before_a_rungs_duration_and_minimum_steps() -> None:
     watch, provisional = _watch((), ()), Provisional(RUN)
-    assert not watch.stop_after(_record((0.9, 5)), provisional)
-    assert not watch.stop_after(_record((1.1, 1)), provisional)  # 1 s, but 1 step of 2
+    assert not watch.at_sample_point(_record((0.9, 5)), provisional)
+    assert not watch.at_sample_point(_record((1.1, 1)), provisional)  # 1 s, but 1 step of 2
     assert provisional.calls == 0 and watch.reached == []
-    assert not watch.stop_after(_record((1.1, 1), (1.3, 1)), provisional)
+    assert not watch.at_sample_point(_record((1.1, 1), (1.3, 1)), provisional)
     assert provisional.calls == 1 and [r.config["duration_s"] for r in watch.reached] == [1.0]
     assert watch.reached[0].config["min_steps"] == 2
 
 
 def test_rungs_passed_at_one_sample_point_are_each_measured_there() -> None:
     watch, provisional = _watch((), ()), Provisional(RUN)
-    assert not watch.stop_after(_record((3.5, 10)), provisional)
+    assert not watch.at_sample_point(_record((3.5, 10)), provisional)
     assert [r.config["duration_s"] for r in watch.reached] == [1.0, 3.0]
-    assert not watch.stop_after(_record((3.5, 10), (9.2, 20)), provisional)  # no rung below the last left
+    assert not watch.at_sample_point(
+        _record((3.5, 10), (9.2, 20)), provisional
+    )  # no rung below the last left
     assert provisional.calls == 2
     final = make_result(1000.0)
     assert watch.results(final) == [*watch.reached, final]
@@ -65,8 +67,8 @@ def test_rungs_passed_at_one_sample_point_are_each_measured_there() -> None:
 
 def test_a_run_beaten_at_a_rung_stops_there_and_its_own_result_is_that_rungs() -> None:
     watch, provisional = _watch((), (FASTER,)), Provisional(RUN)
-    assert not watch.stop_after(_record((1.2, 5)), provisional)
-    assert watch.stop_after(_record((1.2, 5), (3.1, 10)), provisional) and watch.stopped
+    assert not watch.at_sample_point(_record((1.2, 5)), provisional)
+    assert watch.at_sample_point(_record((1.2, 5), (3.1, 10)), provisional) and watch.stopped
     final = make_result(990.0)
     first, own = watch.results(final)
     assert first is watch.reached[0] and own.run_id == final.run_id
@@ -75,6 +77,6 @@ def test_a_run_beaten_at_a_rung_stops_there_and_its_own_result_is_that_rungs() -
 
 def test_within_noise_or_unreadable_it_goes_on() -> None:
     close = Measured("close", (1001.0, -100_000_000), (50.0, 0.0))  # ahead by less than its noise
-    assert not _watch((close,), ()).stop_after(_record((1.2, 5)), Provisional(RUN))
+    assert not _watch((close,), ()).at_sample_point(_record((1.2, 5)), Provisional(RUN))
     unread = make_result(1000.0, peak_memory_bytes=None)
-    assert not _watch((FASTER,), ()).stop_after(_record((1.2, 5)), Provisional(unread))
+    assert not _watch((FASTER,), ()).at_sample_point(_record((1.2, 5)), Provisional(unread))

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from flowrate.campaigns.explore_session import exclusive_session
+from flowrate.campaigns.explore.session import exclusive_session
 from flowrate.errors import EXIT_BAD_INPUT, FlowrateError
 from flowrate.results.store import RunFilter, Store
 
 _HOLD = """
 import sys, time
 from pathlib import Path
-from flowrate.campaigns.explore_session import exclusive_session
+from flowrate.campaigns.explore.session import exclusive_session
 with exclusive_session(Path(sys.argv[1]), sys.argv[2]):
     print("held", flush=True)
     time.sleep(600)

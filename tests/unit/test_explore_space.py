@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from flowrate.campaigns.explore_objectives import parse_constraint, parse_objective, parse_objectives
-from flowrate.campaigns.explore_plan import Budget
-from flowrate.campaigns.explore_settings import read_settings
-from flowrate.campaigns.explore_space import load_space_file, merge_space, parse_space_flags
+from flowrate.campaigns.explore.objectives import parse_constraint, parse_objective, parse_objectives
+from flowrate.campaigns.explore.plan import Budget
+from flowrate.campaigns.explore.settings import read_settings
+from flowrate.campaigns.explore.space import load_space_file, merge_space, parse_space_flags
 from flowrate.errors import ConfigError
 
 GIB = 2**30

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowrate.campaigns import interleave
-from flowrate.campaigns.interleave import (
+from flowrate.campaigns.compare import interleave
+from flowrate.campaigns.compare.interleave import (
     AT_MAX,
     FIXED,
     INTERRUPTED,

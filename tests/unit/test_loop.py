@@ -270,24 +270,22 @@ def test_a_plan_from_a_config_counts_steps_or_measures_a_duration() -> None:
         timed_loop(FakeDevice(0.1).step, BATCHES, 1, lambda: None, plan(duration_s=None))
 
 
-def test_stop_early_ends_the_loop_at_the_sample_point_it_says_so() -> None:
-    """flowrate explore's rungs in one process: asked at every sample point with the record so
-    far, the hook ends the loop at the first it answers yes, before the plan's duration."""
+def test_an_observer_ends_the_loop_at_the_sample_point_it_says_so() -> None:
+    """Asked at every sample point with the record so far (flowrate explore's rungs in one
+    process), the observer ends the loop at the first it answers yes, before the plan's duration."""
     dev = FakeDevice(step_s=0.05)
     seen: list[int] = []
 
-    def stop_early(record: LoopRecord) -> bool:
+    def observer(record: LoopRecord) -> bool:
         seen.append(sum(i.steps for i in record.intervals))
         return record.intervals[-1].reading.elapsed_s >= 0.4 - 1e-9
 
-    record = timed_loop(
-        dev.step, BATCHES, 8, dev.sync, plan(min_steps=1), clock=dev.clock, stop_early=stop_early
-    )
+    record = timed_loop(dev.step, BATCHES, 8, dev.sync, plan(min_steps=1), clock=dev.clock, observer=observer)
     assert seen == [4, 8] and [i.steps for i in record.intervals] == [4, 4]
     assert dev.calls == 3 + 8
 
 
-def test_stop_early_is_refused_in_a_data_parallel_loop() -> None:
+def test_an_observer_is_refused_in_a_data_parallel_loop() -> None:
     class Agreeing:
         def sample_every(self, mine: int) -> int:
             return mine
@@ -296,4 +294,4 @@ def test_stop_early_is_refused_in_a_data_parallel_loop() -> None:
             return mine
 
     with pytest.raises(ValueError, match="one rank"):
-        LoopClock(plan(), lambda: None, consensus=Agreeing(), stop_early=lambda record: False)
+        LoopClock(plan(), lambda: None, consensus=Agreeing(), observer=lambda record: False)

@@ -120,7 +120,7 @@ def test_directions_can_be_turned_and_bad_objectives_are_named() -> None:
 
 def test_pareto_and_explore_read_objectives_with_one_parser() -> None:
     """pareto refused `peak_memory` and explore refused `:auto`: both now take both."""
-    from flowrate.campaigns.explore_objectives import parse_objective as explore_objective
+    from flowrate.campaigns.explore.objectives import parse_objective as explore_objective
 
     for parse in (parse_objective, explore_objective):
         assert parse("peak_memory").spec == "peak_memory_bytes:min"

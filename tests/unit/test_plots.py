@@ -17,7 +17,7 @@ from flowrate.analysis import canvas, plots
 from flowrate.analysis.pareto import pareto_front, parse_objective
 from flowrate.analysis.plots_pareto import pareto_scatter
 from flowrate.analysis.plots_scaling import scaling_figure
-from flowrate.campaigns.scaling import efficiency
+from flowrate.campaigns.scaling.run import efficiency
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import summarize
 from flowrate.results.schema import Result

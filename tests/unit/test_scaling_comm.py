@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from flowrate.campaigns.scaling import CommOverhead, ScalingReport
-from flowrate.campaigns.scaling_comm import (
+from flowrate.campaigns.scaling.comm import (
     allreduce_config,
     gradient_bytes,
     predicted_overhead_s,
     step_time_s,
 )
+from flowrate.campaigns.scaling.run import CommOverhead, ScalingReport
 from flowrate.cli.scaling_text import communication_lines
 from flowrate.config import Precision, RunConfig
 

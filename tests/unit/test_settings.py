@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from flowrate.campaigns.explore_space import merge_space, parse_space_flags
-from flowrate.campaigns.sweep_spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
+from flowrate.campaigns.explore.space import merge_space, parse_space_flags
+from flowrate.campaigns.sweep.spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
 from flowrate.cli.main import cli
 from flowrate.cli.options import run_options
 from flowrate.config import BOUNDS, FLAG_NAMES, Bounds, RunConfig, reference, setting_of, settings

@@ -243,7 +243,7 @@ def test_a_broken_dependency_is_one_line(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_a_sweep_keeps_a_library_prefix_and_absolutises_only_user_files() -> None:
-    from flowrate.campaigns.sweep_spec import parse_value
+    from flowrate.campaigns.sweep.spec import parse_value
 
     assert parse_value("problem", "hf:llama") == ["hf:llama"]
     assert parse_value("problem", "model.py:make")[0] == f"{Path('model.py').resolve()}:make"

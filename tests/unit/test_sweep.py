@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.campaigns.child import CRASHED, ERROR, OOM, ChildOutcome
-from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart, run_sweep
-from flowrate.campaigns.sweep_spec import (
+from flowrate.campaigns.process.child import CRASHED, ERROR, OOM, ChildOutcome
+from flowrate.campaigns.process.job import Job
+from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart, run_sweep
+from flowrate.campaigns.sweep.spec import (
     PlannedPoint,
     SweepSpec,
     expand_grid,
@@ -42,7 +43,8 @@ class FakeRunner:
         self.fail = fail
         self.calls: list[RunConfig] = []
 
-    def __call__(self, config: RunConfig) -> ChildOutcome:
+    def __call__(self, job: Job) -> ChildOutcome:
+        config = job.config
         self.calls.append(config)
         kind = self.fail(config)
         if kind is None:
@@ -333,11 +335,11 @@ class Interrupt:
     def __init__(self, inner: FakeRunner, at_call: int) -> None:
         self.inner, self.at_call, self.calls = inner, at_call, 0
 
-    def __call__(self, config: RunConfig) -> ChildOutcome:
+    def __call__(self, job: Job) -> ChildOutcome:
         self.calls += 1
         if self.calls == self.at_call:
             raise KeyboardInterrupt
-        return self.inner(config)
+        return self.inner(job)
 
 
 def test_an_interrupted_sweep_resumes_without_redoing_recorded_points(store: Store) -> None:

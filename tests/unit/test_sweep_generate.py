@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from factories import make_result
-from flowrate.campaigns.child import OOM, ChildOutcome
-from flowrate.campaigns.sweep import run_sweep
-from flowrate.campaigns.sweep_command import CHECK, GENERATE, RUN, CheckConfig, from_job, to_job
-from flowrate.campaigns.sweep_spec import (
+from flowrate.campaigns.process.child import OOM, ChildOutcome
+from flowrate.campaigns.process.job import CHECK, GENERATE, RUN, Job, JobKind
+from flowrate.campaigns.sweep.run import run_sweep
+from flowrate.campaigns.sweep.spec import (
     load_sweep_file,
     merge_spec,
     parse_base,
@@ -53,7 +53,8 @@ class FakeRunner:
     def __init__(self, fail: Callable[[Any], bool] = lambda c: False) -> None:
         self.fail, self.calls = fail, []  # type: ignore[var-annotated]
 
-    def __call__(self, config: Any) -> ChildOutcome:
+    def __call__(self, job: Job) -> ChildOutcome:
+        config = job.config
         self.calls.append(config)
         if self.fail(config):
             return ChildOutcome(None, OOM, f"batch {config.batch_size} x 12 tokens does not fit on cpu")
@@ -153,13 +154,30 @@ def test_a_point_crosses_a_process_boundary_as_plain_data() -> None:
     generated = GenerateConfig(
         problem="transformer", size="debug", batch_size="auto", problem_options={"layers": 1}
     )
-    run = RunConfig(problem="fc_mnist", size="debug", batch_size=4)
-    check = CheckConfig(problem="fc_mnist", size="debug", batch_size=4, steps=300, preheat_steps=0)
-    for config in (generated, run, check):
-        job = json.loads(json.dumps(to_job(config)))  # JSON and back: no pickled objects
-        assert from_job(job) == config and type(from_job(job)) is type(config)
-    assert to_job(generated)["command"] == GENERATE and to_job(run)["command"] == RUN
-    assert to_job(check)["command"] == CHECK and check != run.replace(steps=300, preheat_steps=0)
+    run = Job(RunConfig(problem="fc_mnist", size="debug", batch_size=4))
+    check = Job(
+        RunConfig(problem="fc_mnist", size="debug", batch_size=4, steps=300, preheat_steps=0), JobKind.CHECK
+    )
+    going = Job(run.config, JobKind.CONTINUE, json.dumps({"continuation": {}, "min_steps": [2]}))
+    for job in (Job(generated), run, check, going):
+        data = json.loads(json.dumps(job.to_dict()))  # JSON and back: no pickled objects
+        assert Job.from_dict(data) == job and type(Job.from_dict(data).config) is type(job.config)
+    assert Job(generated).to_dict()["command"] == GENERATE and run.to_dict()["command"] == RUN
+    assert check.to_dict()["command"] == CHECK and check != Job(
+        run.config.replace(steps=300, preheat_steps=0)
+    )
+    assert (
+        going.to_dict()["rungs"] == {"continuation": {}, "min_steps": [2]}
+        and "plan" not in going.to_dict()["config"]
+    )
+
+
+def test_a_job_kind_goes_with_the_config_it_can_run() -> None:
+    generated = GenerateConfig(problem="transformer", size="debug")
+    with pytest.raises(ValueError, match="a check job runs a RunConfig, not a GenerateConfig"):
+        Job(generated, JobKind.CHECK)
+    with pytest.raises(ValueError, match="a continue job, and only one, has a plan"):
+        Job(RunConfig(problem="fc_mnist"), JobKind.CONTINUE)
 
 
 # --- running: out of memory and resume, one at a time and in batches -------------------------------
@@ -217,9 +235,9 @@ class BatchExecutor:
     def max_parallel(self) -> int:
         return self.parallel
 
-    def run_many(self, configs: Sequence[Any]) -> list[ChildOutcome]:
-        self.batches.append([(c.prompt_len, c.batch_size) for c in configs])
-        return [self.runner(c) for c in configs]
+    def run_many(self, jobs: Sequence[Job]) -> list[ChildOutcome]:
+        self.batches.append([(j.config.prompt_len, j.config.batch_size) for j in jobs])
+        return [self.runner(j) for j in jobs]
 
 
 def test_points_run_in_batches_and_an_oom_skips_in_the_batches_after(store: Store) -> None:

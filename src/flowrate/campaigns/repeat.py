@@ -1,6 +1,6 @@
 """`--repeat N`: the same benchmark N times, each in a fresh process, combined pyperf-style.
 
-Each run is independent of the others (flowrate.campaigns.child says why a fresh process), so
+Each run is independent of the others (flowrate.campaigns.process.child says why a fresh process), so
 the spread across runs is the honest uncertainty of a figure. Runs execute one after another,
 never concurrently: they would compete for the hardware.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from flowrate.campaigns.child import portable, run_in_fresh_process
+from flowrate.campaigns.process.child import portable, run_in_fresh_process
 from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError, RunFailed
 from flowrate.measure.stats import summarize

@@ -1,10 +1,10 @@
 """`flowrate compare --run A_SPEC B_SPEC`: measure both sides now, interleaved, then compare.
 
-Each spec is the options of a `flowrate run` ("-p fc_mnist --duration 2"). The sides run
-alternately, A B B A …, each run a fresh process (flowrate.campaigns.interleave), and each is
-recorded in the store as it ends, tagged compare:ID:A or compare:ID:B, so an interrupted
-comparison loses nothing and `flowrate compare compare:ID:A compare:ID:B` shows it again.
-The verdict is the one `flowrate compare` gives over recorded runs, shown the same way.
+Each spec is the options of a `flowrate run` ("-p fc_mnist --duration 2"). This module parses
+the specs and the stopping flags, calls flowrate.campaigns.compare.live (which runs the sides
+alternately, A B B A …, each run a fresh process recorded in the store as it ends, tagged
+compare:ID:A or compare:ID:B) and renders its progress and ending; the verdict is shown as
+`flowrate compare` shows recorded runs.
 
 This module is imported by `flowrate --help` (through cli/compare.py): torch loads inside the
 functions only.
@@ -12,10 +12,8 @@ functions only.
 
 from __future__ import annotations
 
-import secrets
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,12 +22,9 @@ from flowrate.cli.options import run_options
 from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.interleave import Interleaved, StoppingRule
-    from flowrate.campaigns.revisions import Revision
-    from flowrate.config import RunConfig
+    from flowrate.campaigns.compare.interleave import StoppingRule
+    from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
     from flowrate.results.compare import Comparison
-    from flowrate.results.schema import Result
-    from flowrate.results.store import Store
 
 MAX_RUNS = 1000  # a side; each run is a fresh process and a whole benchmark
 DEFAULT_RUNS = 3
@@ -85,20 +80,6 @@ def live_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-@dataclass(frozen=True)
-class Side:
-    label: str  # "A" or "B"
-    spec: str  # as the user wrote it
-    tokens: list[str]  # the spec as `flowrate run` arguments
-    config: RunConfig | None  # checked by this checkout; None at a revision (its own code checks it)
-    revision: Revision | None = None
-
-    @property
-    def argv(self) -> list[str]:
-        """The `flowrate run` command the side's runs are recorded with."""
-        return ["flowrate", "run", *self.tokens]
-
-
 def compare_live(
     specs: tuple[str, str] | None,
     revs: tuple[str, ...],
@@ -114,17 +95,12 @@ def compare_live(
     history: bool = True,
     show: Callable[[Comparison, bool], None],
 ) -> None:
-    """Run the sides interleaved, record each run, then compare them as `flowrate compare` does
-    and ``show(comparison, gate)`` (which prints, and with ``gate`` applies --fail-if-slower).
-    With ``history``, a fixed number of runs is judged with the store's between-run noise for the
-    configuration too (flowrate.results.verdict pools it); a sequential rule (--until-ci) is not,
-    as its error rate was set for the runs' own spread.
+    """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now),
+    then ``show(comparison, gate)`` (which prints, and with ``gate`` applies --fail-if-slower).
     Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
     """
-    from flowrate.campaigns.interleave import INTERRUPTED
+    from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
-    from flowrate.results.compare import compare
-    from flowrate.results.store import Store
 
     if specs is None:
         raise click.UsageError(
@@ -133,78 +109,26 @@ def compare_live(
     rule = _rule(runs or DEFAULT_RUNS, until_ci_pct, max_runs, alpha)
     sides = _sides(specs, revs)
     _check_same_problem(sides, force)
-    name = f"compare:{secrets.token_hex(4)}"
-    labels = (f"{name}:A", f"{name}:B")
-    for side in sides:
-        at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
-        console.status(f"{side.label}: flowrate run {side.spec}{at}")
-    console.status(f"stopping: {rule.method}")
-    results: dict[str, list[Result]] = {"A": [], "B": []}
-    with Store(store) as opened:
-        done = _interleave(rule, sides, opened, name, results)
-        where = opened.path
-    recorded = len(results["A"]) + len(results["B"])
-    if results["A"] and results["B"]:
-        from flowrate.results.noise import history_in_store
-
-        known = (
-            history_in_store(where, results["A"], results["B"]) if history and until_ci_pct is None else None
-        )
-        comparison = compare(
-            results["A"],
-            results["B"],
-            test=test,
-            alpha=rule.verdict_alpha,
-            min_effect=min_effect,
-            labels=labels,
-            history=known,
-        )
-        show(comparison, done.stopped != INTERRUPTED)
-    console.status(_closing_line(done, recorded, labels, where))
-    if done.stopped == INTERRUPTED:
+    for line in opening_lines(sides, rule):
+        console.status(line)
+    live = compare_now(
+        rule,
+        sides,
+        store,
+        test=test,
+        min_effect=min_effect,
+        history=history,
+        on_run=lambda run: console.status(run_line(run)),
+    )
+    if live.comparison is not None:
+        show(live.comparison, not live.interrupted)
+    console.status(closing_line(live))
+    if live.interrupted:
         raise KeyboardInterrupt
 
 
-def _interleave(
-    rule: StoppingRule, sides: list[Side], store: Store, name: str, results: dict[str, list[Result]]
-) -> Interleaved:
-    """The runs, each recorded as it ends; a failed run ends the comparison (what was recorded stays)."""
-    from flowrate.campaigns.child import run_in_fresh_process
-    from flowrate.campaigns.interleave import interleave
-    from flowrate.campaigns.revisions import run_at
-    from flowrate.cli import console
-    from flowrate.errors import RunFailed
-    from flowrate.results.metrics import METRICS
-    from flowrate.results.per_process import process_values
-    from flowrate.units import rate
-
-    by_label = {side.label: side for side in sides}
-    throughput = METRICS["samples_per_sec"]
-
-    def run_one(label: str) -> float:
-        side = by_label[label]
-        number = len(results["A"]) + len(results["B"]) + 1
-        if side.revision is not None:
-            outcome = run_at(side.revision, side.tokens)
-        else:
-            assert side.config is not None
-            outcome = run_in_fresh_process(side.config, argv=side.argv)
-        if outcome.result is None:
-            raise RunFailed(
-                f"run {number} (side {label}: flowrate run {side.spec}) failed: {outcome.message}; "
-                f"the {number - 1} runs before it are recorded, tagged {name}"
-            )
-        store.add(outcome.result, [name, f"{name}:{label}"])
-        results[label].append(outcome.result)
-        value = process_values(throughput, outcome.result)[0]
-        console.status(f"run {number} ({label}): median {rate(value)} samples/s, run {outcome.result.run_id}")
-        return value
-
-    return interleave(rule, run_one)
-
-
 def _rule(runs: int, until_ci_pct: float | None, max_runs: int | None, alpha: float) -> StoppingRule:
-    from flowrate.campaigns.interleave import MIN_RUNS, StoppingRule
+    from flowrate.campaigns.compare.interleave import MIN_RUNS, StoppingRule
     from flowrate.errors import ConfigError
 
     if until_ci_pct is None:
@@ -225,7 +149,8 @@ def _spec_command(**flags: Any) -> None:
 
 def _sides(specs: tuple[str, str], revs: tuple[str, ...]) -> list[Side]:
     """The two sides: checked here, or (with --rev) each at its revision, extracted and checked."""
-    from flowrate.campaigns.revisions import prepare
+    from flowrate.campaigns.compare.live import Side
+    from flowrate.campaigns.compare.revisions import prepare
 
     if not revs:
         return [_side(label, spec) for label, spec in zip("AB", specs, strict=True)]
@@ -246,6 +171,7 @@ def _tokens(label: str, spec: str) -> list[str]:
 
 def _side(label: str, spec: str) -> Side:
     """A side's spec as a checked RunConfig; a mistake says which side and what."""
+    from flowrate.campaigns.compare.live import Side
     from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError
 
@@ -280,16 +206,31 @@ def _check_same_problem(sides: list[Side], force: bool) -> None:
         )
 
 
-def _closing_line(done: Interleaved, recorded: int, labels: tuple[str, str], where: object) -> str:
-    """How the comparison ended, and how to see it again."""
-    from flowrate.campaigns.interleave import INTERRUPTED
+def opening_lines(sides: list[Side], rule: StoppingRule) -> list[str]:
+    """What each side runs (at its revision, if it has one) and how the runs stop."""
+    lines = []
+    for side in sides:
+        at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
+        lines.append(f"{side.label}: flowrate run {side.spec}{at}")
+    return [*lines, f"stopping: {rule.method}"]
 
-    a, b = (len(done.values[side]) for side in "AB")
-    if done.stopped == INTERRUPTED:
-        how = f"interrupted after {recorded} runs ({a} of A, {b} of B); they stay recorded"
+
+def run_line(run: LiveRun) -> str:
+    """One run as it is recorded."""
+    from flowrate.units import rate
+
+    return f"run {run.number} ({run.label}): median {rate(run.samples_per_sec)} samples/s, run {run.run_id}"
+
+
+def closing_line(live: LiveComparison) -> str:
+    """How the comparison ended, and how to see it again."""
+    labels = live.labels
+    a, b = (len(live.done.values[side]) for side in "AB")
+    if live.interrupted:
+        how = f"interrupted after {live.recorded} runs ({a} of A, {b} of B); they stay recorded"
     else:
-        how = f"{done.stopped}: {a} run{'s' if a != 1 else ''} a side"
+        how = f"{live.done.stopped}: {a} run{'s' if a != 1 else ''} a side"
     return (
-        f"{how}, tagged {labels[0]} and {labels[1]} in {where}: "
+        f"{how}, tagged {labels[0]} and {labels[1]} in {live.store}: "
         f"`flowrate compare {labels[0]} {labels[1]}` shows them again"
     )

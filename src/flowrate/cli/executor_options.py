@@ -2,7 +2,7 @@
 the Slurm job's options, checked as the command line is read, before any run.
 
 A command takes ``@executor_options`` and receives one ``executor: ExecutorChoice`` argument;
-``choice.open(store, campaign, argv)`` gives the Executor (flowrate.campaigns.executor).
+``choice.open(store, campaign, argv)`` gives the Executor (flowrate.campaigns.process.executor).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.executor import Executor
+    from flowrate.campaigns.process.executor import Executor
 
 LOCAL = "local"
 SLURM = "slurm"
@@ -46,11 +46,11 @@ class ExecutorChoice:
     def open(self, store: str | None, campaign: str, argv: list[str] | None) -> Executor:
         """Local: each point in a fresh process here. Slurm: each a job, its files in the folder
         (default: flowrate-jobs beside the store), under ``campaign`` (a sweep's id)."""
-        from flowrate.campaigns.executor import LocalExecutor
+        from flowrate.campaigns.process.executor import LocalExecutor
 
         if self.kind == LOCAL:
             return LocalExecutor(argv)
-        from flowrate.campaigns.cluster import JOBS_FOLDER, ClusterOptions, SubmititExecutor
+        from flowrate.campaigns.process.cluster import JOBS_FOLDER, ClusterOptions, SubmititExecutor
         from flowrate.results.store import store_path
 
         folder = Path(self.folder) if self.folder else store_path(store).resolve().parent / JOBS_FOLDER
@@ -74,7 +74,7 @@ def choose_executor(kind: str, **given: Any) -> ExecutorChoice:
         if stray:
             raise ConfigError(stray[0], "only --executor slurm takes it; drop it or add --executor slurm")
         return ExecutorChoice()
-    from flowrate.campaigns.cluster import check_slurm_available
+    from flowrate.campaigns.process.cluster import check_slurm_available
 
     check_slurm_available()
     return ExecutorChoice(

@@ -1,7 +1,7 @@
 """`flowrate explore`: a multi-objective search over run options, each point a recorded run.
 
 The search itself (Optuna's study, the rungs of run length, resume) lives in
-flowrate.campaigns.explore; this module reads the flags and a --space-file, checks everything
+flowrate.campaigns.explore.engine; this module reads the flags and a --space-file, checks everything
 before the first run, shows each evaluation as it is recorded and prints the frontier
 (cli/explore_text.py).
 """
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.campaigns.explore_settings import INITIAL
+from flowrate.campaigns.explore.settings import INITIAL
 from flowrate.cli.executor_options import ExecutorChoice, executor_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 from flowrate.cli.param_types import SettingType
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.explore_plan import Budget, ExploreSpec
+    from flowrate.campaigns.explore.plan import Budget, ExploreSpec
 
 SPACE_HELP = (
     "An option to search and its values (repeatable): A..B every integer from A to B, A..B:log2 "
@@ -117,10 +117,10 @@ def command(
     """
     import sys
 
-    from flowrate.campaigns.explore import explore
-    from flowrate.campaigns.explore_plan import check_budget, default_initial
-    from flowrate.campaigns.explore_run import run_evaluator
-    from flowrate.campaigns.explore_session import exclusive_session
+    from flowrate.campaigns.explore.engine import explore
+    from flowrate.campaigns.explore.evaluate import run_evaluator
+    from flowrate.campaigns.explore.plan import check_budget, default_initial
+    from flowrate.campaigns.explore.session import exclusive_session
     from flowrate.cli import console, explore_text
     from flowrate.errors import RunFailed
     from flowrate.results.store import Store, store_path
@@ -177,13 +177,13 @@ def _plan(
     sample_shape: int | None,
 ) -> tuple[ExploreSpec, _Plan]:
     """The exploration the flags and the file describe, checked before anything runs: a flag and
-    its key in the file's [explore] table are read by the same rules (explore_settings.py)."""
-    from flowrate.campaigns.explore_fidelity import Fidelity
-    from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
-    from flowrate.campaigns.explore_plan import Budget, ExploreSpec
-    from flowrate.campaigns.explore_settings import ExploreSettings, check_name, read_settings
-    from flowrate.campaigns.explore_space import in_file, load_space_file, merge_space, parse_space_flags
-    from flowrate.campaigns.sweep_command import RUN
+    its key in the file's [explore] table are read by the same rules (flowrate.campaigns.explore.settings)."""
+    from flowrate.campaigns.explore.objectives import parse_constraints, parse_objectives
+    from flowrate.campaigns.explore.plan import Budget, ExploreSpec
+    from flowrate.campaigns.explore.settings import ExploreSettings, check_name, read_settings
+    from flowrate.campaigns.explore.space import in_file, load_space_file, merge_space, parse_space_flags
+    from flowrate.campaigns.process.job import RUN
+    from flowrate.campaigns.rungs.ladder import Fidelity
     from flowrate.cli.sweep import base_from_flags  # the base a sweep's flags give: the same here
     from flowrate.config import FLAG_NAMES, RunConfig
     from flowrate.errors import ConfigError
@@ -228,7 +228,7 @@ def _plan(
 def _require_checkable(spec: ExploreSpec) -> None:
     """With the fidelity metric asked for, each configuration is also checked: a problem
     `flowrate check` cannot train is refused before anything runs."""
-    from flowrate.campaigns.explore_run import FIDELITY, check_config
+    from flowrate.campaigns.explore.evaluate import FIDELITY, check_config
     from flowrate.harness.fidelity import require_checkable
     from flowrate.problems.registry import get_problem
 

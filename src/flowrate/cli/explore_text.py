@@ -10,8 +10,8 @@ from flowrate.cli import console
 from flowrate.units import DASH, compact, duration, gib
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.explore import ExploreOutcome
-    from flowrate.campaigns.explore_plan import Budget, Evaluated, ExploreSpec
+    from flowrate.campaigns.explore.engine import ExploreOutcome
+    from flowrate.campaigns.explore.plan import Budget, Evaluated, ExploreSpec
 
 
 def _figure(name: str, value: float | None) -> str:

@@ -1,7 +1,7 @@
 """`flowrate scaling`: weak-scaling efficiency on this machine, one torchrun launch per size.
 
 Parses the run options and the sizes, plans and runs the sizes through flowrate.campaigns
-(scaling_plan, scaling), which record the runs; prints the table and draws the plot. Each rank
+(scaling.plan, scaling.run), which record the runs; prints the table and draws the plot. Each rank
 of a size runs flowrate.cli.scaling_worker.
 """
 
@@ -61,8 +61,8 @@ def command(
     import contextlib
     import json
 
-    from flowrate.campaigns.scaling import parse_sizes
-    from flowrate.campaigns.scaling_plan import plan_scaling, run_plan
+    from flowrate.campaigns.scaling.plan import plan_scaling, run_plan
+    from flowrate.campaigns.scaling.run import parse_sizes
     from flowrate.cli import console, scaling_text
     from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError

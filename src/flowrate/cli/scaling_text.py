@@ -11,7 +11,7 @@ from flowrate.cli.run_text import span
 from flowrate.units import rate
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.scaling_plan import ScalingPlan
+    from flowrate.campaigns.scaling.plan import ScalingPlan
     from flowrate.problems.base import Problem
     from flowrate.results.scaling_report import ScalingReport
     from flowrate.results.schema import Result
@@ -55,7 +55,7 @@ def rows(report: ScalingReport) -> list[list[str]]:
 
 def communication_lines(report: ScalingReport) -> list[str]:
     """Each size above the baseline: the gradients' all-reduce at the measured busbw against the
-    measured step overhead (flowrate.campaigns.scaling_comm)."""
+    measured step overhead (flowrate.campaigns.scaling.comm)."""
     return [
         f"{c.processes} processes: predicted all-reduce overhead {c.predicted_s * 1e3:.3g} ms/step "
         f"({c.gradient_bytes / 1e6:.3g} MB at {c.busbw_bytes_per_sec / 1e9:.3g} GB/s busbw) "

@@ -1,8 +1,8 @@
 """`flowrate sweep`: a grid over run options, each point in a fresh process, recorded as it ends.
 
-The sweep itself (grid, order, out-of-memory skipping, resume) lives in flowrate.campaigns.sweep
-and sweep_spec; this module parses flags, shows progress (cli/sweep_display.py) and prints the
-table (cli/sweep_text.py).
+The sweep itself (grid, order, out-of-memory skipping, resume) lives in flowrate.campaigns.sweep;
+this module parses flags, shows progress (cli/sweep_display.py) and prints the table
+(cli/sweep_text.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from flowrate.cli.mlflow_option import mlflow_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.sweep import SweepOutcome
-    from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec
+    from flowrate.campaigns.sweep.run import SweepOutcome
+    from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec
 
 GRID_HELP = (
     "An option to vary and its values (repeatable): a RunConfig field or flag name "
@@ -120,7 +120,7 @@ def _run(
     """Run (or resume) the sweep with its live display; an interruption says what was recorded."""
     import sys
 
-    from flowrate.campaigns.sweep import run_sweep  # imports torch: not for a dry run
+    from flowrate.campaigns.sweep.run import run_sweep  # imports torch: not for a dry run
     from flowrate.cli import console, sweep_text
     from flowrate.cli.sweep_display import SweepDisplay
     from flowrate.results.store import Store
@@ -152,8 +152,8 @@ def _plan(
     sample_shape: int | None,
 ) -> tuple[SweepSpec, list[PlannedPoint]]:
     """The sweep the flags and the file describe, and its points; a mistake names the flag."""
-    from flowrate.campaigns.sweep_command import GENERATE
-    from flowrate.campaigns.sweep_spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
+    from flowrate.campaigns.process.job import GENERATE
+    from flowrate.campaigns.sweep.spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
     from flowrate.config import FLAG_NAMES
     from flowrate.errors import ConfigError
 
@@ -170,8 +170,8 @@ def _plan(
 
 def base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: str) -> dict[str, Any]:
     """The options given as flags (a flag left out sets nothing, so a file's base shows through)."""
-    from flowrate.campaigns.sweep_command import GENERATE
-    from flowrate.campaigns.sweep_spec import SAMPLE_SHAPE, parse_base
+    from flowrate.campaigns.process.job import GENERATE
+    from flowrate.campaigns.sweep.spec import SAMPLE_SHAPE, parse_base
     from flowrate.cli.resolve import given_fields
     from flowrate.config import Mode
     from flowrate.errors import ConfigError
@@ -189,7 +189,7 @@ def base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: st
 
 def _dry_run(spec: SweepSpec, points: list[PlannedPoint], store: str | None) -> None:
     """List the points and what the store already holds of them; open (create) nothing."""
-    from flowrate.campaigns.sweep_name import check_name
+    from flowrate.campaigns.sweep.name import check_name
     from flowrate.cli import console, sweep_text
     from flowrate.results.store import Store, SweepPoint, store_path
 

@@ -14,8 +14,8 @@ from flowrate.cli import console, sweep_text
 from flowrate.units import duration
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart
-    from flowrate.campaigns.sweep_spec import PlannedPoint
+    from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart
+    from flowrate.campaigns.sweep.spec import PlannedPoint
 
 
 class SweepDisplay:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from flowrate.campaigns.sweep_spec import describe
+from flowrate.campaigns.sweep.spec import describe
 from flowrate.units import counted, duration, rate
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.sweep import PointReport, SweepProgress, SweepStart
-    from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec
+    from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart
+    from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec
     from flowrate.results.store import SweepPoint
 
 

@@ -6,7 +6,7 @@ bounds, unit, whether a sweep or an exploration may vary it), and everything els
 
 From the field and its Setting come the command line's options (flowrate.cli.options generates
 them), the command line's value types and RunConfig's validation (the bounds), a sweep's or an
-exploration's keys, aliases and typed values (flowrate.campaigns.sweep_spec), and the reference
+exploration's keys, aliases and typed values (flowrate.campaigns.sweep.spec), and the reference
 table the docs print (``reference``). Change a bound, a flag or a help text here, and every one
 of them follows.
 """

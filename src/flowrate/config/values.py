@@ -1,7 +1,7 @@
 """The one reader of setting values given as text: integers, numbers (seconds, GiB, rates), on/off
 words, batch sizes with "auto", comma lists and doubling ranges.
 
-The command line (flowrate.cli.param_types), sweep grids and bases (flowrate.campaigns.sweep_spec),
+The command line (flowrate.cli.param_types), sweep grids and bases (flowrate.campaigns.sweep.spec),
 explore spaces and the -O problem options all read a value through here, so "16", " 16 ",
 "auto" and "1..512" mean the same wherever they are typed. Each reader raises ``BadValue``
 saying what it wanted; the caller names the flag or key.

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from flowrate.config import RunConfig
-from flowrate.errors import ConfigError
+from flowrate.errors import FlowrateError
 from flowrate.execution.distributed import check_data_parallel_config, data_parallel
-from flowrate.harness.run import Hooks, RungStop, run_process
+from flowrate.harness.run import Hooks, RunObserver, run_process
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import IntervalRecord, Result
@@ -58,7 +58,7 @@ def run_config(
     argv: list[str] | None = None,
     data: str = "synthetic",
     tensorboard: str | Path | None = None,
-    rungs: RungStop | None = None,
+    observer: RunObserver | None = None,
 ) -> Result:
     """Run the benchmark that ``config`` describes.
 
@@ -66,20 +66,22 @@ def run_config(
     ``tensorboard`` names a folder for TensorBoard event files written at every sample point.
     ``data="learnable"`` feeds a fresh batch of the problem's learnable task to every step (made
     inside the timed loop), for `flowrate check`; the default cycles synthetic batches made before
-    the clock starts. ``rungs`` may stop it early at a sample point (flowrate explore's rungs in one
-    process; not in a data-parallel run).
+    the clock starts. ``observer`` is asked at every sample point and may stop the run there (not in a
+    data-parallel run).
 
     Launched by torchrun, the run is data-parallel (flowrate.execution.distributed): every rank
     returns the merged Result, whose throughput is the sum over ranks, and TensorBoard gets the
     merged intervals from rank 0 when the run ends.
     """
-    hooks = Hooks(on_interval, clock, argv, data, gemm_peak=measured_gemm_peak, rungs=rungs)
+    hooks = Hooks(on_interval, clock, argv, data, gemm_peak=measured_gemm_peak, observer=observer)
     with data_parallel(config) as dp:
         if dp is None:
             return run_process(config, problem, None, dataclasses.replace(hooks, tensorboard=tensorboard))
         check_data_parallel_config(config)
-        if rungs is not None:
-            raise ConfigError("min_duration", "a data-parallel point runs every rung as a run of its own")
+        if observer is not None:
+            raise FlowrateError(
+                "a data-parallel run cannot be stopped at a sample point: one rank would stop alone"
+            )
         if problem is None:
             problem = get_problem(config.problem, config.size, config.problem_options)
         config = config.for_problem(problem.modes, problem.default_mode, problem.name)

@@ -47,17 +47,17 @@ from flowrate.results.sections import Compile
 from flowrate.results.tensorboard import TensorBoardWriter
 
 
-class RungStop(Protocol):
-    """Decides at each sample point whether the run stops before its duration: flowrate explore's
-    rungs measured in one process (flowrate.campaigns.explore_continue). ``provisional`` assembles
-    the run's Result as measured so far."""
+class RunObserver(Protocol):
+    """Watches a run at each of its sample points and may end it there, before its duration."""
 
-    def stop_after(self, record: LoopRecord, provisional: Callable[[], Result]) -> bool: ...
+    def at_sample_point(self, record: LoopRecord, so_far: Callable[[], Result]) -> bool:
+        """Whether the run stops here; ``so_far`` assembles its Result as measured so far."""
+        ...
 
 
-# A rung's Result inside a longer run: the energy meter reads once, over the whole run.
+# A Result assembled inside a longer run: the energy meter reads once, over the whole run.
 NOT_METERED = EnergyReading(
-    None, 0.0, None, (), {}, reason="a rung inside a longer run: energy is metered over the whole run"
+    None, 0.0, None, (), {}, reason="measured inside a longer run: energy is metered over the whole run"
 )
 
 
@@ -72,7 +72,7 @@ class Hooks:
     tensorboard: str | Path | None = None  # None in a data-parallel run: rank 0 writes the merged one
     # --measure-peak's GEMM benchmark: a run of its own, which flowrate.harness.api supplies
     gemm_peak: Callable[[RunConfig, torch.device], float] | None = None
-    rungs: RungStop | None = None  # may stop the run early (RungStop)
+    observer: RunObserver | None = None  # may stop the run at a sample point
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def _measure(
     recorder = IntervalRecorder(flops_per_sample, peak.flops, device, meter, listeners, prepared.feed)
 
     def measurements(energy: EnergyReading, memory: MemoryReport, **after: Any) -> Measurements:
-        """What assemble() gets: at the run's end, or so far (a rung inside the run)."""
+        """What assemble() gets: at the run's end, or so far (for an observer, at a sample point)."""
         return Measurements(
             intervals=list(recorder.records),
             executed_flops_per_sample=None if operators is None else operators.total_flops / batch_size,
@@ -172,16 +172,16 @@ def _measure(
             **after,
         )
 
-    stop_early = None
-    if hooks.rungs is not None:
-        watch, environment = hooks.rungs, collect_environment(device, hooks.argv)  # before the clock
+    at_sample_point = None
+    if hooks.observer is not None:
+        observer, environment = hooks.observer, collect_environment(device, hooks.argv)  # before the clock
 
-        def stop_early(record: LoopRecord) -> bool:
-            def provisional() -> Result:
-                so_far = measurements(NOT_METERED, read_peaks(device, rss_reset))
-                return assemble(config, run.problem, prepared.built, record, so_far, environment)
+        def at_sample_point(record: LoopRecord) -> bool:
+            def so_far() -> Result:
+                measured = measurements(NOT_METERED, read_peaks(device, rss_reset))
+                return assemble(config, run.problem, prepared.built, record, measured, environment)
 
-            return watch.stop_after(record, provisional)
+            return observer.at_sample_point(record, so_far)
 
     rss_reset = reset_peaks(device)
     load_start = machine_load.sample()
@@ -197,7 +197,7 @@ def _measure(
             on_start=recorder.start,
             checkpoint=checkpoint_saver(config.checkpoint_dir, executor, run.dp, config.keep_checkpoints),
             consensus=run.dp,
-            stop_early=stop_early,
+            observer=at_sample_point,
         )
     load = machine_load.between(load_start, machine_load.sample())
     energy = meter.stop()

@@ -24,6 +24,8 @@ from flowrate.measure.rate import RateReading, RateTracker
 from flowrate.problems.base import Batch
 
 StepFn = Callable[[Batch], torch.Tensor]
+# Asked at every sample point (the last included) with the record so far: True ends the loop there.
+SampleObserver = Callable[["LoopRecord"], bool]
 
 
 @dataclass(frozen=True)
@@ -150,12 +152,11 @@ class LoopClock:
       interval of its own.
 
     ``on_start`` runs right after the clock starts (energy meters read their counters there);
-    ``on_interval`` gets every interval at its sample point; ``stop_early``, given the record so
-    far at each sample point, may end the loop before the plan is met (flowrate explore's rungs
-    measured in one process). ``consensus`` makes the ranks of a
-    data-parallel run agree on the sample interval and, when the plan is a duration, on when to
-    stop (one tiny collective per sample point, after the clock is read: it falls in the next
-    interval).
+    ``on_interval`` gets every interval at its sample point; ``observer``, given the record so
+    far at each sample point, may end the loop there, before the plan is met. ``consensus`` makes
+    the ranks of a data-parallel run agree on the sample interval and, when the plan is a
+    duration, on when to stop (one tiny collective per sample point, after the clock is read: it
+    falls in the next interval).
     """
 
     def __init__(
@@ -168,10 +169,12 @@ class LoopClock:
         on_start: Callable[[], None] | None = None,
         checkpoint: Callable[[int], None] | None = None,
         consensus: Consensus | None = None,
-        stop_early: Callable[[LoopRecord], bool] | None = None,
+        observer: SampleObserver | None = None,
     ) -> None:
-        if consensus is not None and stop_early is not None:
-            raise ValueError("stop_early would stop one rank of a data-parallel run alone")
+        if consensus is not None and observer is not None:
+            raise ValueError(
+                "an observer that may stop the loop would stop one rank of a data-parallel run alone"
+            )
         if plan.checkpoint_every is not None and checkpoint is None:
             raise ValueError("plan.checkpoint_every is set but no checkpoint function was given")
         self.plan = plan
@@ -181,7 +184,7 @@ class LoopClock:
         self._on_start = on_start
         self._checkpoint = checkpoint
         self._consensus = consensus
-        self._stop_early = stop_early
+        self._observer = observer
         self._tracker = RateTracker(plan.smoothing, clock)
         self.intervals: list[Interval] = []
         self.losses: list[float] = []  # one per timed step with a loss, in order
@@ -273,8 +276,8 @@ class LoopClock:
         if self._on_interval is not None:
             self._on_interval(interval)
         self.done = self._finished(reading.elapsed_s)
-        if self._stop_early is not None:  # asked at every sample point, the last included
-            self.done = self._stop_early(self.record()) or self.done
+        if self._observer is not None:  # asked at every sample point, the last included
+            self.done = self._observer(self.record()) or self.done
         self._interval_end = self._steps_to_next_point()
         return interval
 
@@ -322,7 +325,7 @@ def timed_loop(
     on_start: Callable[[], None] | None = None,
     checkpoint: Callable[[int], None] | None = None,
     consensus: Consensus | None = None,
-    stop_early: Callable[[LoopRecord], bool] | None = None,
+    observer: SampleObserver | None = None,
 ) -> LoopRecord:
     """Preheat, start the clock with the device idle, and step until the plan is met.
 
@@ -340,7 +343,7 @@ def timed_loop(
         on_start=on_start,
         checkpoint=checkpoint,
         consensus=consensus,
-        stop_early=stop_early,
+        observer=observer,
     )
     n_batches = len(batches)
     for i in range(plan.preheat_steps):

@@ -1,4 +1,4 @@
-"""What a weak-scaling campaign (flowrate.campaigns.scaling) reports: one point per process
+"""What a weak-scaling campaign (flowrate.campaigns.scaling.run) reports: one point per process
 count, with its efficiency, and the communication that explains the shortfall. A record of the
 results layer, so that what draws or prints it (analysis, cli) needs nothing of the campaign."""
 
@@ -23,7 +23,7 @@ class ScalingPoint:
 @dataclass(frozen=True)
 class CommOverhead:
     """One size's predicted all-reduce overhead per step against its measured step overhead
-    (flowrate.campaigns.scaling_comm)."""
+    (flowrate.campaigns.scaling.comm)."""
 
     processes: int
     gradient_bytes: int

@@ -1,7 +1,7 @@
 """`flowrate scaling`'s plan and its record: what each size runs, and every size's run recorded in
 the store as it ends, tagged with the study and its process count.
 
-The sizes themselves run in flowrate.campaigns.scaling.
+The sizes themselves run in flowrate.campaigns.scaling.run.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from flowrate.campaigns.scaling import ScalingReport, check_weak_scaling, run_scaling, threads_per_rank
-from flowrate.campaigns.scaling_comm import explain
+from flowrate.campaigns.scaling.comm import explain
+from flowrate.campaigns.scaling.run import ScalingReport, check_weak_scaling, run_scaling, threads_per_rank
 from flowrate.config import Mode, RunConfig
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
@@ -44,7 +44,7 @@ def run_plan(
 ) -> ScalingReport:
     """Every size, smallest first; each size's run recorded in ``store`` (unless None) as it ends,
     tagged scaling:LABEL, nproc:N and ``tags``. Training studies then measure the all-reduce of
-    the gradients at each size above the baseline (flowrate.campaigns.scaling_comm)."""
+    the gradients at each size above the baseline (flowrate.campaigns.scaling.comm)."""
 
     def recorded(processes: int, result: Result) -> None:
         if store is not None:

@@ -2,21 +2,21 @@
 
 Optuna proposes configurations (ask), a batch of up to ``max_parallel`` evaluations runs at once
 (an Executor's batch, or a recorded table's lookups), and each outcome is told back (tell).
-Every configuration is first measured at the lowest rung (flowrate.campaigns.explore_fidelity);
+Every configuration is first measured at the lowest rung (flowrate.campaigns.rungs.ladder);
 those that could still be on the frontier go on to longer runs: in the same process, decided as
 the run reaches each rung (a Continuation), or, where a run cannot read its figures at a rung,
 promoted to a run of their own before new ones are asked for. The study's trials are the
 configurations at the lowest rung (what the sampler learns from); measurements at higher rungs
 are trials of a second study, ``<name>/rungs``. A new study starts from a space-filling design
-(explore_plan.space_filling), then the sampler proposes.
+(plan.space_filling), then the sampler proposes.
 
-Which sampler, and why: flowrate.campaigns.explore_study.
+Which sampler, and why: flowrate.campaigns.explore.study.
 
-Why it resumes: the study lives in an SQLite file beside the results store (explore_session.py), its
+Why it resumes: the study lives in an SQLite file beside the results store (session.py), its
 name a hash of the space, objectives, constraints and rungs, and every outcome is told as soon as
 it is known. The same exploration started again loads the study: recorded evaluations are not
 run again, and a configuration whose run was cut off by a kill is proposed again first. One
-session of a study runs at a time (explore_session.py): a trial left running is a killed one.
+session of a study runs at a time (session.py): a trial left running is a killed one.
 
 Out-of-memory points are infeasible (a violated constraint), not errors; points Optuna proposes a
 second time are answered from the first measurement without running.
@@ -28,9 +28,8 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flowrate.campaigns.explore_fidelity import Continuation, Measured, first_front
-from flowrate.campaigns.explore_objectives import violations
-from flowrate.campaigns.explore_plan import (
+from flowrate.campaigns.explore.objectives import violations
+from flowrate.campaigns.explore.plan import (
     DONE,
     OOM,
     Budget,
@@ -43,8 +42,9 @@ from flowrate.campaigns.explore_plan import (
     default_initial,
     space_filling,
 )
-from flowrate.campaigns.explore_proposals import frontier_neighbour, polishing, unmeasured
-from flowrate.campaigns.explore_study import check_identity, choose_sampler, distribution, param_name
+from flowrate.campaigns.explore.proposals import frontier_neighbour, polishing, unmeasured
+from flowrate.campaigns.explore.study import check_identity, choose_sampler, distribution, param_name
+from flowrate.campaigns.rungs.ladder import Continuation, Measured, first_front
 from flowrate.results.store import point_key
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ class Exploration:
         """A new point to measure at the lowest rung, or None when every point is measured.
 
         After the initial design, every second new point is the frontier's nearest unmeasured
-        neighbour (flowrate.campaigns.explore_proposals says why). A point already measured is
+        neighbour (flowrate.campaigns.explore.proposals says why). A point already measured is
         answered from its measurement (the sampler learns it again, nothing runs); after a run of
         those, an unmeasured point is drawn at random instead.
         """

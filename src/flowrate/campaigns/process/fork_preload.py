@@ -1,4 +1,4 @@
-"""What the fork server imports before it forks any run (flowrate.campaigns.child): torch, and on
+"""What the fork server imports before it forks any run (flowrate.campaigns.process.child): torch, and on
 a CPU-only build of torch also torch._dynamo, which the first optimizer a run builds imports
 (torch.optim's constructors are wrapped to disable dynamo), so that a run's start-up does not pay
 for those imports again.

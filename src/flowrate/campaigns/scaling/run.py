@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from flowrate.campaigns.child import portable
+from flowrate.campaigns.process.child import portable
 from flowrate.config import RunConfig, positive_ints
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.execution.distributed import LAUNCH_VARIABLES

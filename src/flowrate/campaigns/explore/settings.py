@@ -20,8 +20,8 @@ from flowrate.config import BOUNDS, INT32_MAX, Bounds
 from flowrate.errors import ConfigError
 
 if TYPE_CHECKING:  # the command line imports this module for INITIAL: it stays light
-    from flowrate.campaigns.explore_objectives import Constraint, Objective
-    from flowrate.campaigns.explore_plan import Budget
+    from flowrate.campaigns.explore.objectives import Constraint, Objective
+    from flowrate.campaigns.explore.plan import Budget
 
 INITIAL = Bounds("a positive integer", 1, INT32_MAX, high_note=" (2**31 - 1)")  # --initial's points
 SEED = BOUNDS["seed"]  # --seed seeds the runs and the search alike
@@ -41,8 +41,8 @@ class ExploreSettings:
 
 def read_settings(table: Mapping[str, Any]) -> ExploreSettings:
     """A space file's [explore] table, every entry read as its flag is; a mistake is a
-    ConfigError naming the key (explore_space.in_file adds the file)."""
-    from flowrate.campaigns.explore_objectives import parse_constraints, parse_objectives
+    ConfigError naming the key (space.in_file adds the file)."""
+    from flowrate.campaigns.explore.objectives import parse_constraints, parse_objectives
 
     read: dict[str, Any] = {}
     with _as("objectives"):
@@ -66,7 +66,7 @@ def read_settings(table: Mapping[str, Any]) -> ExploreSettings:
 
 def check_name(name: object) -> str:
     """A study's name as given: one that makes a valid tag explore:NAME; ConfigError('name') if not."""
-    from flowrate.campaigns.explore_space import toml_type
+    from flowrate.campaigns.explore.space import toml_type
     from flowrate.results.validate import tag_problem
 
     if not isinstance(name, str):
@@ -89,7 +89,7 @@ def _as(key: str) -> Iterator[None]:
 def _texts(value: Any, table_of_bounds: bool = False) -> Sequence[str]:
     """One string or an array of strings, as repeated flags give them; with ``table_of_bounds``
     also a table of METRIC = "<BOUND" (each entry the string METRIC<BOUND)."""
-    from flowrate.campaigns.explore_space import toml_type
+    from flowrate.campaigns.explore.space import toml_type
 
     if isinstance(value, str):
         return (value,)
@@ -107,8 +107,8 @@ def _texts(value: Any, table_of_bounds: bool = False) -> Sequence[str]:
 
 def _budget(value: Any) -> Budget:
     """A number of runs (an integer) or a time ("2h"), as --budget reads it."""
-    from flowrate.campaigns.explore_plan import Budget
-    from flowrate.campaigns.explore_space import toml_type
+    from flowrate.campaigns.explore.plan import Budget
+    from flowrate.campaigns.explore.space import toml_type
 
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ConfigError(

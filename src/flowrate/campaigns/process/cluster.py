@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.child import BUG, CRASHED, ERROR, ChildOutcome, run_and_report
-from flowrate.campaigns.sweep_command import PointConfig, to_job
+from flowrate.campaigns.process.child import BUG, CRASHED, ERROR, ChildOutcome, run_and_report
+from flowrate.campaigns.process.job import Job
 from flowrate.errors import ConfigError
 from flowrate.results.schema import Result
 
@@ -141,9 +141,9 @@ class SubmititExecutor:
     def max_parallel(self) -> int:
         return self.options.max_parallel
 
-    def submit(self, configs: Sequence[PointConfig]) -> tuple[list[Path], dict[Path, Any]]:
+    def submit(self, points: Sequence[Job]) -> tuple[list[Path], dict[Path, Any]]:
         """Each point's file, and the jobs submitted for those not in the folder already."""
-        jobs = [to_job(config) for config in configs]
+        jobs = [point.to_dict() for point in points]
         paths = [point_file(self.folder, job) for job in jobs]
         submitted: dict[Path, Any] = {}
         todo = []
@@ -173,8 +173,8 @@ class SubmititExecutor:
         state = job.get_info(mode="force").get("State") or "UNKNOWN"  # sacct, now
         return job if state.split()[0].upper() in _ALIVE else None  # one sacct forgot is ended
 
-    def run_many(self, configs: Sequence[PointConfig]) -> list[ChildOutcome]:
-        paths, submitted = self.submit(configs)
+    def run_many(self, jobs: Sequence[Job]) -> list[ChildOutcome]:
+        paths, submitted = self.submit(jobs)
         try:
             self._wait(paths, submitted)
         except BaseException:  # interrupted: no job goes on unwatched

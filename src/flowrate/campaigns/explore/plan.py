@@ -1,8 +1,8 @@
 """An exploration's description and its records: the spec, the budget, one evaluation and its outcome.
 
-The engine (flowrate.campaigns.explore) hands batches of Evaluations (a point and the duration
+The engine (flowrate.campaigns.explore.engine) hands batches of Evaluations (a point and the duration
 to run it at) to an evaluate function and gets one Outcome back per evaluation. The real
-function runs each point as a recorded run through an Executor (explore_run.py); a test or the
+function runs each point as a recorded run through an Executor (evaluate.py); a test or the
 efficiency benchmark passes one that reads a recorded table, so the search can be scored
 without starting a process.
 """
@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowrate.campaigns.explore_fidelity import Continuation, Fidelity
-from flowrate.campaigns.explore_objectives import Constraint, Objective, measured_names
-from flowrate.campaigns.explore_space import SearchSpace, study_id
+from flowrate.campaigns.explore.objectives import Constraint, Objective, measured_names
+from flowrate.campaigns.explore.space import SearchSpace, study_id
+from flowrate.campaigns.rungs.ladder import Continuation, Fidelity
 from flowrate.errors import ConfigError
 from flowrate.results.store import point_key
 
@@ -94,13 +94,13 @@ class ExploreSpec:
 
     @property
     def continues(self) -> bool:
-        """Whether a configuration's rungs run in one process (explore_fidelity's docstring):
+        """Whether a configuration's rungs run in one process (flowrate.campaigns.rungs.ladder's docstring):
         there is more than one rung and the run can read every figure at each."""
         return self.fidelity.top > 0 and not NOT_AT_A_RUNG.intersection(self.metrics)
 
 
 # Figures a run cannot read at a rung inside it: energy and power are metered once, over the whole
-# run; the loss a check reaches comes from a run of its own (explore_run's docstring).
+# run; the loss a check reaches comes from a run of its own (evaluate.py's docstring).
 NOT_AT_A_RUNG = frozenset({"samples_per_joule", "average_watts", "final_loss"})
 
 
@@ -184,12 +184,12 @@ class Evaluated:
         return tuple(self.outcome.noise.get(o.name, 0.0) for o in objectives)
 
 
-GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (flowrate.campaigns.explore_study's docstring)
+GP_MAX_SPACE = 4096  # points; a larger space goes to TPE (flowrate.campaigns.explore.study's docstring)
 GP_MAX_RUNS = 64  # a budget of more runs (or in hours) goes to TPE: the GP's fits grow with trials
 
 
 def sampler_kind(space: SearchSpace, budget: Budget) -> str:
-    """The sampler ``auto`` picks for this space and budget (flowrate.campaigns.explore_study's
+    """The sampler ``auto`` picks for this space and budget (flowrate.campaigns.explore.study's
     docstring says why)."""
     runs = budget.runs or 0
     if runs >= 300:

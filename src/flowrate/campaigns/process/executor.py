@@ -1,10 +1,10 @@
 """Where a campaign's points run: one after another on this machine, or as jobs on a cluster.
 
-A sweep or a search hands an Executor a batch of points (each a RunConfig or a GenerateConfig,
-run in a fresh process) and gets one ChildOutcome per point back, in order. The local executor
-runs them one at a time, never concurrently (they would compete for the hardware). The Slurm
-executor (flowrate.campaigns.cluster, through submitit) runs up to ``max_parallel`` at once, each
-point a job of its own.
+A sweep or a search hands an Executor a batch of points (each a Job: a run, a check or a run
+through rungs, in a fresh process) and gets one ChildOutcome per point back, in order. The local
+executor runs them one at a time, never concurrently (they would compete for the hardware). The
+Slurm executor (flowrate.campaigns.process.cluster, through submitit) runs up to ``max_parallel``
+at once, each point a job of its own.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from flowrate.campaigns.child import CRASHED, ERROR, ChildCrash, ChildOutcome, run_in_fresh_process
-from flowrate.campaigns.sweep_command import PointConfig
+from flowrate.campaigns.process.child import CRASHED, ERROR, ChildCrash, ChildOutcome, run_in_fresh_process
+from flowrate.campaigns.process.job import Job
 from flowrate.errors import FlowrateError
 
-PointRunner = Callable[[PointConfig], ChildOutcome]
+PointRunner = Callable[[Job], ChildOutcome]
 
 
 class Executor(Protocol):
@@ -27,15 +27,15 @@ class Executor(Protocol):
         """How many points it can usefully run at once (a batch larger than this is fine)."""
         ...
 
-    def run_many(self, configs: Sequence[PointConfig]) -> list[ChildOutcome]: ...
+    def run_many(self, jobs: Sequence[Job]) -> list[ChildOutcome]: ...
 
 
 def fresh_process_runner(argv: list[str] | None = None) -> PointRunner:
-    """Runs each point in a fresh process (flowrate.campaigns.child): a bug fails that point only."""
+    """Runs each point in a fresh process (flowrate.campaigns.process.child): a bug fails that point only."""
 
-    def run(config: PointConfig) -> ChildOutcome:
+    def run(job: Job) -> ChildOutcome:
         try:
-            return run_in_fresh_process(config, argv=argv)
+            return run_in_fresh_process(job, argv=argv)
         except FlowrateError as error:
             return ChildOutcome(None, ERROR, str(error))
         except ChildCrash as crash:  # the last line of the child's traceback says what
@@ -58,5 +58,5 @@ class LocalExecutor:
     def max_parallel(self) -> int:
         return 1
 
-    def run_many(self, configs: Sequence[PointConfig]) -> list[ChildOutcome]:
-        return [self.run(config) for config in configs]
+    def run_many(self, jobs: Sequence[Job]) -> list[ChildOutcome]:
+        return [self.run(job) for job in jobs]

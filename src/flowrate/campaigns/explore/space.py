@@ -3,7 +3,7 @@
 An axis is an integer range (``threads=1..16``: every integer), a doubling range
 (``batch_size=1..512:log2``: 1, 2, 4, …, 512, as a sweep's ``A..B`` reads) or a list of values
 (``precision=fp32,bf16``, ``compile=0,1``). Keys and values are read as a sweep reads them
-(flowrate.campaigns.sweep_spec): the same names, aliases and typed values, so a space is a grid
+(flowrate.campaigns.sweep.spec): the same names, aliases and typed values, so a space is a grid
 that is searched rather than run whole.
 
 Why every axis is finite: the configurations a benchmark can run are discrete (a batch of 3.7
@@ -12,7 +12,7 @@ again, and the grid's size says how much of it a budget covers.
 
 A TOML file holds ``[space]`` (key = "1..512:log2" or a list), an optional ``[base]`` and an
 optional ``[explore]`` table (objectives, constraints, budget, name, seed, initial: read by
-explore_settings.py, with the rules of the flags they stand for); flags override it.
+settings.py, with the rules of the flags they stand for); flags override it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.sweep_spec import (
+from flowrate.campaigns.sweep.spec import (
     SweepSpec,
     canonical_key,
     parse_base,
@@ -122,7 +122,7 @@ class SpaceFile:
 
 def load_space_file(path: str | Path) -> SpaceFile:
     """The file's space and base, checked, and its [explore] table as written (checked by
-    explore_settings.read_settings).
+    settings.read_settings).
 
     Every value is checked for its TOML type before it is read as a sweep reads it, and every
     mistake is one ConfigError blamed on --space-file: ``PATH: KEY: what is wrong``.

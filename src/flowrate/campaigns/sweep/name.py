@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flowrate.campaigns.sweep_spec import SweepSpec
+from flowrate.campaigns.sweep.spec import SweepSpec
 from flowrate.errors import ConfigError
 
 NOTHING = "—"

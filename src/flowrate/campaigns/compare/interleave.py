@@ -2,7 +2,7 @@
 
 Order: A B B A A B B A … (ABBA): a drift in the machine (clocks, heat, a neighbour's load)
 falls on both sides alike instead of on whichever side ran last, and a linear drift cancels
-over each block of four. Each run is a fresh process (flowrate.campaigns.child says why), so the
+over each block of four. Each run is a fresh process (flowrate.campaigns.process.child says why), so the
 runs are independent draws of each side's per-process value, the unit the verdict rests on
 (flowrate.results.verdict).
 

@@ -19,15 +19,16 @@ anyway, and in benchmarks/explore_efficiency.py's replays the cap only delayed t
 A rung run as a fresh process pays the start-up again, so a configuration that reached full
 length through r such rungs paid r start-ups, and its lower rungs' timed steps again at each.
 So a configuration goes on in its own process instead (Continuation, run by
-flowrate.campaigns.explore_continue): it runs once, at full length, and at the end of each
+flowrate.campaigns.rungs.watch): it runs once, at full length, and at the end of each
 lower rung it is measured and stops if a rival measured at that rung beats it beyond noise: the
 same rule, decided as the run reaches the rung against everything measured there so far
 (asynchronous, as ASHA promotes). A rival measured again at a higher rung is judged by its
-longest run's figures (explore.Exploration._standing). Where a process cannot go on (an objective
-metered only over a whole run: energy, power), each rung is a run of its own. Either way, a point
+longest run's figures (flowrate.campaigns.explore.engine.Exploration._standing). Where a process
+cannot go on (an objective metered only over a whole run: energy, power), each rung is a run of
+its own. Either way, a point
 stopped at its rung (the initial design's, which nothing measured could judge as they ran) is
 promoted to a run of its own once twice the initial design is measured at the lowest rung, or
-sooner when the budget runs short (flowrate.campaigns.explore.JUDGED_AFTER;
+sooner when the budget runs short (flowrate.campaigns.explore.engine.JUDGED_AFTER;
 benchmarks/explore_efficiency.py measures it).
 """
 

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from flowrate.campaigns.scaling import CommOverhead, run_size
+from flowrate.campaigns.scaling.run import CommOverhead, run_size
 from flowrate.config import Precision, RunConfig
 from flowrate.problems.kernels.collectives import bus_factor, collective_bandwidths
 from flowrate.results.schema import Result

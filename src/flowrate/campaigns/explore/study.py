@@ -1,5 +1,5 @@
 """The Optuna side of an exploration: which sampler, how an axis maps to Optuna's distributions,
-and the study's identity (flowrate.campaigns.explore runs the study).
+and the study's identity (flowrate.campaigns.explore.engine runs the study).
 
 Why the sampler per space (choose_sampler): a Gaussian process models a small space well from few
 points and picks the next by expected hypervolume gain; Optuna's takes categorical axes (a
@@ -16,8 +16,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from flowrate.campaigns.explore_plan import Budget, ExploreSpec, sampler_kind
-from flowrate.campaigns.explore_space import Axis, SearchSpace
+from flowrate.campaigns.explore.plan import Budget, ExploreSpec, sampler_kind
+from flowrate.campaigns.explore.space import Axis, SearchSpace
 from flowrate.errors import ConfigError
 
 if TYPE_CHECKING:

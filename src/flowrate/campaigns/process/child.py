@@ -23,6 +23,7 @@ instead, as it always was elsewhere.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -37,7 +38,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.sweep_command import PointConfig, SameConfig, run_job, to_job, with_problem
+from flowrate.campaigns.process.job import Job, PointConfig, SameConfig, run_job, with_problem
 from flowrate.errors import FlowrateError, OutOfMemory
 from flowrate.problems.registry import is_user_problem
 from flowrate.results.schema import Result
@@ -64,7 +65,7 @@ class ChildOutcome:
     message: str = ""
     child_started: float | None = None
     child_finished: float | None = None
-    lower: tuple[Result, ...] = ()  # the Results at the lower rungs the run passed (explore_continue)
+    lower: tuple[Result, ...] = ()  # the Results at the lower rungs the run passed (rungs.watch)
 
 
 class ChildCrash(RuntimeError):
@@ -88,7 +89,7 @@ def portable(config: SameConfig) -> SameConfig:
 # thread that torch brings shuts down across a fork). Not flowrate's harness: importing it starts
 # a native thread (seen in /proc here), and a thread pool that a fork leaves behind can hang the
 # child; it costs about 0.5 s more per run.
-PRELOADED = ["flowrate.campaigns.fork_preload"]
+PRELOADED = ["flowrate.campaigns.process.fork_preload"]
 
 
 class _Server:
@@ -123,13 +124,14 @@ def process_context(method: str | None = None) -> Any:
 
 
 def run_in_fresh_process(
-    config: PointConfig,
+    point: Job | PointConfig,
     *,
     argv: list[str] | None = None,
     tensorboard: str | None = None,
     start_method: str | None = None,
 ) -> ChildOutcome:
-    """Run ``config`` in a new process and wait for it (used by --repeat and sweeps).
+    """Run ``point`` (a Job, or a config run as a plain run) in a new process and wait for it
+    (used by --repeat, sweeps, explore and compare --run).
 
     The process is forked from a server that has run nothing, or spawned (module docstring); never
     forked from this one: CUDA does not survive that. A FlowrateError in the child comes back as
@@ -140,12 +142,13 @@ def run_in_fresh_process(
     left to flush, and this process still waits for it to be gone before going on. An interrupt
     here ends the child too, and a child whose caller is gone ends itself (_leave_with_parent).
     """
-    config = portable(config)
+    job = point if isinstance(point, Job) else Job(point)
+    job = dataclasses.replace(job, config=portable(job.config))
     context = process_context(start_method)
     receiver, sender = context.Pipe(duplex=False)
     environment = dict(os.environ)
     process = context.Process(
-        target=_child_main, args=(sender, to_job(config), argv, tensorboard, environment), name="flowrate-run"
+        target=_child_main, args=(sender, job.to_dict(), argv, tensorboard, environment), name="flowrate-run"
     )
     try:
         _start(process, context)
@@ -256,7 +259,7 @@ Report = tuple[str, str, float, float, list[str]]
 
 
 def run_and_report(job: dict[str, Any], argv: list[str] | None, logdir: str | None = None) -> Report:
-    """Run a job (flowrate.campaigns.sweep_command) here: ("ok", its Result as JSON), or the kind of
+    """Run a job (flowrate.campaigns.process.job) here: ("ok", its Result as JSON), or the kind of
     failure and its message; with this process's wall-clock times at start and end, and the
     Results (JSON) at the lower rungs a job that goes on through rungs measured."""
     started = time.time()

@@ -1,7 +1,7 @@
 """A sweep's description: grid and sweep-file parsing, the grid's points, and their plan.
 
 A sweep is a base (the options every point shares) and a grid (option -> values); its points
-are the grid's cartesian product. Each point runs a command (flowrate.campaigns.sweep_command):
+are the grid's cartesian product. Each point runs a command (flowrate.campaigns.sweep.command):
 `flowrate run` by default, whose keys are RunConfig field names, their flag names (batch-size,
 lr, duration, preheat, …), any problem option (m, hidden, seq_len, …) or sample_shape; or
 `flowrate generate`, whose keys are GenerateConfig's (batch_size, prompt_len, new_tokens, …).
@@ -9,7 +9,7 @@ Values are lists; ``A..B`` on an integer option doubles from A up to B (1..512 i
 1, 2, 4, …, 512).
 
 Why the order: within a branch (every key but batch_size equal) batch sizes come ascending, so
-that when one runs out of memory the larger ones can be skipped (flowrate.campaigns.sweep).
+that when one runs out of memory the larger ones can be skipped (flowrate.campaigns.sweep.run).
 
 Why plan first: every point's RunConfig is built and checked before anything runs, so a bad
 value fails at once, naming its point, rather than minutes into the sweep.
@@ -31,16 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowrate.campaigns.sweep_command import (
-    COMMANDS,
-    RUN,
-    SAMPLE_SHAPE,
-    PointConfig,
-    build_config,
-    check_command,
-    command_fields,
-    settle,
-)
+from flowrate.campaigns.process.job import COMMANDS, RUN, PointConfig, check_command
+from flowrate.campaigns.sweep.command import SAMPLE_SHAPE, build_config, command_fields, settle
 from flowrate.config import AUTO, Execution, Mode, OptimizerName, Precision, RunConfig
 from flowrate.config.values import (
     BadValue,

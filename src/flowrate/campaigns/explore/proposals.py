@@ -1,4 +1,4 @@
-"""Points an exploration proposes itself rather than asking its sampler (flowrate.campaigns.explore).
+"""Points an exploration proposes itself rather than asking its sampler (flowrate.campaigns.explore.engine).
 
 - **The frontier's neighbour**: after the initial design, every POLISH_EVERY-th new configuration
   is an unmeasured point one step along one axis from a configuration on the lowest rung's
@@ -22,7 +22,7 @@ import random
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from flowrate.campaigns.explore_space import SearchSpace
+from flowrate.campaigns.explore.space import SearchSpace
 from flowrate.results.store import point_key
 
 POLISH_EVERY = 2

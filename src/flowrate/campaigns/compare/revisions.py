@@ -24,7 +24,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.child import ERROR, ChildOutcome
+from flowrate.campaigns.process.child import ERROR, ChildOutcome
 from flowrate.errors import FlowrateError
 from flowrate.execution.compile import cache_root
 from flowrate.results.schema import Result

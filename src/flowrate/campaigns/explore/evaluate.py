@@ -5,7 +5,7 @@ Every evaluated point is a normal run in the results store, tagged ``explore:<st
 Optuna study lives beside the store, in ``<store stem>.explore.db``: Optuna manages its own
 tables and migrations (SQLAlchemy, alembic), which have no place in the store's versioned schema
 (flowrate.results.store_schema), and a store stays readable by a flowrate without Optuna. One
-session per study at a time: flowrate.campaigns.explore_session.
+session per study at a time: flowrate.campaigns.explore.session.
 
 Fidelity as an objective (or a constraint): ``final_loss``, the loss a `flowrate check` of the
 configuration reaches, is not in a timed run. A configuration's check (CHECK_STEPS steps on the
@@ -23,13 +23,13 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
-from flowrate.campaigns.child import OOM as CHILD_OOM
-from flowrate.campaigns.child import ChildOutcome
-from flowrate.campaigns.executor import Executor
-from flowrate.campaigns.explore_continue import ContinuingRun, figures, plan_for
-from flowrate.campaigns.explore_fidelity import loop_steps
-from flowrate.campaigns.explore_plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
-from flowrate.campaigns.sweep_command import CheckConfig
+from flowrate.campaigns.explore.plan import DONE, FAILED, OOM, Evaluation, ExploreSpec, Outcome
+from flowrate.campaigns.process.child import OOM as CHILD_OOM
+from flowrate.campaigns.process.child import ChildOutcome
+from flowrate.campaigns.process.executor import Executor
+from flowrate.campaigns.process.job import Job, JobKind
+from flowrate.campaigns.rungs.ladder import loop_steps
+from flowrate.campaigns.rungs.watch import figures, plan_for
 from flowrate.config import CHECK_STEPS, RunConfig
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
@@ -52,27 +52,33 @@ def run_evaluator(
     losses: dict[str, Checked] = {}  # a configuration's check, by its params
 
     def evaluate(batch: Sequence[Evaluation]) -> list[Outcome]:
-        configs = [rung_config(spec, e) for e in batch]
+        jobs = [rung_config(spec, e) for e in batch]
         checks = {}
         if FIDELITY in names:
-            checks = {_key(e): check_config(c) for e, c in zip(batch, configs, strict=True)}
+            checks = {_key(e): _check_job(j) for e, j in zip(batch, jobs, strict=True)}
             checks = {key: check for key, check in checks.items() if key not in losses}
         began = clock()
-        children = executor.run_many([*configs, *checks.values()])
+        children = executor.run_many([*jobs, *checks.values()])
         share = (clock() - began) / max(len(batch), 1)  # each point's part of the batch's wall time
-        for key, child in zip(checks, children[len(configs) :], strict=True):
+        for key, child in zip(checks, children[len(jobs) :], strict=True):
             losses[key] = _checked(child, store, [*run_tags, "check"])
         return [
             _outcome(child, evaluation, names, store, run_tags, share, losses.get(_key(evaluation)))
-            for evaluation, child in zip(batch, children[: len(configs)], strict=True)
+            for evaluation, child in zip(batch, children[: len(jobs)], strict=True)
         ]
 
     return evaluate
 
 
-def check_config(config: RunConfig) -> CheckConfig:
-    """A point's fidelity check: its configuration trained CHECK_STEPS steps, no preheat."""
-    return CheckConfig.from_dict({**config.to_dict(), "steps": CHECK_STEPS, "preheat_steps": 0})
+def check_config(config: RunConfig) -> RunConfig:
+    """A point's fidelity check (run as a JobKind.CHECK job): its configuration trained
+    CHECK_STEPS steps, no preheat."""
+    return config.replace(steps=CHECK_STEPS, preheat_steps=0)
+
+
+def _check_job(job: Job) -> Job:
+    assert isinstance(job.config, RunConfig)  # an exploration runs `flowrate run` configs only
+    return Job(check_config(job.config), JobKind.CHECK)
 
 
 def _key(evaluation: Evaluation) -> str:
@@ -90,10 +96,11 @@ def _checked(child: ChildOutcome, store: Store, tags: list[str]) -> Checked:
     return (float(loss), "") if loss is not None else (None, "it recorded no loss")
 
 
-def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> RunConfig:
+def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> Job:
     """The run of one evaluation: the point at its rung's duration, a short rung with
-    proportionally fewer preheat and minimum timed steps (explore_fidelity.loop_steps); one that
-    goes on (``then``) at full length, measured at each rung's duration and minimum steps on its way."""
+    proportionally fewer preheat and minimum timed steps (flowrate.campaigns.rungs.ladder.loop_steps);
+    one that goes on (``then``) at full length, measured at each rung's duration and minimum steps
+    on its way."""
     full = spec.fidelity.durations[-1]
     config = spec.space.config_for(evaluation.params, evaluation.duration_s)
     if evaluation.then is not None:
@@ -101,12 +108,12 @@ def rung_config(spec: ExploreSpec, evaluation: Evaluation) -> RunConfig:
         shares = [d / full for d in evaluation.then.durations[:-1]]
         steps = [loop_steps(share, config.preheat_steps, config.min_steps)[1] for share in shares]
         plan = plan_for(evaluation.then, steps)
-        return ContinuingRun(**dataclasses.asdict(config), plan=json.dumps(plan))
+        return Job(config, JobKind.CONTINUE, json.dumps(plan))
     share = evaluation.duration_s / full
     if share >= 1:
-        return config
+        return Job(config)
     preheat, min_steps = loop_steps(share, config.preheat_steps, config.min_steps)
-    return config.replace(preheat_steps=preheat, min_steps=min_steps)
+    return Job(config.replace(preheat_steps=preheat, min_steps=min_steps))
 
 
 def _outcome(

@@ -1,7 +1,7 @@
 """A configuration's rungs measured in one process: an exploration's promotions decided inside the run.
 
 A rung run as a process of its own pays the start-up (interpreter, imports, model build) and
-the preheat again (flowrate.campaigns.explore_fidelity). Given a Continuation, the configuration
+the preheat again (flowrate.campaigns.rungs.ladder). Given a Continuation, the configuration
 runs once, at full length, and at each rung below the full duration (the first sample point
 past the rung's duration and its minimum timed steps) the run assembles its Result so far and
 stops there if a rival measured at that rung beats it beyond noise. Each rung reached gives a
@@ -19,26 +19,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from flowrate.campaigns.explore_fidelity import Continuation
-from flowrate.config import RunConfig
+from flowrate.campaigns.rungs.ladder import Continuation
 from flowrate.measure.loop import COMPUTE, LoopRecord
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
-
-
-@dataclass(frozen=True)
-class ContinuingRun(RunConfig):
-    """A RunConfig at full length that stops at a lower rung where it is beaten there: ``plan``
-    is its RungWatch's plan as JSON text (a config stays hashable and picklable)."""
-
-    plan: str = ""
-
-    def run_config(self) -> RunConfig:
-        """The run itself, without the plan: what its Results record."""
-        return RunConfig.from_dict(self.to_dict())
 
 
 def figures(result: Result, names: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:
@@ -63,8 +49,8 @@ def plan_for(continuation: Continuation, min_steps: Sequence[int]) -> dict[str, 
 
 
 class RungWatch:
-    """A run's RungStop (flowrate.harness.run): measures it at each rung and stops it where it is
-    beaten there; ``reached`` holds the Result at each rung it measured."""
+    """A run's observer (flowrate.harness.run.RunObserver): measures it at each rung and stops it
+    where it is beaten there; ``reached`` holds the Result at each rung it measured."""
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.continuation = Continuation.from_dict(plan["continuation"])
@@ -72,7 +58,7 @@ class RungWatch:
         self.reached: list[Result] = []
         self.stopped = False
 
-    def stop_after(self, record: LoopRecord, provisional: Callable[[], Result]) -> bool:
+    def at_sample_point(self, record: LoopRecord, so_far: Callable[[], Result]) -> bool:
         """Measure the run at every rung it has passed since the last sample point (the run's
         end may pass one too); stop it at the first where it is beaten."""
         elapsed = record.intervals[-1].reading.elapsed_s
@@ -86,7 +72,7 @@ class RungWatch:
             if steps < self.min_steps[step]:
                 break
             duration = self.continuation.durations[step]
-            result = _at(provisional(), duration, self.min_steps[step])
+            result = _at(so_far(), duration, self.min_steps[step])
             self.reached.append(result)
             self.stopped = not self.continuation.goes_on(step, *figures(result, names))
         return self.stopped

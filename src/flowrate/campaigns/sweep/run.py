@@ -1,18 +1,18 @@
 """Running a sweep: each point in a fresh process, recorded in the store as soon as it ends.
 
-Points run in batches through an Executor (flowrate.campaigns.executor): one at a time here, up to
+Points run in batches through an Executor (flowrate.campaigns.process.executor): one at a time here, up to
 max_parallel at once as cluster jobs. An out-of-memory found in one batch skips the larger
 batches of its branch in the batches after it.
 
 Why the skipping: within a branch (every key but batch_size equal) batch sizes run ascending
-(flowrate.campaigns.sweep_spec), so when one runs out of memory every larger batch of that
+(flowrate.campaigns.sweep.spec), so when one runs out of memory every larger batch of that
 branch is known not to fit and is recorded skipped instead of spending minutes failing. An
 out-of-memory point is an expected outcome of a sweep, not an error.
 
 Why it resumes: a sweep's identity is a hash of its base, grid and given name, and each point
 is recorded (with its run, in one transaction) as soon as it ends, so the same sweep started
 again runs only the points not yet recorded. A name the store holds for another grid is refused
-(flowrate.campaigns.sweep_name): the two sweeps would merge under it.
+(flowrate.campaigns.sweep.name): the two sweeps would merge under it.
 
 Printing belongs to the CLI (flowrate/cli/sweep.py); this module reports through a listener.
 """
@@ -26,10 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flowrate.campaigns.child import CRASHED, OOM, ChildOutcome
-from flowrate.campaigns.executor import Executor, LocalExecutor, PointRunner
-from flowrate.campaigns.sweep_name import check_name
-from flowrate.campaigns.sweep_spec import PlannedPoint, SweepSpec, plan_points
+from flowrate.campaigns.process.child import CRASHED, OOM, ChildOutcome
+from flowrate.campaigns.process.executor import Executor, LocalExecutor, PointRunner
+from flowrate.campaigns.process.job import Job
+from flowrate.campaigns.sweep.name import check_name
+from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec, plan_points
 from flowrate.errors import FlowrateError
 
 if typing.TYPE_CHECKING:
@@ -204,7 +205,7 @@ def _run_batch(
     for point in batch:
         listener.starting(point, state.progress(batch[0].index - 1))  # the batch still to run
     began = clock()
-    outcomes = executor.run_many([point.config for point in batch])
+    outcomes = executor.run_many([Job(point.config) for point in batch])
     share = (clock() - began) / len(batch)  # the batch's wall time, shared by its points
     for point, child in zip(batch, outcomes, strict=True):
         state.walls.append(share)

@@ -3,7 +3,7 @@
 An objective is a metric of the metrics table and a direction, parsed as every command parses
 one (flowrate.results.objectives). ``final_loss`` (fidelity: the loss a
 `flowrate check` of the configuration reaches) is one too: explore then checks each configuration
-(flowrate.campaigns.explore_run). A constraint is a metric, a comparison and a
+(flowrate.campaigns.explore.evaluate). A constraint is a metric, a comparison and a
 bound with an optional unit: ``peak_memory<16GiB``, ``samples_per_sec>=1.5k`` (byte figures take
 B, KiB … TiB or kB … TB; others an SI prefix, optionally followed by the metric's unit).
 
