@@ -12,11 +12,11 @@ from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.oracle import settings_of
 from flowrate.analysis.plots import _series
 from flowrate.results.compare import compare, problem_identity
-from flowrate.results.identity import Kind, family, is_workload_field, kind_of, load_label, workload
+from flowrate.results.identity import family, is_workload_field, kind_of, load_label, workload
 from flowrate.results.metrics import METRICS
 from flowrate.results.noise import configuration_key, noise_table
 from flowrate.results.schema import Result
-from flowrate.results.sections import Fidelity, ProblemInfo
+from flowrate.results.sections import Fidelity, Kind, ProblemInfo
 from flowrate.results.store import StoredRun
 
 URL = "http://127.0.0.1:8000"
