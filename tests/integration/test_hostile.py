@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hostile import (
     cases_datasets,
+    cases_disks,
     cases_explore,
     cases_files,
     cases_flags,
@@ -49,6 +50,7 @@ CASES: list[Case] = [
     *cases_serving.CASES,
     *cases_library.CASES,
     *cases_explore.CASES,
+    *cases_disks.CASES,
 ]
 
 
@@ -71,8 +73,19 @@ def test_hostile(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Set up the case's workspace, run its command, judge it; undo what the set-up must (a mount)."""
     ws = Workspace(tmp_path / "ws", templates)
     ws.root.mkdir()
+    try:
+        _run_case(case, ws, capsys, monkeypatch)
+    finally:
+        for undo in reversed(ws.cleanups):
+            undo()
+
+
+def _run_case(
+    case: Case, ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     base(ws)
     if case.setup:
         case.setup(ws)
