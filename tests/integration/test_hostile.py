@@ -22,6 +22,7 @@ from hostile import (
     cases_files,
     cases_flags,
     cases_friction,
+    cases_grids,
     cases_library,
     cases_numbers,
     cases_paths,
@@ -51,6 +52,7 @@ CASES: list[Case] = [
     *cases_library.CASES,
     *cases_explore.CASES,
     *cases_disks.CASES,
+    *cases_grids.CASES,
 ]
 
 
