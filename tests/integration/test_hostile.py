@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 from hostile import (
     cases_datasets,
+    cases_disks,
     cases_explore,
     cases_files,
     cases_flags,
     cases_friction,
+    cases_grids,
     cases_library,
     cases_numbers,
     cases_paths,
@@ -49,6 +51,8 @@ CASES: list[Case] = [
     *cases_serving.CASES,
     *cases_library.CASES,
     *cases_explore.CASES,
+    *cases_disks.CASES,
+    *cases_grids.CASES,
 ]
 
 
@@ -71,8 +75,19 @@ def test_hostile(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Set up the case's workspace, run its command, judge it; undo what the set-up must (a mount)."""
     ws = Workspace(tmp_path / "ws", templates)
     ws.root.mkdir()
+    try:
+        _run_case(case, ws, capsys, monkeypatch)
+    finally:
+        for undo in reversed(ws.cleanups):
+            undo()
+
+
+def _run_case(
+    case: Case, ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     base(ws)
     if case.setup:
         case.setup(ws)

@@ -105,7 +105,7 @@ def test_export_and_import_round_trip_runs_and_tags(run_cli, results_store: Path
         assert back[original.run_id].result == original
     assert back["aaaa00000001"].tags == ("imported", "x", "y")
     again = run_cli("import", str(exported), "--store", str(other))
-    assert "0 runs imported, 2 already in the store" in again.stderr
+    assert "0 runs imported into" in again.stderr and "; 2 runs were there already" in again.stderr
 
     sheet = run_cli("export", "--format", "csv", "y")
     rows = list(csv.DictReader(io.StringIO(sheet.stdout)))

@@ -190,3 +190,11 @@ def test_a_failed_log_after_the_run_says_how_to_send_it_again(log: MlflowLog, tr
         f"; the run is recorded as {result.run_id}: send it with "
         f"`flowrate export --mlflow {tracking_uri} {result.run_id}`"
     )
+
+
+@pytest.mark.parametrize(("asked", "logged"), [(None, "16"), (32, "32"), ("auto", "auto")])
+def test_the_batch_size_param_is_the_runs_batch_when_the_default_was_used(asked: Any, logged: str) -> None:
+    made = make_result(batch_size=16)
+    result = dataclasses.replace(made, config={**made.config, "batch_size": asked})
+    flat = params(result)
+    assert flat["batch_size"] == logged and flat["result.batch_size"] == "16"

@@ -228,3 +228,24 @@ def test_the_wait_ends_at_its_limit_with_the_lock_error_and_other_errors_end_it_
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
         patiently(Path("s.db"), failing(io_error()), clock=clock, pause=clock.pause)
     assert clock.now == 0.0
+
+
+@pytest.mark.parametrize(
+    ("wal_bytes", "shm_bytes", "removed"),
+    [
+        (0, 3, True),  # what SQLite leaves on a full disk: an empty -wal, a torn -shm
+        (0, store_errors.SHM_REGION_BYTES, False),  # a -shm some connection may have mapped
+        (4096, 3, False),  # a -wal holding a page: SQLite's to checkpoint
+    ],
+)
+def test_only_a_stillborn_wal_is_removed_from_beside_a_store(
+    tmp_path: Path, wal_bytes: int, shm_bytes: int, removed: bool
+) -> None:
+    store = tmp_path / "flowrate.db"
+    store.write_bytes(b"store")
+    wal, shm = tmp_path / "flowrate.db-wal", tmp_path / "flowrate.db-shm"
+    wal.write_bytes(b"w" * wal_bytes)
+    shm.write_bytes(b"s" * shm_bytes)
+    store_errors.remove_stillborn_wal(store)
+    assert (wal.exists(), shm.exists()) == ((False, False) if removed else (True, True))
+    assert store.read_bytes() == b"store"

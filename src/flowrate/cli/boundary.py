@@ -214,12 +214,19 @@ def _answer(error: BaseException) -> int:
 
 
 def _user_failure(error: BaseException) -> str | None:
-    """One line for an exception or exit raised in a user's problem file; None when none was."""
-    if "flowrate.problems.user" not in sys.modules:  # no user file was loaded: it cannot be one
-        return None
-    from flowrate.problems.user import describe_failure
+    """One line for an exception or exit raised in a user's problem file, or in a library model's
+    own code (timm, torchvision, transformers) while it ran; None when neither was."""
+    if "flowrate.problems.user" in sys.modules:  # a user file was loaded: it may be one
+        from flowrate.problems.user import describe_failure
 
-    return describe_failure(error)
+        in_user_file = describe_failure(error)
+        if in_user_file is not None:
+            return in_user_file
+    if "flowrate.problems.sources.loader" in sys.modules:  # a library model was built
+        from flowrate.problems.sources.loader import describe_step_failure
+
+        return describe_step_failure(error)
+    return None
 
 
 def _path_error(message: str, code: int, stdout: bool = False) -> int:

@@ -35,5 +35,7 @@ def command(files: tuple[str, ...], tags: tuple[str, ...], store: str | None) ->
         for file, entries in loaded.items():
             added = opened.add_many([(result, [*own, *tags]) for result, own in entries])
             kept = len(entries) - len(added)
-            already = f", {kept} already in the store" if kept else ""
-            console.status(f"{file}: {counted(len(added), 'run')} imported{already} into {opened.path}")
+            already = (
+                f"; {counted(kept, 'run')} {'was' if kept == 1 else 'were'} there already" if kept else ""
+            )
+            console.status(f"{file}: {counted(len(added), 'run')} imported into {opened.path}{already}")

@@ -119,7 +119,7 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
     """The rows only some runs have: loss, streaming, estimate, compile, input, repeats, search."""
     s = result.summary
     rows: list[tuple[str, str]] = []
-    if s.final_loss is not None:
+    if s.final_loss is not None and result.config.get("mode") == "train":  # inference: no training loss
         rows.append(("final loss", f"{s.final_loss:.4f}"))
     if result.streaming:
         rows += _streaming_rows(result.streaming)

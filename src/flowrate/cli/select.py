@@ -16,6 +16,8 @@ from flowrate.cli.options import FILTER_NAMES
 from flowrate.errors import FlowrateError
 from flowrate.results.store import RunFilter, Store, StoredRun, store_path
 
+_LISTED = 10  # sweeps or tags named when a --sweep or --tag names none of them
+
 
 def pop_filter(flags: dict[str, Any]) -> RunFilter:
     """Take the filter options out of a command's keyword arguments."""
@@ -43,6 +45,8 @@ def select_runs(store: str | None, refs: Sequence[str], where: RunFilter) -> lis
         if not refs:
             opened = Store(store, create=False)
             runs = opened.runs(where)
+            if not runs:
+                _name_what_is_missing(opened, where)
     finally:
         if opened is not None:
             opened.close()
@@ -53,3 +57,21 @@ def select_runs(store: str | None, refs: Sequence[str], where: RunFilter) -> lis
         what = "match those filters" if filtering else "are recorded"
         raise FlowrateError(f"no runs {what} in the store {store_path(store)}; `flowrate runs` lists them")
     return list(unique.values())
+
+
+def _name_what_is_missing(opened: Store, where: RunFilter) -> None:
+    """Refuse a --sweep or --tag that names nothing in the store, listing what it holds (a
+    README example's placeholder, `--sweep sweep-1a2b3c`, is not "no runs match")."""
+    if where.sweep:
+        sweeps = opened.sweeps()
+        named = [s for s in sweeps if s["name"] == where.sweep or s["sweep_id"].startswith(where.sweep)]
+        if not named:
+            known = ", ".join(f"{s['name']} ({s['sweep_id']})" for s in sweeps[:_LISTED])
+            held = f"these exist: {known}" if known else "it holds no sweeps"
+            raise FlowrateError(f"no sweep named {where.sweep!r} in the store {opened.path}; {held}")
+    if where.tag:
+        tags = opened.all_tags()
+        if where.tag not in tags:
+            known = ", ".join(sorted(tags)[:_LISTED])
+            held = f"its tags: {known}" if known else "no run in it has a tag"
+            raise FlowrateError(f"no run is tagged {where.tag!r} in the store {opened.path}; {held}")

@@ -107,8 +107,16 @@ def get_problem(
     if options:
         config = _apply_options(family, config, options)
     problem = family.build(config)
-    problem.size = chosen if not options else f"{chosen}+custom"
+    problem.size = size_name(family.sizes, chosen, config)
     return problem
+
+
+def size_name(sizes: Mapping[str, Any], chosen: str, config: Any) -> str:
+    """The name of the size ``config`` is: ``chosen`` when the options left it as it was, the
+    named size whose values it has exactly, else ``chosen+custom``."""
+    if config == sizes[chosen]:
+        return chosen
+    return next((name for name, values in sizes.items() if values == config), f"{chosen}+custom")
 
 
 def _source_problem(spec: str, size: str | None, options: Mapping[str, int | str]) -> Problem:

@@ -7,8 +7,9 @@ timed loop; the Result's intervals carry every sample point anyway. `flowrate ex
 sends recorded runs the same way. Each MLflow run is tagged with its flowrate run id, and a run
 that is already there (finished) is not sent again.
 
-Names: params are the config's fields (nested ones joined by dots: ``problem_options.m``) and
-``result.batch_size``, the batch the run used; metrics are the summary's fields under their own
+Names: params are the config's fields (nested ones joined by dots: ``problem_options.m``; a
+``batch_size`` left to the problem's default is the batch the run used) and ``result.batch_size``,
+the batch the run used; metrics are the summary's fields under their own
 names, the numbers of the problem, flops, energy, memory, repeat and fidelity sections as
 ``problem/parameters``, ``flops/mfu`` and so on, and the intervals' figures as
 ``interval/rate_samples_per_sec`` (Rate), ``interval/global_samples_per_sec`` (GlobalRate) and the
@@ -90,6 +91,8 @@ def params(result: Result) -> dict[str, str]:
     from mlflow.utils.validation import MAX_ENTITY_KEY_LENGTH, MAX_PARAM_VAL_LENGTH
 
     flat = _flatten(result.config)
+    if flat.get("batch_size") is None:  # the problem's default: the batch the run used
+        flat["batch_size"] = result.batch_size
     flat["result.batch_size"] = result.batch_size
     out: dict[str, str] = {}
     for key, value in flat.items():

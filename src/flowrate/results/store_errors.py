@@ -7,7 +7,8 @@ which tells apart, in this order:
   error (SQLite says "disk I/O error" when it cannot grow the store's -shm or -wal file) or a
   file it cannot open while the store's file system has (almost) no room or no inodes left.
   Exit 1: the system failed. SQLite rolled the transaction back, so the store is as it was and
-  nothing already recorded is lost;
+  nothing already recorded is lost; the empty -wal and torn -shm SQLite began beside it and could
+  not grow are removed (``remove_stillborn_wal``), so nothing is left beside it either;
 - a write lock another process held for the whole wait (store_lock.py): exit 1;
 - a store made read-only while open: exit 2;
 - a file that is not a store (it does not carry the store's mark): exit 2;
@@ -29,6 +30,10 @@ from flowrate.results.store_schema import APPLICATION_ID
 # An I/O error is put down to a full disk when less than this is free on the store's file system:
 # SQLite grows a store's -shm file 32 KiB at a time and its -wal a page (4 KiB) at a time.
 NEARLY_FULL_BYTES = 1 << 20
+
+# The first region of a WAL index (-shm) that SQLite maps: a connection reading or writing the store
+# has grown its -shm file to this at least.
+SHM_REGION_BYTES = 32 << 10
 
 # The most of the integrity check's first finding a message quotes.
 _FINDING_CHARS = 160
@@ -76,6 +81,21 @@ def no_room_left(path: Path) -> bool:
     return blocks * found.f_frsize < NEARLY_FULL_BYTES or no_inodes
 
 
+def remove_stillborn_wal(path: Path) -> None:
+    """Remove the -wal and -shm files SQLite began beside the store at ``path`` but could not grow
+    on a full disk, so that nothing is left beside an unchanged store: only an empty -wal (it holds
+    no page) beside a -shm shorter than its first region (no connection can have mapped it, so none
+    is using either). Anything else is left to SQLite."""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    try:
+        if wal.stat().st_size != 0 or shm.stat().st_size >= SHM_REGION_BYTES:
+            return
+        wal.unlink()
+        shm.unlink()
+    except OSError:
+        return
+
+
 def marked_as_store(path: Path) -> bool:
     """Whether the file's SQLite header carries the store's application id (offset 68): a store
     that no longer reads is damaged, not someone else's file."""
@@ -120,6 +140,7 @@ def store_failure(
     without the store's mark is then someone else's file, not a damaged store.
     """
     if is_disk_full(error, path):
+        remove_stillborn_wal(path)
         return DiskFull(
             f"the disk holding the results store {path} is full ({_reason(error)}); the store is "
             "unchanged and nothing recorded in it was lost: free some space, or give another --store"

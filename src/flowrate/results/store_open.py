@@ -12,8 +12,9 @@ journal beside the store, or a read-only file system; found by trying, as SQLite
 read-only by commands that only read, through SQLite's ``mode=ro`` URI: no switch to WAL, no
 migration, no ``-wal``/``-shm`` left behind. Where no ``-wal`` file is there (no writer holds
 uncommitted pages), the file is also opened ``immutable``, which needs no ``-shm`` either: the
-only way to read a WAL store in a folder nobody may create files in. Commands that write are
-refused at once, with the reason, before they spend any time measuring.
+only way to read a WAL store in a folder nobody may create files in, or on a full disk, where a
+command that only reads opens it so too. Commands that write are refused at once, with the
+reason, before they spend any time measuring.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from flowrate.errors import DISK_FULL_ERRNOS, ConfigError, FlowrateError, PathError
+from flowrate.errors import DISK_FULL_ERRNOS, ConfigError, DiskFull, FlowrateError, PathError
 from flowrate.results.store_errors import store_failure
 from flowrate.results.store_lock import POLL_MS, patiently
 from flowrate.results.store_schema import APPLICATION_ID, STORE_VERSION, migrate
@@ -143,6 +144,8 @@ def connect(path: Path, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
     except sqlite3.Error as error:
         failure = store_failure(error, path, db, opening=True)
         db.close()
+        if readonly and isinstance(failure, DiskFull):  # no room for a -shm: read the file as it is
+            return _connect_read_only(path), True
         raise failure from None
     except BaseException:
         db.close()

@@ -31,6 +31,7 @@ class Workspace:
     paths: dict[str, Path] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     fifo_readers: list[str] = field(default_factory=list)  # FIFOs someone reads, as `cat` would
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # undone after the case (a mount)
 
     def path(self, name: str, relative: str | None = None) -> Path:
         """The path called ``name`` (made up as root/relative, or root/name, the first time)."""

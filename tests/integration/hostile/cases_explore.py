@@ -97,6 +97,41 @@ CASES = [
     _flag_case("initial-zero", "--initial", "0", says=("--initial", "a positive integer")),
     _flag_case("budget-nan", "--budget", "nan", says=("--budget",)),
     _flag_case("name-empty", "--name", " ", says=("--name", "empty")),
+    # more files a user writes by hand: a key of the wrong table, an empty axis, a scale that
+    # does not exist, an option no run has, values no run can take
+    _file_case("explore-unknown-key", _explore("min_duration", "nan"), "", "unknown [explore] entry"),
+    _file_case("unknown-table", f"{_SPACE}[wat]\na = 1\n", "", "unknown entry 'wat'"),
+    _file_case("space-empty-array", "[space]\nbatch_size = []\n", "batch_size", "no values"),
+    _file_case("space-bad-scale", '[space]\nbatch_size = "1..4:log3"\n', "batch_size", "unknown scale"),
+    _file_case("base-unknown-option", f"{_SPACE}[base]\nnosuch = 1\n", "", "unknown option 'nosuch'"),
+    _file_case("base-lr-inf", f"{_SPACE}[base]\nlr = inf\n", "learning_rate", "finite"),
+    _file_case("base-batch-zero", f"{_SPACE}[base]\nbatch_size = 0\n", "batch_size", "got 0"),
+    _file_case("objectives-unknown", _explore("objectives", '["nosuch"]'), "objectives", "unknown metric"),
+    Case(
+        "explore-file-missing",
+        (*_TINY, "--space-file", "{tmp}/nosuch.toml"),
+        USAGE,
+        ("--space-file", "nosuch.toml", "No such file"),
+    ),
+    Case(
+        "explore-file-space-lr-nan",
+        (*_TINY, "--space-file", "{space}"),
+        USAGE,
+        ("--lr", "nan"),
+        setup=_space_file("[space]\nlr = [nan]\n"),
+    ),
+    # flags: what a user types from memory
+    _flag_case("unknown-axis", "--space", "nosuch=1..4", says=("--space", "unknown option 'nosuch'")),
+    Case("explore-flag-axis-zero", (*_TINY, "--space", "batch_size=0..4"), USAGE, ("--batch-size", "got 0")),
+    Case("explore-flag-axis-word", (*_TINY, "--space", "batch_size=abc"), USAGE, ("--space", "'abc'")),
+    Case("explore-flag-range-reversed", (*_TINY, "--space", "batch_size=4..1"), USAGE, ("4..1", "empty")),
+    _flag_case("axis-twice", "--space", "batch_size=2..8", says=("batch_size is given twice",)),
+    _flag_case("objective-unknown", "--objective", "speed", says=("--objective", "unknown metric 'speed'")),
+    _flag_case("objective-direction", "--objective", "mfu:up", says=("--objective", "max, min or auto")),
+    _flag_case("budget-zero", "--budget", "0", says=("--budget", "'0'")),
+    _flag_case("constraint-unknown", "--constraint", "speed<3", says=("--constraint", "unknown metric")),
+    _flag_case("seed-negative", "--seed", "-1", says=("--seed", "got -1")),
+    Case("explore-flag-no-space", _TINY, USAGE, ("--space", "the search space is empty")),
     # what bounded the run: --steps, not the default duration
     Case(
         "explore-label-steps",

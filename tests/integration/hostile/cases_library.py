@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from hostile.case import HUGE, OK, USAGE, Case, Setup, Workspace
+from hostile.case import FAILED, HUGE, OK, USAGE, Case, Setup, Workspace
 
 HANG_S = 10.0  # a refused value answers at once; a generation that ignores it is stopped here
 # A tiny llama: 2 layers, hidden 32, 128 positions (its context), a vocabulary of 128.
@@ -124,13 +124,36 @@ def _config_case(value: str, problem: str = "hf:llama", driver: str = "in") -> C
     )
 
 
+def _folder(**files: str) -> Setup:
+    """{model}: a folder holding ``files`` (name: text), as a user's half-made model folder."""
+
+    def setup(ws: Workspace) -> None:
+        folder = ws.path("model", "model")
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+
+    return setup
+
+
+def _classes_case(problem: str, value: str, least: str = "1 class") -> Case:
+    """A head of no classes builds; its labels cannot be drawn: refused, naming the override."""
+    return Case(
+        f"library-{problem.replace(':', '-')}-{value.replace('=', '-')}",
+        ("run", "-p", problem, "--hf-config", value, *RUN_IMAGES),
+        USAGE,
+        (f"--hf-config {value}", f"needs {least} or more"),
+        not_says=("random_",),
+    )
+
+
 def _generate_case(label: str, args: tuple[str, ...], says: tuple[str, ...], **more: object) -> Case:
     return Case(
         f"library-generate-{label}",
         ("generate", *args),
         USAGE,
         says,
-        timeout_s=HANG_S,
+        timeout_s=more.pop("timeout_s", HANG_S),  # type: ignore[arg-type]
         **more,  # type: ignore[arg-type]
     )
 
@@ -173,6 +196,72 @@ CASES = [
         not_says=("hf:.",),
     ),
     Case("library-timm-empty", ("run", "-p", "timm:", *RUN_TINY), USAGE, ("timm: names no model",)),
+    # a classifier of no classes, in every library and task
+    _classes_case("torchvision:resnet18", "num_classes=0"),
+    _classes_case("torchvision:fcn_resnet50", "num_classes=0"),
+    _classes_case("timm:test_resnet", "num_classes=-1"),
+    _classes_case("hf:vit", "num_labels=0"),
+    # a library model's own late failure in a step (BatchNorm given one value per channel by
+    # batch 1): the run failed, said in one line naming the library's file
+    Case(
+        "library-timm-batch-one-batchnorm",
+        ("run", "-p", "timm:test_resnet", *RUN_IMAGES, "--no-store"),
+        FAILED,
+        ("the timm model failed during the run", "timm/models/resnet.py", "1 value per channel"),
+    ),
+    # names and folders a user gets wrong
+    Case(
+        "library-torchvision-unknown", ("run", "-p", "torchvision:nosuch", *RUN_IMAGES), USAGE, ("'nosuch'",)
+    ),
+    Case("library-timm-unknown", ("run", "-p", "timm:nosuch", *RUN_IMAGES), USAGE, ("unknown timm model",)),
+    Case("library-torchvision-empty", ("run", "-p", "torchvision:", *RUN_IMAGES), USAGE, ("names no model",)),
+    Case(
+        "library-hf-folder-missing",
+        ("run", "-p", "hf:{tmp}/nosuch", *RUN_TINY),
+        USAGE,
+        ("no such folder",),
+    ),
+    Case(
+        "library-hf-folder-no-config",
+        ("run", "-p", "hf:{model}", *RUN_TINY),
+        USAGE,
+        ("has no config.json",),
+        setup=_folder(**{"weights.txt": "x"}),
+    ),
+    Case(
+        "library-hf-config-not-json",
+        ("run", "-p", "hf:{model}", *RUN_TINY),
+        USAGE,
+        ("model/config.json",),
+        setup=_folder(**{"config.json": "{not json"}),
+    ),
+    Case(
+        "library-hf-config-json-array",
+        ("run", "-p", "hf:{model}", *RUN_TINY),
+        USAGE,
+        ("model/config.json", "model_type"),
+        setup=_folder(**{"config.json": "[1, 2]"}),
+    ),
+    Case(
+        "library-hf-config-no-equals",
+        ("run", "-p", "hf:llama", "--hf-config", "hidden_size", *RUN_TINY),
+        USAGE,
+        ("--hf-config", "KEY=VALUE"),
+    ),
+    _config_case("hidden_size=1e999"),
+    _config_case("num_hidden_layers=nan"),
+    Case(
+        "library-hf-image-size-on-text",
+        ("run", "-p", "hf:llama", "--steps", "1", "--preheat", "1", "-b", "1", "--image-size", "32"),
+        USAGE,
+        ("--image-size", "--seq-len"),
+    ),
+    Case(
+        "library-timm-seq-len-on-images",
+        ("run", "-p", "timm:test_resnet", "--steps", "1", "--preheat", "1", "-b", "2", "--seq-len", "8"),
+        USAGE,
+        ("--seq-len", "--image-size"),
+    ),
     # generate's numbers and flags
     _generate_case("batch-size-huge", ("-p", "hf:llama", "--batch-size", HUGE), ("--batch-size",)),
     _generate_case(
@@ -214,6 +303,36 @@ CASES = [
         "hf-config-heads-zero",
         ("-p", "hf:llama", "--hf-config", "num_attention_heads=0"),
         ("--hf-config num_attention_heads=0",),
+    ),
+    _generate_case(
+        "prompt-len-zero",
+        ("-p", "transformer", "--size", "debug", "--prompt-len", "0"),
+        ("--prompt-len", "got 0"),
+    ),
+    _generate_case(
+        "new-tokens-huge", ("-p", "transformer", "--size", "debug", "--new-tokens", HUGE), ("--new-tokens",)
+    ),
+    _generate_case(
+        "warmup-negative", ("-p", "transformer", "--size", "debug", "--warmup", "-1"), ("--warmup", "got -1")
+    ),
+    _generate_case("not-a-decoder", ("-p", "fc_mnist", "--size", "debug"), ("--problem", "not a decoder")),
+    _generate_case(
+        "mode-train",
+        ("-p", "transformer", "--size", "debug", "--mode", "train"),
+        ("--mode", "inference only"),
+    ),
+    _generate_case(
+        "precision-int8",
+        ("-p", "transformer", "--size", "debug", "--precision", "int8-weights"),
+        ("--precision",),
+    ),
+    _generate_case(
+        "hf-config-vocab-zero",
+        ("-p", "hf:llama", "--hf-config", "vocab_size=0", *GENERATE_TINY[:4]),
+        ("--hf-config vocab_size=0",),
+        driver="proc",  # transformers' logging handler: see vocab_size=0's run case above
+        timeout_s=120,
+        not_says=("Logging error",),
     ),
     # a generation of an hf: model says nothing the user cannot act on (a process of its own:
     # the library's import-time log lines come once per process)

@@ -243,6 +243,8 @@ def load_sweep_file(path: str | Path, command: str | None = None) -> SweepFile:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
         raise ConfigError(source, f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(source, f"{path} is not a TOML file: it is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(source, f"{path} is not valid TOML: {error}") from None
     unknown = [k for k in data if k not in ("name", "command", "base", "grid")]

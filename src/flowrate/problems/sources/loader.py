@@ -11,6 +11,11 @@ what the user gave:
 - ``check_weights(folder, model)``: the weights file readable and its tensors' shapes the meta
   model's, read from the file's header (safetensors) or memory-mapped (.bin): nothing is loaded;
 - ``reading_weights(folder)``: around the real load, a failure there names the file;
+- ``checked_classes(count)``: a head of no classes builds, but no label can be drawn for it: it
+  is refused while building, so the override that set it is named;
+- ``describe_step_failure(error)``: an error a library model raises in its own code during the
+  run (BatchNorm given a single value per channel by batch 1) is one line naming the library's
+  file and line, as a user's problem file's failure is;
 - ``checked_number(key, text, value)``: a value no tensor size or arithmetic can take (beyond
   2**31 - 1, NaN, infinite) is refused before anything is built.
 """
@@ -21,6 +26,8 @@ import ast
 import contextlib
 import json
 import math
+import sys
+import traceback
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -45,6 +52,8 @@ SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE = "pytorch_model.bin"
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, PICKLE)
+# The libraries whose model code may fail during a step.
+LIBRARIES = ("timm", "torchvision", "transformers")
 CAUSE_CHARS = 240  # the library's words kept in the one error line
 
 
@@ -124,6 +133,26 @@ def describe(error: BaseException) -> str:
     return text if len(text) <= CAUSE_CHARS else text[: CAUSE_CHARS - 1] + "…"
 
 
+def describe_step_failure(error: BaseException) -> str | None:
+    """One line for ``error`` raised in a library model's own code while the run stepped it (its
+    file and line, relative to the library); None when no frame of its traceback is in one of
+    LIBRARIES, or ``error`` is not an error a library raises late."""
+    if not isinstance(error, LATE_ERRORS):
+        return None
+    roots = [
+        (name, str(Path(module.__file__).parent) + "/")
+        for name in LIBRARIES
+        if (module := sys.modules.get(name)) is not None and module.__file__
+    ]
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        for name, root in roots:
+            if frame.filename.startswith(root):
+                where = f"{name}/{frame.filename[len(root) :]}:{frame.lineno}"
+                what = f"{type(error).__name__}: {describe(error)}"
+                return f"the {name} model failed during the run: {what} ({where})"
+    return None
+
+
 def checked_number(key: str, text: str, value: Any) -> Any:
     """``value`` (``text`` read as a number, or anything else) when a model can be built with it;
     an integer beyond 2**31 - 1 (a tensor size past any kernel's), NaN or an infinity refused."""
@@ -137,6 +166,16 @@ def checked_number(key: str, text: str, value: Any) -> Any:
         for item in value:
             checked_number(key, text, item)
     return value
+
+
+def checked_classes(count: int, least: int = 1) -> int:
+    """``count``, a model's number of classes, when a label can be drawn for it (``least``: the
+    fewest the task's labels need); else a ValueError, which ``build`` blames on the override."""
+    if count < least:
+        raise ValueError(
+            f"the model needs {least} class{'es' if least > 1 else ''} or more to label, got {count}"
+        )
+    return count
 
 
 def constructor_value(key: str, text: str) -> Any:

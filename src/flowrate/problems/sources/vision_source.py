@@ -201,7 +201,8 @@ class SegmentationProblem(Problem):
     """Semantic segmentation: images and a class per pixel (regions of one class), in range."""
 
     def __init__(self, name: str, build: Any, image_size: int, classes: int, blocks: Any) -> None:
-        self.name, self._build, self.image_size, self.classes = name, build, image_size, classes
+        self.name, self._build, self.image_size = name, build, image_size
+        self.classes = loader.checked_classes(classes)
         self._blocks = blocks
         self.default_batch_size = 8
 
@@ -270,7 +271,8 @@ class DetectionProblem(Problem):
     OBJECTS = 4
 
     def __init__(self, spec: str, build: Any, *, image_size: int, classes: int, name: str) -> None:
-        self.name, self._build, self.image_size, self.classes = spec, build, image_size, classes
+        self.name, self._build, self.image_size = spec, build, image_size
+        self.classes = loader.checked_classes(classes, least=2)  # labels are drawn from [1, classes)
         self.masks, self.keypoints = name.startswith("maskrcnn"), name.startswith("keypointrcnn")
         self.default_batch_size = 2
 

@@ -23,6 +23,7 @@ from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.flop_formulas import grouped_conv_backward_flops
 from flowrate.problems.sample import SampleField
+from flowrate.problems.sources import loader
 from flowrate.problems.sources.base import SourceSettings
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -67,7 +68,7 @@ class ImageClassificationProblem(Problem):
         self.name = name
         self._build = build
         self.image_size = image_size
-        self.num_classes = num_classes
+        self.num_classes = loader.checked_classes(num_classes)
         self.channels = channels
         self.mean = tuple(float(m) for m in mean)
         self.std = tuple(float(s) for s in std)
