@@ -109,7 +109,7 @@ def _search_panel(ax: Axes, search: dict[str, Any], slo: dict[str, float]) -> No
     for key, limit in slo.items():
         curve = search_curve(search, key)
         line = ax.plot([c[0] for c in curve], [c[1] for c in curve], marker="o", label=f"{name} {key}")[0]
-        bounded = [c for c in curve if c[2] is not None]
+        bounded = [(x, y, upper) for x, y, upper in curve if upper is not None]
         if bounded:
             ax.vlines(
                 [c[0] for c in bounded],

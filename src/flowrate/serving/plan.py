@@ -90,7 +90,7 @@ class Plan:
     settings: dict[str, Any]  # what the serving section records about the load
     search: SearchSettings | None = None  # --find-max-rate
     calibrate: bool = False  # synthetic prompts without a tokenizer: sized by the server's counts
-    started: float = field(default_factory=time.monotonic)  # --budget counts from here
+    started: float = field(default_factory=capacity.process_start)  # --budget counts from here
 
     def start_line(self) -> str:
         s = self.settings
