@@ -219,3 +219,24 @@ def test_the_curve_leaves_out_cut_points_and_reads_searches_stored_with_p99s() -
     assert search_curve(search, "ttft_ms") == [(2.1, 20.0, 25.0), (3.9, 40.0, 45.0)]
     old = {"points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 12.0}}], "max_rate": 2.0}
     assert search_curve(old, "ttft_ms") == [(2.0, 12.0, None)]
+
+
+def test_the_table_says_each_point_and_reads_searches_stored_with_p99s() -> None:
+    from flowrate.cli.serve_bench_text import search_rows
+
+    new = {
+        "points": [_point(4, 40, 3.9), _point(8, 1, 0, True)],
+        "max_rate": 4.0,
+        "stopped": INTERRUPTED,
+        "spent_s": 12.3,
+    }
+    assert search_rows(new) == [
+        ("4 req/s", "pass: ttft_ms 40.00 ms (bound 45.00); 3.9 req/s achieved"),
+        ("8 req/s", "cut (interrupted): partial, not measured; 0 requests done"),
+        ("max rate meeting the SLO", "4 req/s (stopped: interrupted, 12 s)"),
+    ]
+    old = {"points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 12.0}}], "max_rate": None}
+    assert search_rows(old) == [
+        ("2 req/s", "pass: p99 ttft_ms 12.00"),
+        ("max rate meeting the SLO", "none found"),
+    ]

@@ -197,6 +197,10 @@ def command(
         _plot(section, title, flags["plot_path"], quiet)
     if section.get("partial"):
         raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
+    if "search" in section:  # its points count failed requests as missing the SLO
+        if section["search"]["max_rate"] is None:
+            raise RunFailed(f"no rate met the SLO ({section['search']['stopped']}); every point is recorded")
+        return
     failure = serve_bench_text.failure(section, flags["max_error_rate"])
     if failure:
         raise RunFailed(failure)

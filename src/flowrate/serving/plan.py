@@ -244,7 +244,7 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
 
     from flowrate.measure.env import collect_environment
 
-    client = collect_environment(torch.device("cpu"), argv)  # before the load: out of the search's budget
+    client = collect_environment(torch.device("cpu"), argv)  # first: a search ends soon after its budget
     slo = Slo(**plan.slo) if plan.slo else None
     if plan.calibrate:
         _calibrate(plan)
