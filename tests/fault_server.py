@@ -6,6 +6,9 @@ how it answers (``url("500")`` is http://127.0.0.1:PORT/500, and serve-bench the
 misbehave only under load (``gone``, ``stall``, ``slow``), so they reach the load. Answers
 count the prompt's tokens (``prompt_tokens``) so serve-bench can size its prompts. ``silent_url()``
 is a socket that takes connections (the kernel completes the handshake) and never answers.
+Mode ``queue`` serves one request at a time, each taking QUEUE_SERVICE_S before its first token,
+so its TTFT grows with the offered rate (a rate search has a capacity to find: about
+1 / QUEUE_SERVICE_S requests/s).
 
 The sockets are bound and listening as soon as a URL is asked for, so cases may name URLs when
 they are declared; ``start()`` (idempotent) serves them.
@@ -24,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 WORDS = ["one", " two", " three"]
+QUEUE_SERVICE_S = 0.02
 SERVER: web.AppKey[Any] = web.AppKey("server")  # the FaultServer serving the app
 
 
@@ -97,7 +101,11 @@ async def answer(request: web.Request) -> web.StreamResponse:
         return await _demo(request, body)
     max_tokens = int(body.get("max_tokens", 3))
     probe = max_tokens == 1
-    if mode in ("ok", "words") or (probe and mode in ("gone", "stall", "slow")):
+    if mode == "queue" and not probe:
+        async with request.app[SERVER].one_at_a_time():
+            await asyncio.sleep(QUEUE_SERVICE_S)
+            return await _good(request, max_tokens, prompt_tokens(body, mode))
+    if mode in ("ok", "words", "queue") or (probe and mode in ("gone", "stall", "slow")):
         return await _good(request, max_tokens, prompt_tokens(body, mode))
     if mode == "no-prompt-count":
         return await _stream(request, _chunk("a"), _event({"choices": [], "usage": {"completion_tokens": 1}}))
@@ -175,6 +183,12 @@ class FaultServer:
         self.port = self.sock.getsockname()[1]
         self.thread: threading.Thread | None = None
         self.held = 0  # streams opened and held (modes held and slow): a test can wait for them
+        self.lock: asyncio.Lock | None = None  # mode queue's, made in the server's loop
+
+    def one_at_a_time(self) -> asyncio.Lock:
+        if self.lock is None:
+            self.lock = asyncio.Lock()
+        return self.lock
 
     def start(self) -> None:
         if self.thread is not None:

@@ -269,3 +269,28 @@ def test_loads_and_kinds_are_separate_configurations_in_noise_compare_pareto_and
     for label in ("5 req/s, in 4 / out 3 tokens", "10 req/s, in 4 / out 3 tokens", "20 req/s, in 4 / out 3"):
         assert html.count(label) >= 2  # its row in the runs table and its serving figure's caption
     assert "transformer/debug (generate)" in html
+
+
+@pytest.mark.slow
+def test_a_three_minute_search_on_a_real_server_ends_within_it(
+    served: tuple[str, Path], tmp_path: Path
+) -> None:
+    """--find-max-rate with --budget 3m on the tiny server ends within the budget and names the
+    rate it found (issue 38's acceptance)."""
+    url, folder = served
+    out = tmp_path / "tiny.json"
+    args = ["serve-bench", "--url", url, "--model", str(folder), "--tokenizer", str(folder), "--no-store"]
+    # p90 at 90%: 22 requests a point, so a 3-minute budget holds a search; TTFT on a shared
+    # 2-core CPU is 0.5-2 s at 0.5-1 req/s
+    load = ["--input-len", "16", "--output-len", "16", "--rate", "1", "--slo-percentile", "90"]
+    begin = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "flowrate", *args, *load, "--find-max-rate", "--slo", "ttft_ms=3000",
+         "--confidence", "0.9", "--budget", "3m", "--out", str(out)],
+        check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    took = time.monotonic() - begin
+    assert done.returncode == 0, done.stderr
+    assert took <= 180.0
+    search = json.loads(out.read_text())["serving"]["search"]
+    assert search["max_rate"] is not None and f"{search['max_rate']:.4g} req/s" in done.stderr

@@ -1,4 +1,4 @@
-"""Load plans, the open-loop sender, prompts, option parsing and the rate search."""
+"""Load plans, the open-loop sender, prompts and option parsing (the rate search: test_serving_search)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 from flowrate.errors import ConfigError
 from flowrate.serving import load, prompts
 from flowrate.serving.plan import length_range, parse_slo
-from flowrate.serving.search import find_max_rate, verdict
 from serving_factories import word_tokenizer
 
 
@@ -128,28 +127,6 @@ def test_options_parse_or_say_what_is_wrong() -> None:
     assert parse_slo("ttft_ms=500, tpot_ms=50") == {"ttft_ms": 500.0, "tpot_ms": 50.0}
     with pytest.raises(ConfigError, match="KEY one of ttft_ms"):
         parse_slo("ttft=5")
-
-
-def _stats(p99: float, ci: list[float] | None) -> dict[str, object]:
-    return {"p99": p99, "p99_ci": ci}
-
-
-def test_rate_search_bisects_and_only_counts_decided_passes() -> None:
-    slo = {"ttft_ms": 100.0}
-    assert verdict({"ttft_ms": _stats(90, [80, 95])}, slo)[0] == "pass"
-    assert verdict({"ttft_ms": _stats(90, [80, 120])}, slo)[0] == "undecided"
-    assert verdict({"ttft_ms": _stats(90, None)}, slo)[0] == "undecided"
-    assert verdict({"ttft_ms": _stats(110, [100, 120])}, slo)[0] == "fail"
-    # a server whose p99 TTFT is 10 ms x rate, exactly: the limit is met up to 10 req/s
-    tried: list[float] = []
-
-    def measure(rate: float) -> dict[str, object]:
-        tried.append(rate)
-        return {"ttft_ms": _stats(10 * rate, [9 * rate, 10 * rate])}
-
-    best, points = find_max_rate(measure, slo, start_rate=1.0, max_points=12, tolerance=0.02)
-    assert tried[:5] == [1.0, 2.0, 4.0, 8.0, 16.0] and tried[5] == 12.0
-    assert best is not None and 9.8 <= best <= 10.0 and len(points) == len(tried)
 
 
 def test_a_serving_runs_device_is_the_server_and_the_client_is_kept_apart() -> None:

@@ -1,6 +1,6 @@
 """serve-bench's figure: latency CDFs from the raw trace, the inter-token latency under each
-tool's definition, and (after --find-max-rate) p99 latency against the offered rate; `flowrate plot
-serving` and the report's Serving section draw it from a stored run."""
+tool's definition, and (after --find-max-rate) the latency–throughput curve with the SLO's lines;
+`flowrate plot serving` and the report's Serving section draw it from a stored run."""
 
 from __future__ import annotations
 
@@ -85,19 +85,50 @@ def section(results: Sequence[Result]) -> str:
     )
 
 
+def search_curve(search: dict[str, Any], key: str) -> list[tuple[float, float, float | None]]:
+    """The latency–throughput curve of one SLO'd latency: (achieved requests/s, percentile ms,
+    its upper bound ms or None) of each point measured whole, by throughput. A cut (partial) point
+    or a percentile a failed request set (None) is not drawn. A search stored with p99s only
+    gives (offered rate, p99, None)."""
+    out = []
+    for point in search["points"]:
+        if point.get("partial"):
+            continue
+        if "latency_ms" in point:
+            figures = point["latency_ms"].get(key) or {}
+            x, y, upper = point.get("request_throughput"), figures.get("quantile"), figures.get("upper")
+        else:
+            x, y, upper = point["rate"], point["p99"].get(key), None
+        if x is not None and y is not None:
+            out.append((float(x), float(y), upper))
+    return sorted(out)
+
+
 def _search_panel(ax: Axes, search: dict[str, Any], slo: dict[str, float]) -> None:
-    points = sorted(search["points"], key=lambda p: p["rate"])
+    name = f"p{search.get('percentile', 99):g}"
     for key, limit in slo.items():
-        ax.plot(
-            [p["rate"] for p in points],
-            [p["p99"].get(key, np.nan) for p in points],
-            marker="o",
-            label=f"p99 {key}",
-        )
-        ax.axhline(limit, ls="--", color=canvas.GREY, lw=1)
-    if search.get("max_rate") is not None:
-        ax.axvline(search["max_rate"], color=canvas.FRONT_COLOUR, lw=1, label="max rate meeting the SLO")
-    ax.set_xlabel("offered rate, requests/s")
-    ax.set_ylabel("ms")
+        curve = search_curve(search, key)
+        line = ax.plot([c[0] for c in curve], [c[1] for c in curve], marker="o", label=f"{name} {key}")[0]
+        bounded = [(x, y, upper) for x, y, upper in curve if upper is not None]
+        if bounded:
+            ax.vlines(
+                [c[0] for c in bounded],
+                [c[1] for c in bounded],
+                [c[2] for c in bounded],
+                color=line.get_color(),
+                lw=1,
+                alpha=0.6,
+            )
+        ax.axhline(limit, ls="--", color=line.get_color(), lw=1, label=f"SLO {key} {limit:g} ms")
+    best = search.get("headline_point")
+    if search.get("max_rate") is not None and best is not None:
+        achieved = search["points"][best].get("request_throughput")
+        if achieved is not None:
+            ax.axvline(
+                achieved, color=canvas.FRONT_COLOUR, lw=1, label=f"max rate {search['max_rate']:.4g} req/s"
+            )
+    cut = sum(bool(p.get("partial")) for p in search["points"])
+    ax.set_xlabel("achieved requests/s" + (f" ({cut} cut point not drawn)" if cut else ""))
+    ax.set_ylabel(f"{name} latency, ms (bar: its upper bound)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from flowrate.config import AUTO, OPTION_BOUNDS, Bounds, RunConfig, parse_batch_size, setting_of
+from flowrate.config.values import BadValue, to_seconds
 from flowrate.errors import ConfigError
 
 
@@ -84,3 +85,20 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{number} is not a finite number.", param, ctx)
         return number
+
+
+class Duration(click.ParamType):
+    """A duration above 0 (flowrate.config.values.to_seconds: 90s, 3m, 2h; a bare number is
+    seconds), as seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        try:
+            return to_seconds(value)
+        except BadValue as mistake:
+            raise ConfigError(
+                _flag(param, self.name), f"cannot read {value!r}: give {mistake.wanted}"
+            ) from None

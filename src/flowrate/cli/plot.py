@@ -62,7 +62,7 @@ def command(
       pareto      the runs on two objectives, the Pareto frontier drawn
       rate        Rate and GlobalRate over time for exactly one run
       compare     one bar per RUN|TAG given (a tag pools its runs), with 95% CI error bars
-      serving     one serve-bench run's latency CDFs (and p99 against rate after --find-max-rate)
+      serving     one serve-bench run's latency CDFs (and after --find-max-rate its latency–throughput curve)
     """
     from flowrate.analysis import plots
     from flowrate.analysis.plot_kinds import figure_for

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from flowrate.cli.options import output_options
-from flowrate.cli.param_types import FiniteRange
+from flowrate.cli.param_types import Duration, FiniteRange
 from flowrate.serving.bounds import MAX_REQUESTS
 
 SCENARIO_HELP = (
@@ -80,7 +80,33 @@ class Rate(click.FloatRange):
 )
 @click.option("--scenario", type=click.Choice(["offline", "server", "single-stream"]), help=SCENARIO_HELP)
 @click.option("--slo", help="ttft_ms=…,tpot_ms=…,e2e_ms=…: goodput counts requests meeting all.")
-@click.option("--find-max-rate", is_flag=True, help="Bisect for the highest --rate whose p99s meet --slo.")
+@click.option(
+    "--find-max-rate",
+    is_flag=True,
+    help="Search for the highest rate (from --rate) whose --slo-percentile latencies meet --slo, "
+    "within --budget; the plan and its estimate are shown first.",
+)
+@click.option(
+    "--budget",
+    type=Duration(),
+    help="--find-max-rate's time limit, e.g. 3m, 90s, 1h: no point starts that would not fit. [default: 10m]",
+)
+@click.option(
+    "--slo-percentile",
+    type=FiniteRange(50, 99.9),
+    help="--find-max-rate: the latency percentile held to --slo. [default: 99]",
+)
+@click.option(
+    "--confidence",
+    type=FiniteRange(0.5, 0.999),
+    help="--find-max-rate: the confidence a passing rate's percentile meets --slo with; with "
+    "--slo-percentile it sets the requests a point sends. [default: 0.95]",
+)
+@click.option(
+    "--resolution",
+    type=FiniteRange(0.001, 0.5),
+    help="--find-max-rate: bisect until the bracket is within this share of its top. [default: 0.05]",
+)
 @click.option(
     "--max-error-rate",
     type=FiniteRange(0, 1),
@@ -165,14 +191,16 @@ def command(
     title = f"flowrate serve-bench {result.run_id}"
     rows = serve_bench_text.rows(section)
     if "search" in section:
-        rows += serve_bench_text.search_rows(section["search"]["points"])
-        found = section["search"]["max_rate"]
-        rows.append(("max rate meeting the SLO", "none found" if found is None else f"{found:.3f} req/s"))
+        rows += serve_bench_text.search_rows(section["search"])
     destination.report(result, title, rows)
     if flags["plot_path"]:
         _plot(section, title, flags["plot_path"], quiet)
     if section.get("partial"):
         raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
+    if "search" in section:  # its points count failed requests as missing the SLO
+        if section["search"]["max_rate"] is None:
+            raise RunFailed(f"no rate met the SLO ({section['search']['stopped']}); every point is recorded")
+        return
     failure = serve_bench_text.failure(section, flags["max_error_rate"])
     if failure:
         raise RunFailed(failure)

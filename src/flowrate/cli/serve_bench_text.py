@@ -58,14 +58,33 @@ def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def search_rows(points: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [
-        (
-            f"{p['rate']:.3f} req/s",
-            f"{p['verdict']}: " + ", ".join(f"p99 {k} {v:.2f}" for k, v in p["p99"].items()),
-        )
-        for p in points
-    ]
+def search_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row a point (a cut one says so, with no figures), the rate found and why the search
+    stopped. Reads searches stored before points had percentiles (each point's ``p99``) too."""
+    out = [(f"{p['rate']:.4g} req/s", _point(p)) for p in search["points"]]
+    found = search["max_rate"]
+    found_text = "none found" if found is None else f"{found:.4g} req/s"
+    if "stopped" in search:
+        found_text += f" (stopped: {search['stopped']}, {search['spent_s']:.0f} s)"
+    out.append(("max rate meeting the SLO", found_text))
+    return out
+
+
+def _point(point: dict[str, Any]) -> str:
+    if point.get("partial"):
+        return f"cut ({point.get('cut')}): partial, not measured; {point.get('completed', 0)} requests done"
+    if "latency_ms" not in point:  # a search stored with p99s only
+        return f"{point['verdict']}: " + ", ".join(f"p99 {k} {v:.2f}" for k, v in point["p99"].items())
+
+    def ms(value: float | None) -> str:
+        return "∞" if value is None else f"{value:.2f}"
+
+    figures = ", ".join(
+        f"{k} {ms(f['quantile'])} ms (bound {ms(f['upper'])})" for k, f in point["latency_ms"].items()
+    )
+    achieved = point.get("request_throughput")
+    done = "" if achieved is None else f"; {achieved:.4g} req/s achieved"
+    return f"{point['verdict']}: {figures}{done}"
 
 
 def failure(section: dict[str, Any], max_error_rate: float) -> str | None:

@@ -1,5 +1,5 @@
 """The one reader of setting values given as text: integers, numbers (seconds, GiB, rates), on/off
-words, batch sizes with "auto", comma lists and doubling ranges.
+words, batch sizes with "auto", comma lists, doubling ranges and durations ("3m", "90 s").
 
 The command line (flowrate.cli.param_types), sweep grids and bases (flowrate.campaigns.sweep.spec),
 explore spaces and the -O problem options all read a value through here, so "16", " 16 ",
@@ -9,6 +9,7 @@ saying what it wanted; the caller names the flag or key.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -17,6 +18,8 @@ from flowrate.errors import ConfigError
 AUTO = "auto"
 TRUTH = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
 _DOUBLING = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|min|s)?\s*$", re.IGNORECASE)
+SECONDS_PER = {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
 
 
 class BadValue(ValueError):
@@ -106,6 +109,16 @@ def doubling(text: str) -> list[int]:
         raise BadValue(text, "a range: write A..B, 1 ≤ A ≤ B (e.g. 1..512)")
     low, high = int(match[1]), int(match[2])
     return [low * 2**i for i in range((high // low).bit_length())]
+
+
+def to_seconds(value: Any) -> float:
+    """A duration above 0: "3m" or "3 min" -> 180.0, "2h", "90s", "1.5h"; a bare number is seconds.
+    0, nan, inf and other units are refused."""
+    match = _DURATION.match(str(value))
+    seconds = float(match[1]) * SECONDS_PER[(match[2] or "s").lower()] if match else math.nan
+    if not 0 < seconds < math.inf:
+        raise BadValue(value, "a duration above 0 like 90s, 3m or 2h")
+    return seconds
 
 
 def positive_ints(text: str, field_name: str, example: str) -> list[int]:

@@ -5,19 +5,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.results.schema import SCHEMA_VERSION, Result
 from flowrate.results.validate import InvalidResult, validate_record
-from flowrate.serving import bench, load, prompts
+from flowrate.serving import bench, capacity, load, prompts
 from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
-from flowrate.serving.metrics import Slo, summarize
+from flowrate.serving.metrics import Slo
 from flowrate.serving.prompts import LocalTokenizer, Prompt
 from flowrate.serving.result import build_result, serving_section
-from flowrate.serving.search import MIN_REQUESTS_FOR_P99, find_max_rate
+from flowrate.serving.search import INTERRUPTED, SearchSettings
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -88,11 +88,15 @@ class Plan:
     tokenizer: LocalTokenizer | None
     slo: dict[str, float] | None
     settings: dict[str, Any]  # what the serving section records about the load
-    search_from: float | None = None  # --find-max-rate: the first rate tried
+    search: SearchSettings | None = None  # --find-max-rate
     calibrate: bool = False  # synthetic prompts without a tokenizer: sized by the server's counts
+    started: float = field(default_factory=capacity.process_start)  # --budget counts from here
 
     def start_line(self) -> str:
         s = self.settings
+        if self.search is not None:
+            head = f"serve-bench: a rate search at {self.target.url} ({self.target.model})"
+            return "\n".join([head, *capacity.plan_lines(self.search)])
         how = f"at {s['rate']} req/s" if s["rate"] else f"at concurrency {s['concurrency']}"
         how = "replaying a trace" if s["replay"] else how
         return f"serve-bench: {len(self.prompts)} requests to {self.target.url} ({self.target.model}) {how}"
@@ -121,8 +125,6 @@ def _load(flags: dict[str, Any]) -> tuple[float | None, int, str | None]:
         raise ConfigError("--scenario", "server needs --rate and Poisson arrivals (--burstiness 1)")
     if flags["arrivals"] == "constant" and flags["burstiness"] != 1.0:
         raise ConfigError("--burstiness", "shapes random gaps: constant arrivals have none (drop one)")
-    if flags["find_max_rate"] and (rate is None or not flags["slo"]):
-        raise ConfigError("--find-max-rate", "needs --slo and a starting --rate")
     if rate is None and flags["replay"] is None:
         return None, concurrency or 1, scenario
     return rate, 1, scenario
@@ -139,6 +141,7 @@ def resolve(flags: dict[str, Any]) -> Plan:
     bench.split_url(flags["url"])
     slo = parse_slo(flags["slo"])
     rate, concurrency, scenario = _load(flags)
+    search = capacity.settings_from(flags, rate, slo)
     tokenizer = prompts.load_tokenizer(Path(flags["tokenizer"])) if flags["tokenizer"] else None
     n = flags["num_requests"]
     output_len = length_range(flags["output_len"], "--output-len")
@@ -210,35 +213,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         tokenizer,
         settings["slo"],
         settings,
-        search_from=rate if flags["find_max_rate"] else None,
+        search=search,
         calibrate=tokenizer is None and not flags["dataset"],
     )
-
-
-def _search(plan: Plan, slo: Slo, say: Callable[[str], None]) -> tuple[bench.Outcome, dict[str, Any]]:
-    """--find-max-rate: the points, and the run at the best rate (else the last one tried)."""
-    assert plan.search_from is not None and plan.slo is not None
-    runs: dict[float, bench.Outcome] = {}
-    # each point long enough for its p99 to have a 95% interval (search.py's rule)
-    count = max(len(plan.prompts), MIN_REQUESTS_FOR_P99)
-    sent = [plan.prompts[i % len(plan.prompts)] for i in range(count)]
-
-    def measure(rate: float) -> dict[str, Any]:
-        constant = plan.settings["arrivals"] == "constant"
-        times = load.arrival_times(
-            count, rate, plan.settings["burstiness"], 0.0, plan.settings["seed"], constant
-        )
-        runs[rate] = bench.run(
-            plan.target, sent, times=times, deadline_s=plan.deadline_s, tokenizer=plan.tokenizer
-        )
-        summary = summarize(runs[rate].traces, "flowrate", slo)
-        p99 = (summary["ttft_ms"] or {}).get("p99", float("nan"))
-        say(f"  {rate:.3f} req/s: p99 TTFT {p99:.1f} ms")
-        return summary
-
-    best, points = find_max_rate(measure, plan.slo, plan.search_from)
-    search = {"max_rate": best, "points": points, "rule": "p99 and its 95% interval within the SLO"}
-    return runs[best if best is not None else points[-1]["rate"]], search
 
 
 def _calibrate(plan: Plan) -> None:
@@ -267,12 +244,18 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
 
     from flowrate.measure.env import collect_environment
 
+    client = collect_environment(torch.device("cpu"), argv)  # first: a search ends soon after its budget
     slo = Slo(**plan.slo) if plan.slo else None
     if plan.calibrate:
         _calibrate(plan)
-    search: dict[str, Any] | None = None
-    if plan.search_from is not None and slo is not None:
-        outcome, search = _search(plan, slo, say)
+    settings, search, partial = plan.settings, None, False
+    if plan.search is not None:
+        runner = capacity.Runner(
+            plan.target, plan.prompts, plan.settings, plan.search, plan.deadline_s, plan.tokenizer
+        )
+        outcome, rate, search = capacity.run_search(runner, plan.search, say, plan.started)
+        settings = {**plan.settings, "rate": rate}  # the headline point's load
+        partial = search["stopped"] == INTERRUPTED
     else:
         outcome = bench.run(
             plan.target,
@@ -282,11 +265,12 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
             deadline_s=plan.deadline_s,
             tokenizer=plan.tokenizer,
         )
-    section = serving_section(outcome.traces, slo, plan.settings, outcome.partial)
+        partial = outcome.partial
+    section = serving_section(outcome.traces, slo, settings, partial)
     if search is not None:
         section["search"] = search
     config = {"device": "remote", "precision": None, "size": None}
-    environment = server_environment(collect_environment(torch.device("cpu"), argv), section)
+    environment = server_environment(client, section)
     result = build_result(outcome.traces, section, config, environment)
     try:  # what readers refuse is never written: check the record before anything is
         validate_record(result.to_dict(), SCHEMA_VERSION)
