@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,13 +18,13 @@ from typing import Any
 from flowrate.campaigns.explore.objectives import Constraint, Objective, measured_names
 from flowrate.campaigns.explore.space import SearchSpace, study_id
 from flowrate.campaigns.rungs.ladder import Continuation, Fidelity
+from flowrate.config.values import BadValue, to_seconds
 from flowrate.errors import ConfigError
 from flowrate.results.store import point_key
 
 DONE = "done"
 OOM = "oom"  # out of memory: infeasible, not an error
 FAILED = "failed"
-_HOURS = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|min|s)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -41,13 +40,15 @@ class Budget:
         text = str(text).strip()
         if text.isascii() and text.isdigit() and int(text) > 0:
             return cls(runs=int(text))
-        match = _HOURS.match(text)
-        if match is None or not 0 < float(match[1]) < math.inf:
-            raise ConfigError(
-                "budget", f"cannot read {text!r}: give a number of runs (12) or a time (2h, 90m, 600s)"
-            )
-        unit = match[2].lower()
-        return cls(seconds=float(match[1]) * (3600 if unit == "h" else 60 if unit.startswith("m") else 1))
+        refused = ConfigError(
+            "budget", f"cannot read {text!r}: give a number of runs (12) or a time (2h, 90m, 600s)"
+        )
+        if not text or text[-1].isdigit():  # a time names its unit: a bare number counts runs
+            raise refused
+        try:
+            return cls(seconds=to_seconds(text))
+        except BadValue:
+            raise refused from None
 
     def room(self, runs: int, seconds: float) -> int:
         """How many more runs may start after ``runs`` runs that took ``seconds``."""
