@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from factories import make_result
 from flowrate.errors import FlowrateError
 from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result, RunSummary
+from flowrate.results.sections import Estimate
 from flowrate.results.store import Store
 from flowrate.results.transfer import read_results, result_file
 from flowrate.results.validate import (
@@ -220,6 +221,14 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
     max_leaves=8,
 )
+
+
+def section_of(section: type) -> st.SearchStrategy[dict[str, Any]]:
+    """Some of a typed section's fields, each holding any JSON value (a record keeps what it holds)."""
+    names = st.sampled_from(sorted(f.name for f in dataclasses.fields(section)))
+    return st.dictionaries(names, json_values, max_size=3)
+
+
 records = st.fixed_dictionaries(
     {
         "config": st.fixed_dictionaries(
@@ -245,7 +254,7 @@ records = st.fixed_dictionaries(
         "fidelity": st.none() | st.fixed_dictionaries({"final_loss": finite}),
         "streaming": st.none(),
         "input": st.none(),
-        "estimate": st.none() | st.dictionaries(texts, json_values, max_size=3),
+        "estimate": st.none() | section_of(Estimate),
         "distributed": st.none(),
         "compile": st.none(),
         "operators": st.none() | st.dictionaries(texts, json_values, max_size=3),

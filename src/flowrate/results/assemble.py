@@ -28,7 +28,7 @@ from flowrate.measure.peaks import PeakLookup
 from flowrate.measure.stats import Summary, measurement_warnings, summarize
 from flowrate.problems.base import Problem
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
-from flowrate.results.sections import Energy, Flops, Memory, ProblemInfo
+from flowrate.results.sections import BatchSizeTry, Energy, Flops, Input, Memory, ProblemInfo, Streaming
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Built:
     batch_size: int
     parameters_built: int
     block_count: int | None  # None: the problem declares no blocks (fine for resident runs)
-    batch_size_search: list[dict[str, Any]] = field(default_factory=list)  # --batch-size auto's tries
+    batch_size_search: list[BatchSizeTry] = field(default_factory=list)  # --batch-size auto's tries
     search_note: str | None = None  # what bounded the search, where the reader should know it
 
 
@@ -54,8 +54,8 @@ class Measurements:
     peak: PeakLookup
     count_warning: str | None
     is_benchmark: bool  # False for a check, whose data is made inside the loop: no timing advice
-    streaming: dict[str, Any] | None = None  # the executor's report (streaming's; resident has none)
-    inputs: tuple[dict[str, Any], list[str]] | None = None  # the input section, its warnings
+    streaming: Streaming | None = None  # the executor's report (streaming's; resident has none)
+    inputs: tuple[Input, list[str]] | None = None  # the input section, its warnings
     executor_warnings: list[str] = field(default_factory=list)
     operators: OpTally | None = None  # the counted step, op by op (None: not counted)
     machine_load: MachineLoad | None = None  # what else the machine did over the timed window
