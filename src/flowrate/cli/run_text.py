@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         Flops,
         Input,
         Memory,
+        Operators,
         Repeat,
         Streaming,
     )
@@ -245,11 +246,11 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("MFU", _mfu_line(f)))
         if f.mixed_mfu is not None or f.mixed_mfu_reason is not None:
             rows.append(("mixed MFU", _mixed_mfu_line(f)))
-    if result.operators:
+    if result.operators is not None:
         rows.append(("FLOP count", coverage_line(result.operators)))
-        if result.operators.get("census"):
-            rows.append(("precision", census_line(result.operators["census"])))
-            calls = result.operators["census"]["op_calls"]
+        if result.operators.census is not None:
+            rows.append(("precision", census_line(result.operators.census)))
+            calls = result.operators.census.op_calls
             ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
             rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
     if f.bytes_per_sec:
@@ -278,11 +279,11 @@ def _load_line(load: dict[str, Any]) -> str:
     )
 
 
-def coverage_line(operators: dict[str, Any]) -> str:
+def coverage_line(operators: Operators) -> str:
     """The counter's coverage: "FLOPs counted over 14 ops; not counted: aten.foo ×12"."""
-    missing = operators.get("not_counted") or {}
+    missing = operators.not_counted
     absent = ", ".join(f"{op} ×{calls}" for op, calls in sorted(missing.items())) or "none"
-    return f"FLOPs counted over {len(operators.get('counted_ops', []))} ops; not counted: {absent}"
+    return f"FLOPs counted over {len(operators.counted_ops)} ops; not counted: {absent}"
 
 
 def _mfu_line(f: Flops) -> str:

@@ -23,9 +23,11 @@ from flowrate.results.sections import (
     Estimate,
     Fidelity,
     Flops,
+    Generation,
     Input,
     Kind,
     Memory,
+    Operators,
     ProblemInfo,
     Repeat,
     Streaming,
@@ -161,11 +163,11 @@ class Result:
     # --compile: the first (compiling) step's seconds and whether inductor's cache was hit
     compile: Compile | None = None
     # the executed-FLOPs count of one step, op by op, and its coverage (None: not counted)
-    operators: dict[str, Any] | None = None
+    operators: Operators | None = None
     # `flowrate generate`: lengths, TTFT/TPOT/ITL/E2E per request, prefill and decode rates,
     # KV-cache memory, prefill MFU and decode bandwidth (None for runs; records without it read with
     # it empty)
-    generation: dict[str, Any] | None = None
+    generation: Generation | None = None
     # `flowrate serve-bench`: load, raw per-request traces, metrics by definition (None for runs)
     serving: dict[str, Any] | None = None
     kind: Kind = Kind.RUN
