@@ -24,10 +24,11 @@ from flowrate.analysis.grouping import problem_of
 from flowrate.errors import FlowrateError
 from flowrate.io import write_atomic
 from flowrate.measure.stats import summarize
-from flowrate.results.identity import Kind, kind_of
+from flowrate.results.identity import kind_of
 from flowrate.results.metrics import METRICS, Metric
 from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result
+from flowrate.results.sections import Kind
 from flowrate.results.store import StoredRun
 from flowrate.units import si
 

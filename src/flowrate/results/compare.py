@@ -152,7 +152,7 @@ class Comparison:
         return lines + self.notes
 
     def to_dict(self) -> dict[str, Any]:
-        data = _finite(asdict(self))
+        data: dict[str, Any] = _finite(asdict(self))
         data["metrics"] = [
             {**m, "significant": c.significant} for m, c in zip(data["metrics"], self.metrics, strict=True)
         ]

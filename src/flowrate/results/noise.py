@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowrate.results.compare import History, configuration, problem_identity
-from flowrate.results.identity import Kind, kind_of
+from flowrate.results.identity import kind_of
 from flowrate.results.schema import Result, environment_fingerprint
+from flowrate.results.sections import Kind
 
 if TYPE_CHECKING:
     from flowrate.results.store import StoredRun
