@@ -9,6 +9,7 @@ import pytest
 import flowrate
 from flowrate.measure.device import resolve_device
 from flowrate.measure.peaks import peak_for
+from flowrate.results.sections import BatchSizeTry
 
 pytestmark = pytest.mark.gpu
 
@@ -41,11 +42,11 @@ def test_batch_size_auto_finds_a_fitting_size_on_cuda() -> None:
         preheat_steps=1,
     )
     search = result.batch_size_search
-    assert search[0] == {"batch_size": 1 << 22, "fits": False}
+    assert search[0] == BatchSizeTry(1 << 22, fits=False)
     # halving from the largest: every size tried fails but the last, the one the run used
-    assert [s["batch_size"] for s in search] == [(1 << 22) >> i for i in range(len(search))]
-    assert [s["fits"] for s in search] == [False] * (len(search) - 1) + [True]
-    assert result.batch_size == search[-1]["batch_size"] < 1 << 22
+    assert [s.batch_size for s in search] == [(1 << 22) >> i for i in range(len(search))]
+    assert [s.fits for s in search] == [False] * (len(search) - 1) + [True]
+    assert result.batch_size == search[-1].batch_size < 1 << 22
 
 
 def test_gpt2_bf16_training_throughput_is_recorded() -> None:

@@ -31,9 +31,9 @@ def test_a_run_reads_pinned_batches_onto_the_gpu(tmp_path: Path, problem: str, w
         preheat_steps=2,
         sample_every=3,
     )
-    assert result.input is not None and result.input["pinned"] is True
+    assert result.input is not None and result.input.pinned is True
     assert all(i.input_wait_s is not None and i.input_wait_s > 0 for i in result.intervals)
-    assert 0 <= result.input["input_bound_share"] < 1
+    assert 0 <= result.input.input_bound_share < 1
 
 
 def test_the_analyzer_copies_to_the_gpu(tmp_path: Path) -> None:

@@ -53,6 +53,6 @@ def test_torchrun_on_the_gpus_uses_nccl_and_sums_the_ranks(tmp_path: Path, execu
     assert done.returncode == 0, done.stderr
     result = Result.from_json(done.stdout)
     d = result.distributed
-    assert d is not None and d["backend"] == "nccl" and d["world_size"] == RANKS
-    assert [r["device"] for r in d["ranks"]] == [f"cuda:{r}" for r in range(RANKS)]
-    assert result.summary.samples_per_sec == sum(r["samples_per_sec"] for r in d["ranks"])
+    assert d is not None and d.backend == "nccl" and d.world_size == RANKS
+    assert [r.device for r in d.ranks] == [f"cuda:{r}" for r in range(RANKS)]
+    assert result.summary.samples_per_sec == sum(r.samples_per_sec for r in d.ranks)

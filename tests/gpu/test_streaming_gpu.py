@@ -23,13 +23,13 @@ def test_streaming_matches_resident_in_bf16_on_cuda(name: str) -> None:
     assert streamed.losses[-1] < streamed.losses[0]
     assert abs(streamed.losses[0] - resident.losses[0]) / resident.losses[0] < 0.05
     report = streamed.streaming
-    assert report is not None and report["host_pinned"] is True
+    assert report is not None and report.host_pinned is True
     # the copies were timed with CUDA events, and the share hidden is the part of them compute did
     # not wait for
-    copy_in, exposed = report["copy_in_s_per_step"], report["copy_exposed_s_per_step"]
+    copy_in, exposed = report.copy_in_s_per_step, report.copy_exposed_s_per_step
     assert copy_in > 0 and exposed >= 0
-    assert report["copy_hidden_fraction"] == pytest.approx(max(0.0, 1.0 - exposed / copy_in))
-    assert report["device_weight_bytes_peak"] <= 2 * report["largest_block_bytes"] + 1
+    assert report.copy_hidden_fraction == pytest.approx(max(0.0, 1.0 - exposed / copy_in))
+    assert report.device_weight_bytes_peak <= 2 * report.largest_block_bytes + 1
 
 
 def test_streaming_fp32_step_equals_resident_on_cuda() -> None:
@@ -77,6 +77,6 @@ def test_device_memory_limit_holds_a_streamed_gpt2() -> None:
     assert torch.cuda.memory_reserved() > 3 * 2**30
     result = _streamed_gpt2(3)
     assert result.memory.device_peak_reserved_bytes <= 3 * 2**30
-    assert result.streaming is not None and result.streaming["host_pinned"] is True
+    assert result.streaming is not None and result.streaming.host_pinned is True
     with pytest.raises(OutOfMemory, match="out of memory at batch size 2"):
         _streamed_gpt2(2)

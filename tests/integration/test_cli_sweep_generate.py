@@ -32,13 +32,13 @@ def test_a_generate_sweep_records_generations_and_resumes(run_cli, results_store
     assert {p.run_id for p in points.values()} == {r.run_id for r in runs}
     by_batch = {r.batch_size: r.result for r in runs}
     assert sorted(by_batch) == [1, 2]  # auto: as many as fit, at most --max-batch-size
-    assert by_batch[2].generation is not None and by_batch[2].generation["memory"]["batch_size_auto"] is True
+    assert by_batch[2].generation is not None and by_batch[2].generation.memory.batch_size_auto is True
     for result in by_batch.values():
         g = result.generation
         assert result.config["mode"] == "generate" and g is not None
-        assert (g["prompt_len"], g["new_tokens"], len(g["requests"])) == (6, 3, 2)
-        assert g["decode_tokens_per_sec"] > 0
-        assert rate(g["decode_tokens_per_sec"]) in outcome.stdout  # the table shows it, as it formats it
+        assert (g.prompt_len, g.new_tokens, len(g.requests)) == (6, 3, 2)
+        assert g.decode_tokens_per_sec > 0
+        assert rate(g.decode_tokens_per_sec) in outcome.stdout  # the table shows it, as it formats it
     pids = {r.environment.get("process_id") for r in by_batch.values()}
     assert len(pids) == 2 and os.getpid() not in pids
     assert all(set(r.tags) == {"ci", "sweep:decode"} for r in runs)
@@ -52,10 +52,10 @@ def test_a_generate_sweep_records_generations_and_resumes(run_cli, results_store
 
     # the generation figures are metrics by name: read from the runs, ranked by pareto
     g = by_batch[2].generation
-    assert get_metric("decode-tokens-per-sec").value(by_batch[2]) == g["decode_tokens_per_sec"]
-    assert get_metric("ttft_ms").value(by_batch[2]) == pytest.approx(g["ttft_s"]["median"] * 1e3)
-    assert get_metric("tpot_ms").value(by_batch[2]) == pytest.approx(g["tpot_s"]["median"] * 1e3)
-    assert get_metric("prefill_tokens_per_sec").value(by_batch[2]) == g["prefill_tokens_per_sec"]
+    assert get_metric("decode-tokens-per-sec").value(by_batch[2]) == g.decode_tokens_per_sec
+    assert get_metric("ttft_ms").value(by_batch[2]) == pytest.approx(g.ttft_s.median * 1e3)
+    assert get_metric("tpot_ms").value(by_batch[2]) == pytest.approx(g.tpot_s.median * 1e3)
+    assert get_metric("prefill_tokens_per_sec").value(by_batch[2]) == g.prefill_tokens_per_sec
     ranked = run_cli(
         "pareto",
         "--tag",

@@ -27,10 +27,10 @@ def test_two_ranks_report_algorithm_and_bus_bandwidth(operation: str, size: int,
     assert first.code == 0 and second.code == 0, first.stderr + second.stderr
     result = Result.from_json(first.stdout)
     d = result.distributed
-    assert d is not None and d["world_size"] == 2 and d["backend"] == "gloo"
+    assert d is not None and d.world_size == 2 and d.backend == "gloo"
     assert result.problem.settings == {"operation": operation, "bytes": size}
     # bytes/s is the sum over ranks of each rank's S × calls/s: algbw is its mean over the ranks
-    per_rank = [size * r["samples_per_sec"] for r in d["ranks"]]
+    per_rank = [size * r.samples_per_sec for r in d.ranks]
     assert result.flops.bytes_per_sec == pytest.approx(sum(per_rank))
     algbw, busbw = collective_bandwidths(operation, result.flops.bytes_per_sec, 2)
     assert algbw == pytest.approx(sum(per_rank) / 2) and algbw > 0

@@ -131,16 +131,14 @@ def test_a_two_rank_run_sums_the_ranks_and_only_rank_0_reports(tmp_path: Path, r
     assert "data-parallel: 2 ranks" in first.stderr and "Traceback" not in first.stderr
     result = Result.from_json(first.stdout)
     d = result.distributed
-    assert d is not None and d["world_size"] == 2 and d["backend"] == "gloo"
-    assert [r["rank"] for r in d["ranks"]] == [0, 1]
-    assert (
-        result.summary.samples_per_sec == d["ranks"][0]["samples_per_sec"] + d["ranks"][1]["samples_per_sec"]
-    )
-    assert d["batch_size_per_rank"] == 8 and result.batch_size == 16
+    assert d is not None and d.world_size == 2 and d.backend == "gloo"
+    assert [r.rank for r in d.ranks] == [0, 1]
+    assert result.summary.samples_per_sec == d.ranks[0].samples_per_sec + d.ranks[1].samples_per_sec
+    assert d.batch_size_per_rank == 8 and result.batch_size == 16
     assert result.summary.timed_steps == 8 and len(result.losses) == 8
     assert result.summary.timed_samples == 2 * 8 * 8
     assert result.summary.steps_per_sec == pytest.approx(result.summary.samples_per_sec / 16)
-    assert d["gradient_reduction"].startswith("DistributedDataParallel")
+    assert d.gradient_reduction.startswith("DistributedDataParallel")
     with Store(results_store) as store:
         assert [run.result.run_id for run in store.runs()] == [result.run_id]  # recorded once
 
@@ -212,7 +210,7 @@ def test_scaling_reports_weak_scaling_efficiency_with_a_plot(
     assert plot.exists() and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with Store(results_store) as store:
         runs = store.runs()
-    assert sorted(r.result.distributed["world_size"] for r in runs) == [1, 2]  # type: ignore[index]
+    assert sorted(r.result.distributed.world_size for r in runs) == [1, 2]
     assert all("scaling:tiny" in r.tags for r in runs)
     done = run_cli("scaling", "--nproc", "0,2", *TINY)
     assert done.code == 2 and "--nproc" in done.stderr
@@ -238,6 +236,6 @@ def test_the_own_loop_example_runs_alone_and_on_two_ranks(tmp_path: Path) -> Non
     assert "own-mlp (resident, 2 process(es))" in first.stdout and second.stdout == ""
     two = Result.load(out)
     assert two.distributed is not None and two.input is not None
-    assert two.input["sharding"] == "DistributedSampler (added by flowrate)"
+    assert two.input.sharding == "DistributedSampler (added by flowrate)"
     assert two.summary.timed_steps == (4096 // 64 // 2) - 3  # each rank reads half the data, 3 preheat
     assert json.loads(two.to_json())["distributed"]["global_batch_size"] == 128

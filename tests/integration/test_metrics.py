@@ -124,12 +124,12 @@ def test_energy_from_a_fake_rapl_tree_gives_exact_samples_per_joule(
     )
     result = flowrate.benchmark("fc_mnist", on_interval=one_joule_per_sample_point, **TINY)
     energy = result.energy
-    assert energy["method"] == "rapl-powercap" and energy["domains"] == ["package-0"]
-    assert energy["joules"] == pytest.approx(4.0)  # four sample points
-    assert energy["samples_per_joule"] == pytest.approx(result.summary.timed_samples / 4.0)
+    assert energy.method == "rapl-powercap" and energy.domains == ["package-0"]
+    assert energy.joules == pytest.approx(4.0)  # four sample points
+    assert energy.samples_per_joule == pytest.approx(result.summary.timed_samples / 4.0)
     flops = result.summary.timed_samples * result.problem.model_flops_per_sample
-    assert energy["flops_per_joule"] == pytest.approx(flops / 4.0)
-    assert energy["average_watts"] == pytest.approx(4.0 / energy["seconds"])
+    assert energy.flops_per_joule == pytest.approx(flops / 4.0)
+    assert energy.average_watts == pytest.approx(4.0 / energy.seconds)
 
 
 def test_every_result_has_flops_energy_and_memory_and_round_trips(tmp_path: Path) -> None:
@@ -139,19 +139,19 @@ def test_every_result_has_flops_energy_and_memory_and_round_trips(tmp_path: Path
     ops = result.operators
     assert (
         ops is not None
-        and ops["not_counted"] == {}
-        and f["executed_flops_per_sample"] == ops["flops"] / ops["batch_size"]
+        and ops.not_counted == {}
+        and f.executed_flops_per_sample == ops.flops / ops.batch_size
     )
     # the zoo's formula counts attention over the full T x T square (the fused kernel skips the
     # causal half and recomputes Q·Kᵀ in backward)
-    attention = sum(o["flops"] for o in ops["ops"] if "attention" in o["op"])
-    full = (ops["flops"] - attention + ops["attention_full_flops"]) / ops["batch_size"]
+    attention = sum(o.flops for o in ops.ops if "attention" in o.op)
+    full = (ops.flops - attention + ops.attention_full_flops) / ops.batch_size
     assert full == pytest.approx(result.problem.model_flops_per_sample, rel=0.01)
     assert [w for w in result.warnings if "FLOP" in w] == []
-    assert f["hardware_flops_per_sec"] == pytest.approx(
-        f["executed_flops_per_sample"] * result.summary.samples_per_sec
+    assert f.hardware_flops_per_sec == pytest.approx(
+        f.executed_flops_per_sample * result.summary.samples_per_sec
     )
-    assert f["mfu"] is None and "no datasheet peak" in f["reason"]
+    assert f.mfu is None and "no datasheet peak" in f.reason
     assert result.energy.joules is None or result.energy.method
     if result.energy.joules is None:
         assert result.energy.reason
@@ -184,9 +184,9 @@ def test_a_version_1_result_still_reads(tmp_path: Path) -> None:
 def test_measure_peak_reports_mfu_against_a_measured_gemm() -> None:
     result = flowrate.benchmark("fc_mnist", measure_peak=True, **TINY)
     f = result.flops
-    assert f["measured_peak_flops"] > 1e9  # any CPU of this decade does a GFLOP/s of fp32 GEMM
-    assert f["mfu_of_measured_peak"] == pytest.approx(f["model_flops_per_sec"] / f["measured_peak_flops"])
-    assert f["mfu"] is None  # the datasheet one stays empty with its reason
+    assert f.measured_peak_flops > 1e9  # any CPU of this decade does a GFLOP/s of fp32 GEMM
+    assert f.mfu_of_measured_peak == pytest.approx(f.model_flops_per_sec / f.measured_peak_flops)
+    assert f.mfu is None  # the datasheet one stays empty with its reason
 
 
 def test_mfu_end_to_end_with_a_fake_device_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,13 +205,13 @@ def test_mfu_end_to_end_with_a_fake_device_entry(tmp_path: Path, monkeypatch: py
     with registered_peaks(fake):
         result = flowrate.benchmark("transformer", tensorboard=tmp_path / "tb", **TINY)
     f = result.flops
-    assert f["peak_flops"] == 10e12 and "example.com" in f["peak_source"]
-    assert f["mfu"] == pytest.approx(f["model_flops_per_sec"] / 10e12)
-    assert f["hfu"] == pytest.approx(f["hardware_flops_per_sec"] / 10e12)
+    assert f.peak_flops == 10e12 and "example.com" in f.peak_source
+    assert f.mfu == pytest.approx(f.model_flops_per_sec / 10e12)
+    assert f.hfu == pytest.approx(f.hardware_flops_per_sec / 10e12)
     for interval in result.intervals:
         assert interval.mfu == pytest.approx(interval.model_flops_per_sec / 10e12)
     assert [v for _, v in read_events(tmp_path / "tb")["mfu"]] == [
         float(np.float32(i.mfu)) for i in result.intervals
     ]
     rows = dict(summary_rows(result))
-    assert rows["MFU"].startswith(f"{f['mfu']:.1%} of 10 TFLOP/s dense datasheet peak")
+    assert rows["MFU"].startswith(f"{f.mfu:.1%} of 10 TFLOP/s dense datasheet peak")

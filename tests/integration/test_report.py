@@ -24,6 +24,7 @@ from flowrate.analysis.report import render_report
 from flowrate.analysis.report_plots import MAX_RATE_PLOTS
 from flowrate.estimate.calibration import save_calibration
 from flowrate.results.schema import Result
+from flowrate.results.sections import Census, FormatFigures, Operators
 from flowrate.results.store import Store, StoredRun
 
 SCRIPT_TAG = "<script>alert(1)</script>"
@@ -292,15 +293,17 @@ def test_report_runs_accepts_stored_runs_and_results_alike() -> None:
 
 
 def test_the_runs_table_shows_each_runs_precision_census() -> None:
-    census = {
-        "requested": "bf16",
-        "effective": "bf16",
-        "formats": {
-            "bf16": {"flops": 978, "bytes": 0, "calls": 2, "flop_share": 0.978},
-            "fp32": {"flops": 22, "bytes": 0, "calls": 1, "flop_share": 0.022},
+    census = Census(
+        requested="bf16",
+        effective="bf16",
+        formats={
+            "bf16": FormatFigures(flops=978, bytes=0, calls=2, flop_share=0.978),
+            "fp32": FormatFigures(flops=22, bytes=0, calls=1, flop_share=0.022),
         },
-    }
-    counted = replace(make_result(run_id="c0ffee000001", precision="bf16"), operators={"census": census})
+    )
+    counted = replace(
+        make_result(run_id="c0ffee000001", precision="bf16"), operators=Operators(census=census)
+    )
     page = render_report([counted, make_result(run_id="c0ffee000002")], title="t")
     line = "bf16 requested — 97.8% of FLOPs in bf16, 2.2% in fp32; effective: bf16"
     assert page.count(line) == 1

@@ -15,6 +15,8 @@ from flowrate.measure.census import (
 )
 from flowrate.measure.op_counter import OpCount, OpTally, count_ops
 from flowrate.measure.peaks import DevicePeak, peak_for, registered_peaks
+from flowrate.results.codec import decode
+from flowrate.results.sections import Census
 
 
 def _hand_built_step(a: torch.Tensor, w: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -57,7 +59,10 @@ def test_census_of_a_hand_built_step_equals_hand_counts() -> None:
             "fp32": {"flops": 1024, "bytes": 896 + 576 + 512, "calls": 4, "flop_share": 0.8},
         },
     }
-    assert census_line(c) == "bf16 requested — 80.0% of FLOPs in fp32, 20.0% in bf16; effective: bf16"
+    assert (
+        census_line(decode(Census, c))
+        == "bf16 requested — 80.0% of FLOPs in fp32, 20.0% in bf16; effective: bf16"
+    )
 
 
 def _tally(*ops: OpCount) -> OpTally:
@@ -103,7 +108,7 @@ def test_effective_is_the_lowest_format_carrying_flops() -> None:
     assert census(tie, "bf16").effective == "bf16+fp16"
     none = census(_tally(OpCount("aten.copy_", ("float32", "float32"), 0, 8, 1)), "fp32")
     assert none.effective is None
-    assert census_line(none.to_dict()) == "fp32 requested — no op carried FLOPs; effective: —"
+    assert census_line(decode(Census, none.to_dict())) == "fp32 requested — no op carried FLOPs; effective: —"
 
 
 _DEVICE = DevicePeak(

@@ -57,6 +57,7 @@ def test_sizes_and_a_bad_size() -> None:
 
 def test_the_run_table_line() -> None:
     from flowrate.cli.run_text import collective_line
+    from flowrate.results.sections import Distributed
 
-    line = collective_line("allgather", 4e9, {"world_size": 4, "backend": "nccl"})
+    line = collective_line("allgather", 4e9, Distributed(world_size=4, backend="nccl"))
     assert line == "algbw 1 GB/s  busbw 750 MB/s  (4 ranks, nccl)"

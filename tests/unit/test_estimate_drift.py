@@ -17,15 +17,13 @@ from flowrate.estimate.devices import device_model
 from flowrate.estimate.report import trace_for
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
-from flowrate.results.sections import Fidelity, Kind
+from flowrate.results.sections import Estimate, Fidelity, Kind
 from flowrate.results.store import Store, StoredRun
 
 
 def _run(measured: float, predicted: float | None, when: str, host: str = "a", **kw: Any) -> Result:
     result = make_result(measured, created_at=when, environment={"hostname": host}, **kw)
-    estimate = (
-        {"samples_per_sec": predicted, "cost_model": "roofline-2", "reason": None} if predicted else None
-    )
+    estimate = Estimate(samples_per_sec=predicted, cost_model="roofline-2") if predicted else None
     return with_figures(result, estimate=estimate)
 
 
@@ -83,7 +81,7 @@ def test_a_run_without_a_prediction_is_priced_with_its_machine_s_calibration() -
     # a `flowrate check` and a run that recorded why it has no estimate are not priced afterwards
     check = with_figures(ours, fidelity=Fidelity(final_loss=0.1), kind=Kind.CHECK)
     why = "data-parallel runs are not estimated"
-    ddp = with_figures(ours, estimate={"samples_per_sec": None, "reason": why})
+    ddp = with_figures(ours, estimate=Estimate(reason=why))
     (group,) = drift(_stored(check, ddp), recompute_with_calibration())
     assert [p.predicted for p in group.points] == [None, None]
     assert [p.source for p in group.points] == ["no estimate recorded (an older run, or a check)", why]

@@ -1,5 +1,7 @@
 """FLOP counts and MFU: executed FLOPs from a real step, MFU against a fake device table."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from flowrate.measure.op_counter import OpCount, OpTally
 from flowrate.measure.peaks import DevicePeak, peak_for, registered_peaks
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
+from flowrate.results.sections import Operators
 
 FAKE = DevicePeak(
     name="Fake Accelerator 9000",
@@ -209,9 +212,9 @@ def test_mfu_above_the_peak_is_withheld_with_the_reason() -> None:
 
 
 def test_the_coverage_line() -> None:
-    operators = {"counted_ops": [f"aten.op{n}" for n in range(14)], "not_counted": {}}
+    operators = Operators(counted_ops=[f"aten.op{n}" for n in range(14)], not_counted={})
     assert coverage_line(operators) == "FLOPs counted over 14 ops; not counted: none"
-    operators["not_counted"] = {"aten.foo": 12, "aten.bar_mm": 1}
+    operators = replace(operators, not_counted={"aten.foo": 12, "aten.bar_mm": 1})
     assert coverage_line(operators) == "FLOPs counted over 14 ops; not counted: aten.bar_mm ×1, aten.foo ×12"
 
 
@@ -241,4 +244,4 @@ def test_an_overclaiming_problem_warns_and_its_mfu_is_withheld(monkeypatch: pyte
     assert "MFU withheld" in rows["MFU"]
     assert rows["FLOP count"] == "FLOPs counted over 4 ops; not counted: none"
     assert result.operators is not None
-    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward" in result.operators["counted_ops"]
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward" in result.operators.counted_ops

@@ -175,12 +175,12 @@ def test_run_generation_result_round_trips() -> None:
     result = run_generation(config, problem)
     g = result.generation
     assert g is not None
-    assert (g["batch_size"], g["prompt_len"], g["new_tokens"], len(g["requests"])) == (2, 4, 3, 2)
-    assert all(len(r["itl_s"]) == 2 for r in g["requests"])
-    assert g["ttft_s"]["n"] == 2 and g["itl_s"]["n"] == 4
+    assert (g.batch_size, g.prompt_len, g.new_tokens, len(g.requests)) == (2, 4, 3, 2)
+    assert all(len(r.itl_s) == 2 for r in g.requests)
+    assert g.ttft_s.n == 2 and g.itl_s.n == 4
     assert result.summary.timed_samples == 4
-    assert result.intervals[-1].elapsed_s == pytest.approx(sum(r["e2e_s"] for r in g["requests"]))
-    assert g["memory"]["kv_bytes_per_token"] == g["memory"]["kv_bytes_per_token_measured"] == 1024
+    assert result.intervals[-1].elapsed_s == pytest.approx(sum(r.e2e_s for r in g.requests))
+    assert g.memory.kv_bytes_per_token == g.memory.kv_bytes_per_token_measured == 1024
     assert Result.from_json(result.to_json()).generation == g
 
 

@@ -16,7 +16,7 @@ from flowrate.results.identity import family, is_workload_field, kind_of, load_l
 from flowrate.results.metrics import METRICS
 from flowrate.results.noise import configuration_key, noise_table
 from flowrate.results.schema import Result
-from flowrate.results.sections import Fidelity, Kind, ProblemInfo
+from flowrate.results.sections import Fidelity, Generation, Kind, ProblemInfo
 from flowrate.results.store import StoredRun
 
 URL = "http://127.0.0.1:8000"
@@ -48,7 +48,7 @@ def _check(result: Result) -> Result:
 
 def _generation(prompt_len: int = 64, new_tokens: int = 16) -> Result:
     base = make_result(4.0, batch_size=2, problem="transformer", mode="generate")
-    section = {"prompt_len": prompt_len, "new_tokens": new_tokens}
+    section = Generation(prompt_len=prompt_len, new_tokens=new_tokens)
     return with_figures(base, generation=section, kind=Kind.GENERATE)
 
 

@@ -42,10 +42,10 @@ def test_per_call_time_and_ceiling_from_a_fake_clock() -> None:
     # 50 ops per step at 100 µs each: 5 ms a step at least
     assert rows["ceiling"] == "50 ops per step: launches alone cap a step at 200 steps/s"
     # the counted step: the 10 adds and the loss's sum, in fp32, carrying no FLOPs
-    ops = {(o["op"], tuple(o["dtypes"])): o["calls"] for o in result.operators["ops"]}
+    ops = {(o.op, tuple(o.dtypes)): o.calls for o in result.operators.ops}
     assert ops[("aten.add_", ("float32",))] == 10
-    census = result.operators["census"]
-    assert census["effective"] is None and census["formats"]["fp32"]["flops"] == 0
+    census = result.operators.census
+    assert census.effective is None and census.formats["fp32"].flops == 0
 
 
 def test_launch_run_end_to_end(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -24,13 +24,13 @@ def test_throughput_is_the_sum_over_ranks_and_each_rank_is_kept() -> None:
     d = merged.distributed
     assert d is not None
     assert merged.summary.samples_per_sec == a.summary.samples_per_sec + b.summary.samples_per_sec
-    assert [r["samples_per_sec"] for r in d["ranks"]] == [
+    assert [r.samples_per_sec for r in d.ranks] == [
         a.summary.samples_per_sec,
         b.summary.samples_per_sec,
     ]
-    assert d["samples_per_sec"] == merged.summary.samples_per_sec
-    assert d["world_size"] == 2 and d["backend"] == "nccl" and d["hosts"] == 1
-    assert merged.batch_size == d["global_batch_size"] == 16 and d["batch_size_per_rank"] == 8
+    assert d.samples_per_sec == merged.summary.samples_per_sec
+    assert d.world_size == 2 and d.backend == "nccl" and d.hosts == 1
+    assert merged.batch_size == d.global_batch_size == 16 and d.batch_size_per_rank == 8
     assert merged.summary.steps_per_sec == merged.summary.samples_per_sec / 16
     assert merged.summary.timed_samples == a.summary.timed_samples + b.summary.timed_samples
     for k, interval in enumerate(merged.intervals):  # interval k: the same steps on every rank, summed

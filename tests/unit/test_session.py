@@ -64,7 +64,7 @@ def test_a_loop_is_measured_and_recorded(results_store: Path) -> None:
     assert s_.samples_per_sec == pytest.approx(s_.timed_samples / s_.timed_duration_s)
     assert result.losses[-1] < result.losses[0]  # the user's optimizer really stepped
     assert result.flops.model_flops_per_sec == pytest.approx(s_.samples_per_sec * 3 * 2 * (16 * 32 + 32 * 4))
-    assert result.input is not None and 0 <= result.input["input_bound_share"] < 1
+    assert result.input is not None and 0 <= result.input.input_bound_share < 1
     assert result.distributed is None
     with Store(results_store) as store:
         (run,) = store.runs()
@@ -75,7 +75,7 @@ def test_streaming_the_users_model_computes_the_same_steps() -> None:
     resident = train(store=False).result
     streamed = train("streaming", store=False).result
     assert streamed.losses == pytest.approx(resident.losses, rel=1e-6)
-    assert streamed.streaming is not None and streamed.streaming["blocks"] == 2
+    assert streamed.streaming is not None and streamed.streaming.blocks == 2
 
 
 def test_steps_stop_the_loader_and_tensorboard_gets_each_sample_point(tmp_path: Path) -> None:

@@ -107,7 +107,7 @@ def test_recompute_and_clipping_still_compute_the_resident_step(name: str) -> No
     for key, expected in resident_weights.items():
         if expected.is_floating_point():
             assert torch.allclose(streamed_weights[key], expected, rtol=1e-6, atol=1e-7), key
-    assert streamed.report()["recompute"] is True
+    assert streamed.report().recompute is True
 
 
 def test_sgd_and_inference_match_too() -> None:
@@ -136,8 +136,8 @@ def test_the_device_holds_at_most_two_blocks_of_weights(name: str) -> None:
     assert streamed.peak_resident_bytes <= two_blocks
     assert streamed.peak_resident_bytes < sum(sizes) or len(sizes) <= 2
     report = streamed.report()
-    assert report["device_weight_bytes_peak"] == streamed.peak_resident_bytes
-    assert report["largest_block_bytes"] == max(sizes)
+    assert report.device_weight_bytes_peak == streamed.peak_resident_bytes
+    assert report.largest_block_bytes == max(sizes)
     streamed.finish()
 
 
@@ -314,7 +314,7 @@ def test_one_factory_builds_either_executor_and_both_keep_the_protocol() -> None
         report = executor.report(3)
         assert (report is None) == (execution == "resident")
     assert losses["streaming"] == pytest.approx(losses["resident"], rel=1e-6)
-    assert report is not None and report["blocks"] == 3 and report["steps"] == 3
+    assert report is not None and report.blocks == 3 and report.steps == 3
 
 
 def test_a_users_optimizer_streams_as_per_block_optimizers_of_its_kind() -> None:

@@ -27,6 +27,7 @@ from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.harness.generate import GenerateConfig
 from flowrate.results.schema import Result
+from flowrate.results.sections import Generation, LatencyStats
 from flowrate.results.store import Store
 
 BASE = {"problem": "transformer", "size": "debug", "device": "cpu"}
@@ -43,7 +44,7 @@ def gen_spec(*flags: str, name: str | None = None, **base: Any):  # type: ignore
 
 def generation_result(batch: int, decode: float = 500.0, ttft: float = 0.02) -> Result:
     result = make_result(batch_size=batch, problem="transformer", mode="generate")
-    section = {"decode_tokens_per_sec": decode, "ttft_s": {"median": ttft, "mean": ttft}}
+    section = Generation(decode_tokens_per_sec=decode, ttft_s=LatencyStats(median=ttft, mean=ttft))
     return dataclasses.replace(result, generation=section)
 
 

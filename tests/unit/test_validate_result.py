@@ -11,6 +11,8 @@ import hashlib
 import json
 import math
 import tempfile
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from factories import make_result
 from flowrate.errors import FlowrateError
 from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result, RunSummary
+from flowrate.results.sections import Estimate, Generation, Operators
 from flowrate.results.store import Store
 from flowrate.results.transfer import read_results, result_file
 from flowrate.results.validate import (
@@ -220,6 +223,30 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
     max_leaves=8,
 )
+
+
+def section_of(section: type) -> st.SearchStrategy[dict[str, Any]]:
+    """Some of a typed section's fields, each holding any JSON value (a record keeps what it holds),
+    a field that is itself a section (or a list or dict of them) holding some of that one's."""
+    hints = typing.get_type_hints(section)
+    fields = {f.name: _field_value(hints[f.name]) for f in dataclasses.fields(section)}
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+def _field_value(kind: Any) -> st.SearchStrategy[Any]:
+    args = [k for k in typing.get_args(kind) if k is not type(None)]
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return st.none() | _field_value(args[0])
+    if origin is list and dataclasses.is_dataclass(args[0]):
+        return st.lists(st.deferred(lambda: section_of(args[0])), max_size=2)
+    if origin is dict and dataclasses.is_dataclass(args[1]):
+        return st.dictionaries(texts, st.deferred(lambda: section_of(args[1])), max_size=2)
+    if dataclasses.is_dataclass(kind):
+        return st.deferred(lambda: section_of(kind))
+    return json_values
+
+
 records = st.fixed_dictionaries(
     {
         "config": st.fixed_dictionaries(
@@ -245,11 +272,11 @@ records = st.fixed_dictionaries(
         "fidelity": st.none() | st.fixed_dictionaries({"final_loss": finite}),
         "streaming": st.none(),
         "input": st.none(),
-        "estimate": st.none() | st.dictionaries(texts, json_values, max_size=3),
+        "estimate": st.none() | section_of(Estimate),
         "distributed": st.none(),
         "compile": st.none(),
-        "operators": st.none() | st.dictionaries(texts, json_values, max_size=3),
-        "generation": st.none() | st.dictionaries(texts, json_values, max_size=3),
+        "operators": st.none() | section_of(Operators),
+        "generation": st.none() | section_of(Generation),
         "serving": st.none() | st.dictionaries(texts, json_values, max_size=3),
         "run_id": st.from_regex(RUN_ID, fullmatch=True).filter(lambda s: ".." not in s),
         "created_at": texts,
@@ -284,14 +311,17 @@ def test_valid_records_keep_every_value_and_then_round_trip_exactly_through_a_fi
 
 
 def _kept(written: Any, read: Any, where: str = "") -> None:
-    """Every value the record holds reads back exactly (the layout may add fields, the version
-    rises), 1 still told from 1.0."""
+    """Every value the record holds reads back exactly (the layout may add fields, also to each
+    section in a list, the version rises), 1 still told from 1.0."""
     if isinstance(written, dict):
         for key, value in written.items():
             if where == "" and key == "schema_version":
                 assert read[key] == SCHEMA_VERSION
             else:
                 _kept(value, read[key], f"{where}{key}.")
+    elif isinstance(written, list) and isinstance(read, list) and len(read) == len(written):
+        for n, (one, back) in enumerate(zip(written, read, strict=True)):  # a list of sections
+            _kept(one, back, f"{where}[{n}].")
     else:
         assert exact(read) == exact(written), where
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from flowrate.results.noise import machine
 from flowrate.results.schema import Result
+from flowrate.results.sections import Estimate
 from flowrate.results.store import StoredRun
 
 RECORDED = "recorded"  # the prediction the run recorded as it ran
@@ -86,10 +87,10 @@ def drift(runs: Sequence[StoredRun], recompute: Pricer | None = None) -> list[Ma
 
 
 def _point(run: StoredRun, result: Result, recompute: Pricer | None) -> DriftPoint:
-    estimate: dict[str, Any] = result.estimate or {}
-    predicted = estimate.get("samples_per_sec")
-    source = RECORDED if predicted else (estimate.get("reason") or NO_ESTIMATE)
-    cost_model = estimate.get("cost_model")
+    estimate = result.estimate or Estimate()
+    predicted = estimate.samples_per_sec
+    source = RECORDED if predicted else (estimate.reason or NO_ESTIMATE)
+    cost_model = estimate.cost_model
     # only a run that recorded nothing (an older one) is priced afterwards: one that recorded a
     # reason (data-parallel, …) or a `flowrate check` (its throughput is not a benchmark) is not
     if result.estimate is None and result.fidelity is None and recompute is not None:

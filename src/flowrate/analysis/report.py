@@ -61,8 +61,8 @@ def _throughput_cell(result: Result) -> str:
 def _precision_cell(run: StoredRun) -> str:
     """The requested precision and, under it, the census of the formats that carried the FLOPs."""
     cell = e(run.precision or MISSING)
-    counted = (run.result.operators or {}).get("census")
-    if counted:
+    counted = run.result.operators.census if run.result.operators is not None else None
+    if counted is not None:
         cell += f'<span class="ci census" title="precision census">{e(census_line(counted))}</span>'
     return cell
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from flowrate.results.sections import Estimate
 from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
@@ -191,12 +192,12 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
     missing: dict[str, int] = {}
     for run in runs:
         result = run.result
-        estimate: dict[str, Any] = result.estimate or {}
-        predicted = estimate.get("samples_per_sec")
+        estimate = result.estimate or Estimate()
+        predicted = estimate.samples_per_sec
         measured = result.summary.samples_per_sec
         ratio = predicted / measured if predicted and measured else None
         if ratio is None:
-            reason = estimate.get("reason") or "no estimate recorded (an older run, or a check)"
+            reason = estimate.reason or "no estimate recorded (an older run, or a check)"
             missing[reason] = missing.get(reason, 0) + 1
         else:
             ratios.append(ratio)
@@ -208,7 +209,7 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
                 str(c.get("mode")),
                 str(c.get("precision")),
                 str(result.batch_size),
-                str(estimate.get("device") or result.environment.get("device", {}).get("name") or "?"),
+                str(estimate.device or result.environment.get("device", {}).get("name") or "?"),
                 rate(predicted),
                 rate(measured),
                 f"{ratio:.2f}" if ratio is not None else "—",

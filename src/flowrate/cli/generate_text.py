@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from flowrate.harness.generate import GenerateConfig
     from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
+    from flowrate.results.sections import LatencyStats
 
 
 def resolve(flags: dict[str, Any]) -> tuple[GenerateConfig, Problem]:
@@ -48,10 +49,10 @@ def start_line(config: GenerateConfig, problem: Problem) -> str:
     )
 
 
-def _ms(stats: dict[str, Any] | None) -> str:
-    if not stats:
+def _ms(stats: LatencyStats | None) -> str:
+    if stats is None or stats.mean is None or stats.median is None or stats.p99 is None:
         return "-"
-    mean, median, p99 = (stats[key] * 1e3 for key in ("mean", "median", "p99"))
+    mean, median, p99 = (value * 1e3 for value in (stats.mean, stats.median, stats.p99))
     return f"mean {mean:.4g} ms  median {median:.4g} ms  p99 {p99:.4g} ms"
 
 
@@ -62,36 +63,40 @@ def _fraction(value: float | None, achieved: float | None, unit: str) -> str:
 
 def generation_rows(result: Result) -> list[tuple[str, str]]:
     """The human summary of one generation run."""
-    g = result.generation or {}
-    p, c, mem = result.problem, result.config, g.get("memory", {})
+    from flowrate.results.sections import Generation
+
+    g = result.generation or Generation()
+    p, c, mem = result.problem, result.config, g.memory
     device = (result.environment.get("device") or {}).get("name") or c.get("device")
-    kv, measured = si(mem["kv_bytes_per_token"], "B"), si(mem["kv_bytes_per_token_measured"], "B")
+    kv, measured = si(mem.kv_bytes_per_token, "B"), si(mem.kv_bytes_per_token_measured, "B")
     rows = [
         ("problem", f"{p.name}/{p.size}"),
         (
             "generate",
-            f"batch {g['batch_size']}  prompt {g['prompt_len']}  new tokens {g['new_tokens']}  "
-            f"{c.get('precision')}  {len(g['requests'])} requests",
+            f"batch {g.batch_size}  prompt {g.prompt_len}  new tokens {g.new_tokens}  "
+            f"{c.get('precision')}  {len(g.requests)} requests",
         ),
         ("device", str(device)),
-        *((name, _ms(g.get(key))) for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"))),
-        *((name, _ms(g.get(key))) for name, key in (("ITL", "itl_s"), ("E2E", "e2e_s"))),
-        ("prefill", f"{rate(g.get('prefill_tokens_per_sec'))} tokens/s"),
-        ("decode", f"{rate(g.get('decode_tokens_per_sec'))} tokens/s"),
-        ("KV cache", f"{kv}/token (measured {measured}), {si(mem['kv_cache_bytes'], 'B')} at this batch"),
+        ("TTFT", _ms(g.ttft_s)),
+        ("TPOT", _ms(g.tpot_s)),
+        ("ITL", _ms(g.itl_s)),
+        ("E2E", _ms(g.e2e_s)),
+        ("prefill", f"{rate(g.prefill_tokens_per_sec)} tokens/s"),
+        ("decode", f"{rate(g.decode_tokens_per_sec)} tokens/s"),
+        ("KV cache", f"{kv}/token (measured {measured}), {si(mem.kv_cache_bytes, 'B')} at this batch"),
     ]
-    if mem.get("max_batch_size") is not None:
-        auto = " (auto)" if mem.get("batch_size_auto") else ""
+    if mem.max_batch_size is not None:
+        auto = " (auto)" if mem.batch_size_auto else ""
         rows.append(
             (
                 "fits",
-                f"batch {mem['max_batch_size']} at this context{auto}, "
-                f"context {mem['max_context_at_batch_1']} at batch 1",
+                f"batch {mem.max_batch_size} at this context{auto}, "
+                f"context {mem.max_context_at_batch_1} at batch 1",
             )
         )
-    rows.append(("prefill MFU", _fraction(g.get("prefill_mfu"), g.get("prefill_flops_per_sec"), "FLOP/s")))
-    bandwidth = _fraction(g.get("decode_bandwidth_utilization"), g.get("decode_bytes_per_sec"), "B/s")
+    rows.append(("prefill MFU", _fraction(g.prefill_mfu, g.prefill_flops_per_sec, "FLOP/s")))
+    bandwidth = _fraction(g.decode_bandwidth_utilization, g.decode_bytes_per_sec, "B/s")
     rows.append(("decode bandwidth", bandwidth))
-    if g.get("peak_reason"):
-        rows.append(("peaks", str(g["peak_reason"])))
+    if g.peak_reason:
+        rows.append(("peaks", g.peak_reason))
     return rows

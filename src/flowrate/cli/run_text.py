@@ -12,7 +12,17 @@ if TYPE_CHECKING:
     from flowrate.config import RunConfig
     from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
-    from flowrate.results.sections import Energy, Flops, Memory, Repeat
+    from flowrate.results.sections import (
+        Distributed,
+        Energy,
+        Estimate,
+        Flops,
+        Input,
+        Memory,
+        Operators,
+        Repeat,
+        Streaming,
+    )
 
 
 def span(config: RunConfig) -> str:
@@ -79,7 +89,7 @@ def _headline_rows(result: Result) -> list[tuple[str, str]]:
             f"{rate(s.samples_per_sec)} samples/s (GlobalRate)  {rate(s.steps_per_sec)} steps/s",
         ),
     ]
-    if result.distributed:
+    if result.distributed is not None:
         rows.append(("ranks", _distributed_line(result.distributed)))
     if s.tokens_per_sec is not None:
         rows.append(("tokens", f"{si(s.tokens_per_sec, digits=4)} tokens/s"))
@@ -121,24 +131,22 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if s.final_loss is not None and result.config.get("mode") == "train":  # inference: no training loss
         rows.append(("final loss", f"{s.final_loss:.4f}"))
-    if result.streaming:
+    if result.streaming is not None:
         rows += _streaming_rows(result.streaming)
-    if result.estimate:
+    if result.estimate is not None:
         rows.append(("estimate", _estimate_line(result.estimate, s.samples_per_sec)))
     if result.compile:
         c = result.compile
         hit = "cache hit" if c.cache_hit else "compiled (cache miss)"
         rows.append(("compile", f"first step {c.compile_s or 0:.2f} s, {hit}"))
-    if result.input:
+    if result.input is not None:
         rows.append(("input", _input_line(result.input)))
     if result.repeat:
         rows.append(("repeats", _repeat_line(result.repeat)))
     if result.problem.name == "launch" and s.median_samples_per_sec > 0:
         rows += _launch_rows(result)
     if result.batch_size_search:
-        tried = ", ".join(
-            f"{a['batch_size']} {'fits' if a['fits'] else 'OOM'}" for a in result.batch_size_search
-        )
+        tried = ", ".join(f"{a.batch_size} {'fits' if a.fits else 'OOM'}" for a in result.batch_size_search)
         rows.append(("batch search", tried))
     return rows
 
@@ -147,79 +155,77 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
 _RANKS_LISTED = 8
 
 
-def _distributed_line(d: dict[str, Any]) -> str:
+def _distributed_line(d: Distributed) -> str:
     """Data-parallel: how many ranks where, the batch per rank, and each rank's share of the sum."""
-    ranks = d["ranks"]
-    hosts = f"{d['hosts']} host" + ("s" if d["hosts"] != 1 else "")
-    rates = [rate(r["samples_per_sec"]) for r in ranks[:_RANKS_LISTED]]
+    ranks = d.ranks
+    hosts = f"{d.hosts} host" + ("s" if d.hosts != 1 else "")
+    rates = [rate(r.samples_per_sec) for r in ranks[:_RANKS_LISTED]]
     listed = ", ".join(rates) + (", …" if len(ranks) > _RANKS_LISTED else "")
     if len(ranks) > _RANKS_LISTED:
-        listed += f" (median {rate(d['median_rank_samples_per_sec'])}, slowest rank {d['slowest_rank']})"
+        listed += f" (median {rate(d.median_rank_samples_per_sec)}, slowest rank {d.slowest_rank})"
     return (
-        f"{d['world_size']} on {hosts} ({d['backend']}): batch {d['batch_size_per_rank']} per rank, "
-        f"{d['global_batch_size']} in all; throughput is the sum of the ranks' {listed} samples/s"
+        f"{d.world_size} on {hosts} ({d.backend}): batch {d.batch_size_per_rank} per rank, "
+        f"{d.global_batch_size} in all; throughput is the sum of the ranks' {listed} samples/s"
     )
 
 
-def _streaming_rows(st: dict[str, Any]) -> list[tuple[str, str]]:
+def _streaming_rows(st: Streaming) -> list[tuple[str, str]]:
     """Where a streamed step's time went, and what it held where."""
-    hidden = st.get("copy_hidden_fraction")
+    hidden = st.copy_hidden_fraction
     rows = [
         (
             "streaming",
-            f"{st['blocks']} blocks in {st['compute_dtype']}"
-            + (", recomputed in backward" if st.get("recompute") else "")
-            + (f", gradients clipped to {st['clip_grad_norm']:g}" if st.get("clip_grad_norm") else ""),
+            f"{st.blocks} blocks in {st.compute_dtype}"
+            + (", recomputed in backward" if st.recompute else "")
+            + (f", gradients clipped to {st.clip_grad_norm:g}" if st.clip_grad_norm else ""),
         ),
         (
             "per step",
-            f"copy in {_ms(st['copy_in_s_per_step'])}, out {_ms(st['copy_out_s_per_step'])}; "
+            f"copy in {_ms(st.copy_in_s_per_step)}, out {_ms(st.copy_out_s_per_step)}; "
             f"{'—' if hidden is None else f'{hidden:.0%}'} of copy-in hidden behind compute; "
-            f"waited {_ms(st['optimizer_wait_s_per_step'])} for the host optimizer",
+            f"waited {_ms(st.optimizer_wait_s_per_step)} for the host optimizer",
         ),
         (
             "held",
-            f"device weights at most {si(st['device_weight_bytes_peak'], 'B')} (largest block "
-            f"{si(st['largest_block_bytes'], 'B')}); host {si(st['host_bytes'], 'B')}"
-            + (" pinned" if st.get("host_pinned") else " pageable"),
+            f"device weights at most {si(st.device_weight_bytes_peak, 'B')} (largest block "
+            f"{si(st.largest_block_bytes, 'B')}); host {si(st.host_bytes, 'B')}"
+            + (" pinned" if st.host_pinned else " pageable"),
         ),
     ]
-    if st.get("note"):
-        rows.append(("", str(st["note"])))
+    if st.note:
+        rows.append(("", st.note))
     return rows
 
 
-def _estimate_line(estimate: dict[str, Any], measured: float) -> str:
+def _estimate_line(estimate: Estimate, measured: float) -> str:
     """The cost model's prediction beside the measurement, or why there is none."""
-    predicted = estimate.get("samples_per_sec")
+    predicted = estimate.samples_per_sec
     if predicted is None:
-        return f"— ({estimate.get('reason')})"
+        return f"— ({estimate.reason})"
     return f"{rate(predicted)} samples/s predicted by the cost model ({predicted / measured:.2f}× measured)"
 
 
-def _ms(duration_s: float) -> str:
-    return f"{duration_s * 1000:.3g} ms"
+def _ms(duration_s: float | None) -> str:
+    return "—" if duration_s is None else f"{duration_s * 1000:.3g} ms"
 
 
-def _input_line(i: dict[str, Any]) -> str:
+def _input_line(i: Input) -> str:
     """--data: the input-bound share, and the dataset and loader behind it."""
-    loader = (
-        f"{i['workers']} workers, prefetch {i['prefetch']}" if i["workers"] else "read in the step's thread"
-    )
-    level = "" if i["input_bound"] == "no" else f", {i['input_bound']} input-bound"
+    loader = f"{i.workers} workers, prefetch {i.prefetch}" if i.workers else "read in the step's thread"
+    level = "" if i.input_bound == "no" else f", {i.input_bound} input-bound"
     return (
-        f"{i['input_bound_share']:.1%} of step time waiting for data{level} ({i['samples']} samples in "
-        f"{i['shards']} shards, {loader}{', pinned' if i['pinned'] else ''})"
+        f"{i.input_bound_share or 0.0:.1%} of step time waiting for data{level} ({i.samples} samples in "
+        f"{i.shards} shards, {loader}{', pinned' if i.pinned else ''})"
     )
 
 
-def collective_line(operation: str, summed_bytes_per_sec: float, distributed: dict[str, Any]) -> str:
+def collective_line(operation: str, summed_bytes_per_sec: float, distributed: Distributed) -> str:
     """nccl-tests' algbw and busbw of a collective kernel (flowrate.problems.kernels.collectives)."""
     from flowrate.problems.kernels.collectives import collective_bandwidths
 
-    ranks = distributed["world_size"]
+    ranks = distributed.world_size
     algbw, busbw = collective_bandwidths(operation, summed_bytes_per_sec, ranks)
-    return f"algbw {si(algbw, 'B/s')}  busbw {si(busbw, 'B/s')}  ({ranks} ranks, {distributed['backend']})"
+    return f"algbw {si(algbw, 'B/s')}  busbw {si(busbw, 'B/s')}  ({ranks} ranks, {distributed.backend})"
 
 
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:
@@ -240,11 +246,11 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("MFU", _mfu_line(f)))
         if f.mixed_mfu is not None or f.mixed_mfu_reason is not None:
             rows.append(("mixed MFU", _mixed_mfu_line(f)))
-    if result.operators:
+    if result.operators is not None:
         rows.append(("FLOP count", coverage_line(result.operators)))
-        if result.operators.get("census"):
-            rows.append(("precision", census_line(result.operators["census"])))
-            calls = result.operators["census"]["op_calls"]
+        if result.operators.census is not None:
+            rows.append(("precision", census_line(result.operators.census)))
+            calls = result.operators.census.op_calls
             ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
             rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
     if f.bytes_per_sec:
@@ -273,11 +279,11 @@ def _load_line(load: dict[str, Any]) -> str:
     )
 
 
-def coverage_line(operators: dict[str, Any]) -> str:
+def coverage_line(operators: Operators) -> str:
     """The counter's coverage: "FLOPs counted over 14 ops; not counted: aten.foo ×12"."""
-    missing = operators.get("not_counted") or {}
+    missing = operators.not_counted
     absent = ", ".join(f"{op} ×{calls}" for op, calls in sorted(missing.items())) or "none"
-    return f"FLOPs counted over {len(operators.get('counted_ops', []))} ops; not counted: {absent}"
+    return f"FLOPs counted over {len(operators.counted_ops)} ops; not counted: {absent}"
 
 
 def _mfu_line(f: Flops) -> str:

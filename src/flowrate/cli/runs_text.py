@@ -81,7 +81,7 @@ def sweeps_rows(sweeps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def show_rows(result: Result, tags: Sequence[str]) -> list[tuple[str, str]]:
     """One recorded run: when and how it was tagged, its summary (a check's, for a check), and the
     command that made it."""
-    if result.generation:  # `flowrate generate`
+    if result.generation is not None:  # `flowrate generate`
         from flowrate.cli.generate_text import generation_rows
 
         rows = generation_rows(result)

@@ -7,6 +7,7 @@ is plain data (``to_dict`` for JSON; flowrate.cli.estimate_text renders it as co
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from flowrate.estimate.memory import MemoryPlan, plan_memory
 from flowrate.estimate.ops import BACKWARD, FORWARD
 from flowrate.estimate.trace import StepTrace, attention_on, trace_step
 from flowrate.problems.base import Problem
+from flowrate.results.sections import Estimate
 
 # The cost model's version, recorded with every estimate: bump it when predictions change.
 # roofline-2: the framework's overhead terms (flowrate.estimate.overheads) beside the roofline.
@@ -226,7 +228,7 @@ def run_estimate(
     device: torch.device,
     distributed: bool = False,
     learnable: bool = False,
-) -> dict[str, Any] | None:
+) -> Estimate | None:
     """The estimate recorded beside a run's measurement: samples/s predicted for this configuration
     on this device, or None with the reason. Never raises for a problem it cannot trace. None for
     a `flowrate check`, whose throughput is not a benchmark.
@@ -238,43 +240,39 @@ def run_estimate(
 
     if learnable:
         return None
-    base: dict[str, Any] = {"cost_model": COST_MODEL, "device": device_name(device)}
+    base = Estimate(cost_model=COST_MODEL, device=device_name(device))
     if distributed:
-        return {**base, "samples_per_sec": None, "reason": "data-parallel runs are not estimated"}
+        return dataclasses.replace(base, reason="data-parallel runs are not estimated")
     try:
         model = local_device(device)
-        return {**base, **_estimate_section(config, problem, batch_size, model)}
+        estimate = _estimate_section(config, problem, batch_size, model)
+        return dataclasses.replace(estimate, cost_model=base.cost_model, device=base.device)
     except FlowrateError as why:
-        return {**base, "samples_per_sec": None, "reason": str(why)}
+        return dataclasses.replace(base, reason=str(why))
     except Exception as error:  # a bug in the cost model must not lose a measured run
-        return {
-            **base,
-            "samples_per_sec": None,
-            "reason": f"the cost model failed: {type(error).__name__}: {error}",
-        }
+        return dataclasses.replace(base, reason=f"the cost model failed: {type(error).__name__}: {error}")
 
 
-def _estimate_section(
-    config: RunConfig, problem: Problem, batch_size: int, device: DeviceModel
-) -> dict[str, Any]:
+def _estimate_section(config: RunConfig, problem: Problem, batch_size: int, device: DeviceModel) -> Estimate:
     trace = trace_for(config, problem, batch_size, device)
     step = estimate_step(trace, device, problem.tokens_per_sample)
-    section: dict[str, Any] = {
-        "samples_per_sec": step.samples_per_sec,
-        "tokens_per_sec": step.tokens_per_sec,
-        "step_s": step.step_s,
-        "basis": step.basis,
-        "execution": config.execution.value,
-        "reason": None,
-    }
+    section = Estimate(
+        samples_per_sec=step.samples_per_sec,
+        tokens_per_sec=step.tokens_per_sec,
+        step_s=step.step_s,
+        basis=step.basis,
+        execution=config.execution.value,
+    )
     if config.freed_memory is FreedMemory.RELEASE and device.device_type == "cpu":
-        section["note"] = (
-            "priced with freed host memory kept (flowrate's default): this run released it, and the "
-            "page faults of its fresh pages are not in the estimate"
+        section = dataclasses.replace(
+            section,
+            note="priced with freed host memory kept (flowrate's default): this run released it, and "
+            "the page faults of its fresh pages are not in the estimate",
         )
     if config.execution is Execution.STREAMING:
         streamed = estimate_streaming(trace, device, step, problem.tokens_per_sample)
-        section.update(
+        section = dataclasses.replace(
+            section,
             samples_per_sec=streamed.samples_per_sec,
             tokens_per_sec=streamed.samples_per_sec * problem.tokens_per_sample
             if problem.tokens_per_sample

@@ -8,12 +8,13 @@ Callers hold an ``Executor`` and never ask which mode it is.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from flowrate.problems.base import Batch
+from flowrate.results.sections import Streaming
 
 # What a checkpoint saves beside the model: one optimizer, one per block (streaming), or none.
 Optimizers = torch.optim.Optimizer | list[torch.optim.Optimizer] | None
@@ -40,7 +41,7 @@ class Executor(Protocol):
         """After the last step: wait for outstanding work and stop helper threads (idempotent)."""
         ...
 
-    def report(self, timed_steps: int | None = None) -> dict[str, Any] | None:
+    def report(self, timed_steps: int | None = None) -> Streaming | None:
         """The mode's account of the last ``timed_steps`` steps for the Result (None: nothing to add)."""
         ...
 

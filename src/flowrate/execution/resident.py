@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 from torch import nn
@@ -20,6 +19,7 @@ from flowrate.execution.base import Optimizers
 from flowrate.execution.distributed import unwrap
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.problems.base import Batch, Problem
+from flowrate.results.sections import Streaming
 
 
 def make_optimizer(
@@ -123,7 +123,7 @@ class ResidentExecutor:
     def finish(self) -> None:
         """Nothing runs beside the device's queue: the weights are final after the last step."""
 
-    def report(self, timed_steps: int | None = None) -> dict[str, Any] | None:
+    def report(self, timed_steps: int | None = None) -> Streaming | None:
         """A resident run adds no section of its own to the Result."""
         return None
 

@@ -53,6 +53,7 @@ from flowrate.execution.streaming_blocks import (
     update_resident,
 )
 from flowrate.problems.base import Batch, Problem
+from flowrate.results.sections import Streaming
 
 STREAMABLE = (Precision.FP32, Precision.TF32, Precision.BF16)
 _HOST = torch.device("cpu")
@@ -396,7 +397,7 @@ class StreamingExecutor:
 
     # --- the record -----------------------------------------------------------------------------
 
-    def report(self, timed_steps: int | None = None) -> dict[str, Any]:
+    def report(self, timed_steps: int | None = None) -> Streaming:
         """Per-step times (medians over the timed steps) and memory, for Result.streaming."""
         if self._cuda:
             torch.cuda.synchronize(self.device)  # the copies' CUDA events can be read now
@@ -404,27 +405,27 @@ class StreamingExecutor:
         copy_in = times["copy_in_s"]
         exposed = times["copy_wait_s"] if self._cuda else copy_in
         streamed = [b for b in self.blocks if not b.resident]
-        return {
-            "blocks": len(self.blocks),
-            "resident_blocks": [b.index for b in self.blocks if b.resident],
-            "recompute": self.recompute,
-            "clip_grad_norm": self.clip_grad_norm,
-            "compute_dtype": str(self.compute_dtype).removeprefix("torch."),
-            "copy_in_s_per_step": copy_in,
-            "copy_out_s_per_step": times["copy_out_s"],
-            "copy_exposed_s_per_step": exposed,
-            "copy_hidden_fraction": None if copy_in <= 0 else max(0.0, 1.0 - exposed / copy_in),
-            "optimizer_wait_s_per_step": times["optimizer_wait_s"],
-            "optimizer_s_total": None if self.updater is None else self.updater.busy_s,
-            "steps": len(self.times.steps),
-            "device_weight_bytes_peak": self.peak_resident_bytes,
-            "largest_block_bytes": max((b.weight_bytes for b in streamed), default=0),
-            "host_bytes": sum(b.arena.nbytes for b in streamed),
-            "host_pinned": self._cuda and self.pinned,
-            "note": None
+        return Streaming(
+            blocks=len(self.blocks),
+            resident_blocks=[b.index for b in self.blocks if b.resident],
+            recompute=self.recompute,
+            clip_grad_norm=self.clip_grad_norm,
+            compute_dtype=str(self.compute_dtype).removeprefix("torch."),
+            copy_in_s_per_step=copy_in,
+            copy_out_s_per_step=times["copy_out_s"],
+            copy_exposed_s_per_step=exposed,
+            copy_hidden_fraction=None if copy_in <= 0 else max(0.0, 1.0 - exposed / copy_in),
+            optimizer_wait_s_per_step=times["optimizer_wait_s"],
+            optimizer_s_total=None if self.updater is None else self.updater.busy_s,
+            steps=len(self.times.steps),
+            device_weight_bytes_peak=self.peak_resident_bytes,
+            largest_block_bytes=max((b.weight_bytes for b in streamed), default=0),
+            host_bytes=sum(b.arena.nbytes for b in streamed),
+            host_pinned=self._cuda and self.pinned,
+            note=None
             if self._cuda
             else "on the CPU host and device share memory: copies are clones, none is hidden",
-        }
+        )
 
 
 def _tensors(output: Any) -> list[torch.Tensor]:

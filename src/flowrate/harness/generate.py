@@ -34,7 +34,14 @@ from flowrate.measure.stats import summarize
 from flowrate.problems.base import Problem
 from flowrate.problems.transformer import synthetic_tokens
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
-from flowrate.results.sections import Kind, ProblemInfo
+from flowrate.results.sections import (
+    Generation,
+    GenerationMemory,
+    GenerationRequest,
+    Kind,
+    LatencyStats,
+    ProblemInfo,
+)
 
 PREFILL_LAST, PREFILL_ALL = "last", "all"
 PREFILL_LOGITS = (PREFILL_LAST, PREFILL_ALL)
@@ -113,7 +120,8 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
         environment,
         config.prefill_logits,
     )
-    section["memory"]["batch_size_auto"] = config.batch_size == AUTO
+    memory = dataclasses.replace(section.memory, batch_size_auto=config.batch_size == AUTO)
+    section = dataclasses.replace(section, memory=memory)
     return _result(config, problem, batch, timings, section, environment)
 
 
@@ -196,7 +204,7 @@ def generation_section(
     plan: dict[str, Any],
     environment: dict[str, Any],
     prefill_logits: str = PREFILL_LAST,
-) -> dict[str, Any]:
+) -> Generation:
     """The generation section: lengths, per-request latencies, rates, memory, FLOPs and bytes,
     for a prefill that computed the logits ``prefill_logits`` names (last or all positions)."""
     kv, weights = shape.kv_bytes_per_token(dtype), gm.weight_bytes(model)
@@ -209,71 +217,72 @@ def generation_section(
     peak = peak_for(str(device.get("name") or device.get("type") or "?"), _precision_key(dtype))
     prefill_fps = work.prefill_flops * len(timings) / ttft if ttft > 0 else None
     bandwidth = work.decode_bytes * len(timings) / decode_s if decode_s > 0 else None
-    return {
-        "batch_size": batch,
-        "prompt_len": prompt,
-        "new_tokens": new,
-        "prefill_logits": prefill_logits,
-        **_latencies(timings, batch, prompt),
-        "prefill_tokens_per_sec": batch * prompt * len(timings) / ttft if ttft > 0 else None,
-        "decode_tokens_per_sec": batch * (new - 1) * len(timings) / decode_s if decode_s > 0 else None,
-        "memory": {
-            "kv_bytes_per_token": kv,
-            "kv_bytes_per_token_measured": measured_kv,
-            "weight_bytes": weights,
-            "kv_cache_bytes": batch * (prompt + new - 1) * kv,
-            **plan,
-        },
-        **dataclasses.asdict(work),
-        "prefill_flops_per_sec": prefill_fps,
-        "prefill_mfu": prefill_fps / peak.flops if prefill_fps and peak.flops else None,
-        "decode_bytes_per_sec": bandwidth,
-        "decode_bandwidth_utilization": (
+    return Generation(
+        batch_size=batch,
+        prompt_len=prompt,
+        new_tokens=new,
+        prefill_logits=prefill_logits,
+        requests=[_request(t, batch, prompt) for t in timings],
+        # the latencies' distributions over the requests (ITL: over every gap)
+        ttft_s=_stats([t.ttft_s for t in timings]),
+        tpot_s=_stats([t.tpot_s for t in timings if t.tpot_s is not None]),
+        itl_s=_stats([gap for t in timings for gap in t.gaps_s]),
+        e2e_s=_stats([t.e2e_s for t in timings]),
+        prefill_tokens_per_sec=batch * prompt * len(timings) / ttft if ttft > 0 else None,
+        decode_tokens_per_sec=batch * (new - 1) * len(timings) / decode_s if decode_s > 0 else None,
+        memory=GenerationMemory(
+            kv_bytes_per_token=kv,
+            kv_bytes_per_token_measured=measured_kv,
+            weight_bytes=weights,
+            kv_cache_bytes=batch * (prompt + new - 1) * kv,
+            free_bytes=plan["free_bytes"],
+            max_batch_size=plan["max_batch_size"],
+            max_context_at_batch_1=plan["max_context_at_batch_1"],
+        ),
+        prefill_flops=work.prefill_flops,
+        decode_flops=work.decode_flops,
+        decode_bytes=work.decode_bytes,
+        prefill_flops_per_sec=prefill_fps,
+        prefill_mfu=prefill_fps / peak.flops if prefill_fps and peak.flops else None,
+        decode_bytes_per_sec=bandwidth,
+        decode_bandwidth_utilization=(
             bandwidth / peak.memory_bandwidth if bandwidth and peak.memory_bandwidth else None
         ),
-        "peak_reason": peak.reason if peak.flops is None or peak.memory_bandwidth is None else None,
-    }
+        peak_reason=peak.reason if peak.flops is None or peak.memory_bandwidth is None else None,
+    )
 
 
-def _latencies(timings: list[RequestTiming], batch: int, prompt: int) -> dict[str, Any]:
-    """Every request's latencies, and their distributions over the requests (ITL: over every gap)."""
-    requests = [
-        {
-            "ttft_s": t.ttft_s,
-            "tpot_s": t.tpot_s,
-            "e2e_s": t.e2e_s,
-            "itl_s": t.gaps_s,
-            **t.rates(batch, prompt),
-        }
-        for t in timings
-    ]
-    return {
-        "requests": requests,
-        "ttft_s": _stats([t.ttft_s for t in timings]),
-        "tpot_s": _stats([t.tpot_s for t in timings if t.tpot_s is not None]),
-        "itl_s": _stats([gap for t in timings for gap in t.gaps_s]),
-        "e2e_s": _stats([t.e2e_s for t in timings]),
-    }
+def _request(t: RequestTiming, batch: int, prompt: int) -> GenerationRequest:
+    """One request's latencies, every gap between its tokens, and its rates."""
+    rates = t.rates(batch, prompt)
+    return GenerationRequest(
+        ttft_s=t.ttft_s,
+        tpot_s=t.tpot_s,
+        e2e_s=t.e2e_s,
+        itl_s=t.gaps_s,
+        prefill_tokens_per_sec=rates["prefill_tokens_per_sec"],
+        decode_tokens_per_sec=rates["decode_tokens_per_sec"],
+    )
 
 
 def _precision_key(dtype: torch.dtype) -> str:
     return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
 
 
-def _stats(values: list[float]) -> dict[str, Any] | None:
+def _stats(values: list[float]) -> LatencyStats | None:
     if not values:
         return None
     ordered = sorted(values)
     s = summarize(values)
-    return {
-        "mean": s.mean,
-        "median": s.median,
-        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
-        "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
-        "min": s.min,
-        "max": s.max,
-        "n": s.n,
-    }
+    return LatencyStats(
+        mean=s.mean,
+        median=s.median,
+        p90=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        p99=ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        min=s.min,
+        max=s.max,
+        n=s.n,
+    )
 
 
 def _result(
@@ -281,7 +290,7 @@ def _result(
     problem: Problem,
     batch: int,
     timings: list[RequestTiming],
-    section: dict[str, Any],
+    section: Generation,
     environment: dict[str, Any],
 ) -> Result:
     """A Result like a run's: each generation is one interval of B samples (sequences), so the
@@ -290,12 +299,12 @@ def _result(
     stats = summarize([i.samples_per_sec for i in intervals])
     elapsed = intervals[-1].elapsed_s
     samples_per_sec = batch * len(timings) / elapsed
-    flops = (section["prefill_flops"] + section["decode_flops"]) * len(timings) / elapsed
+    flops = ((section.prefill_flops or 0) + (section.decode_flops or 0)) * len(timings) / elapsed
     summary = RunSummary(
         samples_per_sec=samples_per_sec,
         rate_samples_per_sec=intervals[-1].samples_per_sec,
         steps_per_sec=len(timings) / elapsed,
-        tokens_per_sec=samples_per_sec * section["new_tokens"],  # output tokens/s, end to end
+        tokens_per_sec=samples_per_sec * (section.new_tokens or 0),  # output tokens/s, end to end
         model_flops_per_sec=flops,
         **stats.rate_fields(),
         timed_steps=len(timings),

@@ -14,6 +14,7 @@ import torch
 from flowrate.execution.distributed import DataParallel
 from flowrate.measure.inputs import INPUT_BOUND_HIGH, INPUT_BOUND_WARN, input_bound_level
 from flowrate.results.schema import IntervalRecord
+from flowrate.results.sections import Input
 
 
 class LoaderWaits:
@@ -71,20 +72,20 @@ def shard(batches: Iterable[Any], dp: DataParallel | None) -> tuple[Iterable[Any
     return resharded, "DistributedSampler (added by flowrate)"
 
 
-def input_section(intervals: list[IntervalRecord], sharding: str | None) -> tuple[dict[str, Any], list[str]]:
+def input_section(intervals: list[IntervalRecord], sharding: str | None) -> tuple[Input, list[str]]:
     """The Result's input section for the loop's loader, and its warning when input-bound."""
     records = [r for r in intervals if r.input_wait_s is not None]
     wait = sum(r.input_wait_s or 0.0 for r in records)
     seconds = sum(r.seconds for r in records)
     share = wait / seconds if seconds > 0 else 0.0
     level = input_bound_level(share)
-    section = {
-        "dataset": "the loop's loader",
-        "sharding": sharding,
-        "input_wait_s": wait,
-        "input_bound_share": share,
-        "input_bound": level,
-    }
+    section = Input(
+        dataset="the loop's loader",
+        sharding=sharding,
+        input_wait_s=wait,
+        input_bound_share=share,
+        input_bound=level,
+    )
     warnings = []
     if level != "no":
         threshold = INPUT_BOUND_HIGH if level == "highly" else INPUT_BOUND_WARN

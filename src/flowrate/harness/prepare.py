@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -28,6 +27,7 @@ from flowrate.measure.loop import BatchStream
 from flowrate.measure.memory import host_memory_cap
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.assemble import Built
+from flowrate.results.sections import BatchSizeTry
 from flowrate.units import gib
 
 # Distinct synthetic batches cycled through the timed loop, all made before the clock starts.
@@ -56,7 +56,7 @@ def prepare_with_batch_search(
         batch_size = per_rank_batch_size(config, problem, dp.world_size if dp is not None else 1)
         with oom_says_what_to_lower(batch_size, policy.device):
             return prepare(config, problem, policy, batch_size, data, trial_step=False, dp=dp)
-    search: list[dict[str, Any]] = []
+    search: list[BatchSizeTry] = []
     batch_size = config.max_batch_size
     cap: int | None = None
     while batch_size >= 1:
@@ -66,11 +66,11 @@ def prepare_with_batch_search(
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
-            search.append({"batch_size": batch_size, "fits": False})
+            search.append(BatchSizeTry(batch_size, fits=False))
             release_memory(policy.device)
             batch_size //= 2
             continue
-        search.append({"batch_size": batch_size, "fits": True})
+        search.append(BatchSizeTry(batch_size, fits=True))
         note = _capped_note(search, cap)
         prepared.built = dataclasses.replace(prepared.built, batch_size_search=search, search_note=note)
         return prepared
@@ -81,14 +81,14 @@ def prepare_with_batch_search(
     )
 
 
-def _capped_note(search: list[dict[str, Any]], cap: int | None) -> str | None:
+def _capped_note(search: list[BatchSizeTry], cap: int | None) -> str | None:
     """On a CPU, which batch sizes did not fit in the host memory each trial was held to."""
-    failed = [str(a["batch_size"]) for a in search if not a["fits"]]
+    failed = [str(a.batch_size) for a in search if not a.fits]
     if cap is None or not failed:
         return None
     return (
         f"--batch-size auto: each trial step was held to the {gib(cap)} of host memory available; "
-        f"{', '.join(failed)} did not fit, {search[-1]['batch_size']} did (--max-batch-size sets "
+        f"{', '.join(failed)} did not fit, {search[-1].batch_size} did (--max-batch-size sets "
         "where the search starts)"
     )
 

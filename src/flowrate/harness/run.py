@@ -42,8 +42,9 @@ from flowrate.measure.peaks import peak_for
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.assemble import Measurements, assemble
+from flowrate.results.codec import decode
 from flowrate.results.schema import IntervalRecord, Result
-from flowrate.results.sections import Compile
+from flowrate.results.sections import Compile, Input
 from flowrate.results.tensorboard import TensorBoardWriter
 
 
@@ -257,9 +258,10 @@ def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[OpT
     return tally, None
 
 
-def _input_report(feed: DataFeed, intervals: list[IntervalRecord]) -> tuple[dict[str, Any], list[str]]:
+def _input_report(feed: DataFeed, intervals: list[IntervalRecord]) -> tuple[Input, list[str]]:
     """--data: the result's input section and its warnings, from the feed and its waits."""
     loader = feed.loader
-    return input_report(
+    section, warnings = input_report(
         feed.describe(), loader.settings.workers, str(loader.directory), intervals, feed.device
     )
+    return decode(Input, section), warnings

@@ -29,8 +29,9 @@ mean of the peaks weighted by FLOPs would credit the fast format with time it ne
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flowrate.measure.peaks import PRECISION_KEYS, PeakLookup
 from flowrate.units import si
@@ -199,20 +200,42 @@ def mixed_mfu_fields(peak: PeakLookup, run_census: Census, model_flops_per_sec: 
     return {"mixed_peak_flops": mixed.flops, "mixed_mfu": mfu, "mixed_mfu_reason": reason}
 
 
-def census_line(c: dict[str, Any]) -> str:
+class RecordedFormat(Protocol):
+    """One format's share of a recorded census (flowrate.results.sections.FormatFigures)."""
+
+    @property
+    def flops(self) -> int: ...
+
+    @property
+    def flop_share(self) -> float: ...
+
+
+class RecordedCensus(Protocol):
+    """A census as a result records it (flowrate.results.sections.Census)."""
+
+    @property
+    def requested(self) -> str | None: ...
+
+    @property
+    def effective(self) -> str | None: ...
+
+    @property
+    def formats(self) -> Mapping[str, RecordedFormat]: ...
+
+
+def census_line(c: RecordedCensus) -> str:
     """'bf16 requested — 97.8% of FLOPs in bf16, 2.2% in fp32; effective: bf16'."""
-    formats = c.get("formats") or {}
     shares = sorted(
-        ((fmt, f["flop_share"]) for fmt, f in formats.items() if f.get("flops")),
+        ((fmt, f.flop_share) for fmt, f in c.formats.items() if f.flops),
         key=lambda kv: (-kv[1], kv[0]),
     )
     if not shares:
-        return f"{c['requested']} requested — no op carried FLOPs; effective: —"
+        return f"{c.requested} requested — no op carried FLOPs; effective: —"
     parts = [
         f"{share:.1%} of FLOPs in {fmt}" if n == 0 else f"{share:.1%} in {fmt}"
         for n, (fmt, share) in enumerate(shares)
     ]
-    return f"{c['requested']} requested — {', '.join(parts)}; effective: {c.get('effective') or '—'}"
+    return f"{c.requested} requested — {', '.join(parts)}; effective: {c.effective or '—'}"
 
 
 def launch_ceiling(op_calls: int, seconds_per_call: float) -> float | None:

@@ -28,7 +28,19 @@ from flowrate.measure.peaks import PeakLookup
 from flowrate.measure.stats import Summary, measurement_warnings, summarize
 from flowrate.problems.base import Problem
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
-from flowrate.results.sections import Energy, Flops, Memory, ProblemInfo
+from flowrate.results.sections import (
+    BatchSizeTry,
+    Census,
+    Energy,
+    Flops,
+    FormatFigures,
+    Input,
+    Memory,
+    Operators,
+    OpRow,
+    ProblemInfo,
+    Streaming,
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,7 @@ class Built:
     batch_size: int
     parameters_built: int
     block_count: int | None  # None: the problem declares no blocks (fine for resident runs)
-    batch_size_search: list[dict[str, Any]] = field(default_factory=list)  # --batch-size auto's tries
+    batch_size_search: list[BatchSizeTry] = field(default_factory=list)  # --batch-size auto's tries
     search_note: str | None = None  # what bounded the search, where the reader should know it
 
 
@@ -54,8 +66,8 @@ class Measurements:
     peak: PeakLookup
     count_warning: str | None
     is_benchmark: bool  # False for a check, whose data is made inside the loop: no timing advice
-    streaming: dict[str, Any] | None = None  # the executor's report (streaming's; resident has none)
-    inputs: tuple[dict[str, Any], list[str]] | None = None  # the input section, its warnings
+    streaming: Streaming | None = None  # the executor's report (streaming's; resident has none)
+    inputs: tuple[Input, list[str]] | None = None  # the input section, its warnings
     executor_warnings: list[str] = field(default_factory=list)
     operators: OpTally | None = None  # the counted step, op by op (None: not counted)
     machine_load: MachineLoad | None = None  # what else the machine did over the timed window
@@ -110,17 +122,35 @@ def _tf32(config: RunConfig, environment: dict[str, Any]) -> bool:
 
 def _operators(
     config: RunConfig, measured: Measurements, environment: dict[str, Any], batch_size: int
-) -> dict[str, Any] | None:
+) -> Operators | None:
     """The counted step op by op, each row with its format and accumulate dtype, and the census."""
     tally = measured.operators
     if tally is None:
         return None
     tf32 = _tf32(config, environment)
-    return {
-        **tally.to_dict(batch_size),
-        "ops": annotated_ops(tally, tf32),
-        "census": census(tally, config.precision.value, tf32).to_dict(),
-    }
+    counted = census(tally, config.precision.value, tf32)
+    shares = counted.flop_shares()
+    return Operators(
+        batch_size=batch_size,
+        flops=tally.total_flops,
+        bytes=tally.total_bytes,
+        recomputed_flops=tally.recomputed_flops,
+        attention_full_flops=tally.attention_full_flops,
+        attention_kept_flops=tally.attention_kept_flops,
+        counted_ops=tally.counted_ops,
+        not_counted=dict(tally.not_counted),
+        ops=[OpRow(**row) for row in annotated_ops(tally, tf32)],
+        census=Census(
+            requested=counted.requested,
+            effective=counted.effective,
+            tf32=counted.tf32,
+            op_calls=counted.op_calls,
+            formats={
+                fmt: FormatFigures(f.flops, f.bytes, f.calls, shares.get(fmt, 0.0))
+                for fmt, f in counted.formats.items()
+            },
+        ),
+    )
 
 
 def _mixed_mfu(

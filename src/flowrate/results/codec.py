@@ -1,11 +1,11 @@
 """Records from JSON and back: a typed record is built from the plain values a reader loaded.
 
 A record is validated before it is decoded (flowrate.results.validate), so decoding only builds:
-each field whose type is a dataclass (or an optional one, or a list of them) is decoded into it,
-an Enum field into its member, and every other value is kept exactly as written — an integer stays
-an integer, so a record read and written again holds the numbers it held. A key the record's type
-does not know is left out; flowrate.results.migrate brings every earlier layout to this one
-first, so no key of a record flowrate wrote is lost.
+each field whose type is a dataclass (or an optional one, a list of them or a dict of them by
+name) is decoded into it, an Enum field into its member, and every other value is kept exactly as
+written — an integer stays an integer, so a record read and written again holds the numbers it
+held. A key the record's type does not know is left out; flowrate.results.migrate brings every
+earlier layout to this one first, so no key of a record flowrate wrote is lost.
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ def _value(kind: Any, value: Any) -> Any:
         (item,) = typing.get_args(kind)
         if dataclasses.is_dataclass(item) and isinstance(value, list):
             return [_value(item, v) for v in value]
+        return value
+    if origin is dict:
+        _, item = typing.get_args(kind)
+        if dataclasses.is_dataclass(item) and isinstance(value, Mapping):
+            return {key: _value(item, v) for key, v in value.items()}
         return value
     if isinstance(kind, type):
         if dataclasses.is_dataclass(kind) and isinstance(value, Mapping):

@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from flowrate.results.schema import Result
-from flowrate.results.sections import Kind
+from flowrate.results.sections import Generation, Kind
 
 # serving section fields that fix the load offered and the server it was offered to
 SERVING_WORKLOAD = (
@@ -69,10 +69,12 @@ def workload(result: Result) -> dict[str, Any]:
             found["arrivals"] = "poisson" if found["burstiness"] in (None, 1, 1.0) else "gamma"
         return found
     if kind is Kind.GENERATE:
-        section = result.generation or {}
-        found = {key: section.get(key) for key in GENERATION_WORKLOAD}
-        found["prefill_logits"] = found["prefill_logits"] or "all"  # recorded before: every position
-        return found
+        generation = result.generation or Generation()
+        return {
+            "prompt_len": generation.prompt_len,
+            "new_tokens": generation.new_tokens,
+            "prefill_logits": generation.prefill_logits or "all",  # recorded before: every position
+        }
     return {}
 
 
@@ -82,8 +84,8 @@ def load_label(result: Result) -> str:
     lengths; '' for runs and checks."""
     kind = kind_of(result)
     if kind is Kind.GENERATE:
-        section = result.generation or {}
-        lengths = f"prompt {section.get('prompt_len')}, {section.get('new_tokens')} new"
+        generation = result.generation or Generation()
+        lengths = f"prompt {generation.prompt_len}, {generation.new_tokens} new"
         return f"batch {result.batch_size}, {lengths}"
     if kind is not Kind.SERVE:
         return ""

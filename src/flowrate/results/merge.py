@@ -31,7 +31,7 @@ from typing import Any
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import MIN_INTERVALS, summarize
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
-from flowrate.results.sections import Energy, Flops, Memory
+from flowrate.results.sections import Distributed, Energy, Flops, Input, Memory, RankFigures
 
 # Ranks whose throughput differs by this share of the median get a straggler warning (from
 # MIN_INTERVALS intervals on: a few milliseconds of start-up skew dominate shorter runs).
@@ -62,20 +62,20 @@ def merge_ranks(runs: Sequence[RankRun], backend: str, timeout_s: float | None =
     samples = summary.timed_samples
     model_flops = samples * (first.problem.model_flops_per_sample or 0)
     rates = [r.summary.samples_per_sec for r in results]
-    section = {
-        "world_size": len(runs),
-        "backend": backend,
-        "hosts": len({r.hostname for r in runs}),
-        "timeout_s": timeout_s,
-        "batch_size_per_rank": first.batch_size,
-        "global_batch_size": global_batch,
-        "samples_per_sec": summary.samples_per_sec,
-        "median_rank_samples_per_sec": statistics.median(rates),
-        "slowest_rank": min(range(len(rates)), key=rates.__getitem__),
-        "rank_spread": (max(rates) - min(rates)) / statistics.median(rates) if max(rates) > 0 else 0.0,
-        "gradient_reduction": _reduction(first.config, backend),
-        "ranks": [_rank_entry(run, result) for run, result in zip(runs, results, strict=True)],
-    }
+    section = Distributed(
+        world_size=len(runs),
+        backend=backend,
+        hosts=len({r.hostname for r in runs}),
+        timeout_s=timeout_s,
+        batch_size_per_rank=first.batch_size,
+        global_batch_size=global_batch,
+        samples_per_sec=summary.samples_per_sec,
+        median_rank_samples_per_sec=statistics.median(rates),
+        slowest_rank=min(range(len(rates)), key=rates.__getitem__),
+        rank_spread=(max(rates) - min(rates)) / statistics.median(rates) if max(rates) > 0 else 0.0,
+        gradient_reduction=_reduction(first.config, backend),
+        ranks=[_rank_entry(run, result) for run, result in zip(runs, results, strict=True)],
+    )
     return dataclasses.replace(
         first,
         batch_size=global_batch,
@@ -223,34 +223,34 @@ def _merge_memory(results: Sequence[Result]) -> Memory:
     )
 
 
-def _merge_input(results: Sequence[Result]) -> dict[str, Any] | None:
+def _merge_input(results: Sequence[Result]) -> Input | None:
     if results[0].input is None:
         return None
     from flowrate.measure.inputs import input_bound_level
 
-    sections = [r.input or {} for r in results]
-    share = _mean(s.get("input_bound_share") for s in sections) or 0.0
-    return {
-        **sections[0],
-        "rank": None,
-        "input_wait_s": _sum(s.get("input_wait_s") for s in sections),
-        "input_bound_share": share,
-        "input_bound": input_bound_level(share),
-    }
+    sections = [r.input or Input() for r in results]
+    share = _mean(s.input_bound_share for s in sections) or 0.0
+    return dataclasses.replace(
+        sections[0],
+        rank=None,
+        input_wait_s=_sum(s.input_wait_s for s in sections),
+        input_bound_share=share,
+        input_bound=input_bound_level(share),
+    )
 
 
-def _warnings(results: Sequence[Result], section: dict[str, Any]) -> list[str]:
+def _warnings(results: Sequence[Result], section: Distributed) -> list[str]:
     """Rank 0's warnings, other ranks' own ones named by rank, and a straggler if there is one."""
     warnings = list(results[0].warnings)
     for rank, result in enumerate(results[1:], start=1):
         warnings += [f"rank {rank}: {w}" for w in result.warnings if w not in results[0].warnings]
-    if section["rank_spread"] >= STRAGGLER_SPREAD and results[0].summary.intervals >= MIN_INTERVALS:
-        ranks = section["ranks"]
-        slow = section["slowest_rank"]
-        fast = max(range(len(ranks)), key=lambda r: ranks[r]["samples_per_sec"])
-        slow_rate, fast_rate = ranks[slow]["samples_per_sec"], ranks[fast]["samples_per_sec"]
+    spread, slow = section.rank_spread or 0.0, section.slowest_rank or 0
+    if spread >= STRAGGLER_SPREAD and results[0].summary.intervals >= MIN_INTERVALS:
+        rates = [rank.samples_per_sec or 0.0 for rank in section.ranks]
+        fast = max(range(len(rates)), key=rates.__getitem__)
+        slow_rate, fast_rate = rates[slow], rates[fast]
         warnings.append(
-            f"the ranks' throughput differs by {section['rank_spread']:.0%}: rank {slow} "
+            f"the ranks' throughput differs by {spread:.0%}: rank {slow} "
             f"{slow_rate:.4g} samples/s, rank {fast} {fast_rate:.4g}; "
             f"a slow rank holds back every synchronized step: look for other load or a throttled device on "
             f"rank {slow}'s host"
@@ -258,25 +258,25 @@ def _warnings(results: Sequence[Result], section: dict[str, Any]) -> list[str]:
     return warnings
 
 
-def _rank_entry(run: RankRun, result: Result) -> dict[str, Any]:
+def _rank_entry(run: RankRun, result: Result) -> RankFigures:
     s = result.summary
-    return {
-        "rank": run.rank,
-        "local_rank": run.local_rank,
-        "hostname": run.hostname,
-        "device": run.device,
-        "device_name": (result.environment.get("device") or {}).get("name"),
-        "samples_per_sec": s.samples_per_sec,
-        "median_samples_per_sec": s.median_samples_per_sec,
-        "rate_samples_per_sec": s.rate_samples_per_sec,
-        "timed_samples": s.timed_samples,
-        "timed_duration_s": s.timed_duration_s,
-        "final_loss": s.final_loss,
-        "process_peak_rss_bytes": result.memory.process_peak_rss_bytes,
-        "device_peak_allocated_bytes": result.memory.device_peak_allocated_bytes,
-        "input_bound_share": (result.input or {}).get("input_bound_share"),
-        "warnings": len(result.warnings),
-    }
+    return RankFigures(
+        rank=run.rank,
+        local_rank=run.local_rank,
+        hostname=run.hostname,
+        device=run.device,
+        device_name=(result.environment.get("device") or {}).get("name"),
+        samples_per_sec=s.samples_per_sec,
+        median_samples_per_sec=s.median_samples_per_sec,
+        rate_samples_per_sec=s.rate_samples_per_sec,
+        timed_samples=s.timed_samples,
+        timed_duration_s=s.timed_duration_s,
+        final_loss=s.final_loss,
+        process_peak_rss_bytes=result.memory.process_peak_rss_bytes,
+        device_peak_allocated_bytes=result.memory.device_peak_allocated_bytes,
+        input_bound_share=result.input.input_bound_share if result.input is not None else None,
+        warnings=len(result.warnings),
+    )
 
 
 def _reduction(config: dict[str, Any], backend: str) -> str | None:

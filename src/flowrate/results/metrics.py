@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from flowrate.errors import FlowrateError
 from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.sections import Generation, LatencyStats
 
 
 @dataclass(frozen=True)
@@ -127,17 +128,22 @@ SERVING_METRICS: dict[str, Metric] = {
 }
 
 
-def _generation(*path: str, scale: float = 1.0) -> Callable[[Result], float | None]:
-    """A `flowrate generate` run's figure at ``path`` in its generation section, times ``scale``."""
+def _generation(
+    figure: Callable[[Generation], object], scale: float = 1.0
+) -> Callable[[Result], float | None]:
+    """A `flowrate generate` run's ``figure`` of its generation section, times ``scale``."""
 
     def read(result: Result) -> float | None:
-        value: object = result.generation
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        number = _optional_float(value)
+        if result.generation is None:
+            return None
+        number = _optional_float(figure(result.generation))
         return None if number is None else number * scale
 
     return read
+
+
+def _median(stats: LatencyStats | None) -> float | None:
+    return stats.median if stats is not None else None
 
 
 # `flowrate generate` figures (harness/generate.py's section), for sweeps over generation: ranked,
@@ -146,24 +152,28 @@ GENERATION_METRICS: dict[str, Metric] = {
     m.name: m
     for m in [
         Metric(
-            "decode_tokens_per_sec", "decode tokens/s", "tokens/s", True, _generation("decode_tokens_per_sec")
+            "decode_tokens_per_sec",
+            "decode tokens/s",
+            "tokens/s",
+            True,
+            _generation(lambda g: g.decode_tokens_per_sec),
         ),
         Metric(
             "prefill_tokens_per_sec",
             "prefill tokens/s",
             "tokens/s",
             True,
-            _generation("prefill_tokens_per_sec"),
+            _generation(lambda g: g.prefill_tokens_per_sec),
         ),
-        Metric("ttft_ms", "TTFT median", "ms", False, _generation("ttft_s", "median", scale=1e3)),
-        Metric("tpot_ms", "TPOT median", "ms", False, _generation("tpot_s", "median", scale=1e3)),
-        Metric("prefill_mfu", "prefill MFU", "", True, _generation("prefill_mfu")),
+        Metric("ttft_ms", "TTFT median", "ms", False, _generation(lambda g: _median(g.ttft_s), scale=1e3)),
+        Metric("tpot_ms", "TPOT median", "ms", False, _generation(lambda g: _median(g.tpot_s), scale=1e3)),
+        Metric("prefill_mfu", "prefill MFU", "", True, _generation(lambda g: g.prefill_mfu)),
         Metric(
             "decode_bandwidth_utilization",
             "decode bandwidth used",
             "",
             True,
-            _generation("decode_bandwidth_utilization"),
+            _generation(lambda g: g.decode_bandwidth_utilization),
         ),
     ]
 }

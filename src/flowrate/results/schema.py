@@ -15,7 +15,23 @@ from flowrate.errors import PathError
 from flowrate.io import write_atomic
 from flowrate.results.codec import decode, encode
 from flowrate.results.migrate import upgrade
-from flowrate.results.sections import Compile, Energy, Fidelity, Flops, Kind, Memory, ProblemInfo, Repeat
+from flowrate.results.sections import (
+    BatchSizeTry,
+    Compile,
+    Distributed,
+    Energy,
+    Estimate,
+    Fidelity,
+    Flops,
+    Generation,
+    Input,
+    Kind,
+    Memory,
+    Operators,
+    ProblemInfo,
+    Repeat,
+    Streaming,
+)
 from flowrate.results.validate import InvalidResult, validate_record
 
 # History of the result format (bump on any change a reader must know about):
@@ -124,8 +140,8 @@ class Result:
     losses: list[float]
     summary: RunSummary
     warnings: list[str] = field(default_factory=list)
-    # attempts of --batch-size auto, largest first: [{"batch_size": 256, "fits": false}, …]
-    batch_size_search: list[dict[str, Any]] = field(default_factory=list)
+    # attempts of --batch-size auto, largest first
+    batch_size_search: list[BatchSizeTry] = field(default_factory=list)
     # model and executed FLOPs, FLOP/s, MFU against the datasheet peak, bandwidth
     flops: Flops = field(default_factory=Flops)
     # joules, watts, samples/J and FLOP/J over the timed window; joules None with the reason
@@ -137,21 +153,21 @@ class Result:
     # `flowrate check`: the loss a learnable task reached and the steps it took (None for runs)
     fidelity: Fidelity | None = None
     # --execution streaming: where the time went per step and what memory it held (None: resident)
-    streaming: dict[str, Any] | None = None
+    streaming: Streaming | None = None
     # --data: the dataset, the loader's settings and the input-bound share (None: synthetic data)
-    input: dict[str, Any] | None = None
+    input: Input | None = None
     # the cost model's estimate for this configuration on this device (None where none was made)
-    estimate: dict[str, Any] | None = None
+    estimate: Estimate | None = None
     # data-parallel runs (torchrun): world size, backend, per-rank figures (None: one process)
-    distributed: dict[str, Any] | None = None
+    distributed: Distributed | None = None
     # --compile: the first (compiling) step's seconds and whether inductor's cache was hit
     compile: Compile | None = None
     # the executed-FLOPs count of one step, op by op, and its coverage (None: not counted)
-    operators: dict[str, Any] | None = None
+    operators: Operators | None = None
     # `flowrate generate`: lengths, TTFT/TPOT/ITL/E2E per request, prefill and decode rates,
     # KV-cache memory, prefill MFU and decode bandwidth (None for runs; records without it read with
     # it empty)
-    generation: dict[str, Any] | None = None
+    generation: Generation | None = None
     # `flowrate serve-bench`: load, raw per-request traces, metrics by definition (None for runs)
     serving: dict[str, Any] | None = None
     kind: Kind = Kind.RUN

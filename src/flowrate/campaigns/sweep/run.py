@@ -290,13 +290,13 @@ def _record(
 
 def _with_figures(report: PointReport, result: Result) -> PointReport:
     """What a point's row shows: samples/s, and for a generation its decode rate and median TTFT."""
-    generation = result.generation or {}
-    ttft = generation.get("ttft_s") or {}
+    generation = result.generation
+    ttft = generation.ttft_s if generation is not None else None
     return dataclasses.replace(
         report,
         samples_per_sec=result.summary.samples_per_sec,
-        decode_tokens_per_sec=generation.get("decode_tokens_per_sec"),
-        ttft_s=ttft.get("median"),
+        decode_tokens_per_sec=generation.decode_tokens_per_sec if generation is not None else None,
+        ttft_s=ttft.median if ttft is not None else None,
     )
 
 
