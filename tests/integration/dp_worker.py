@@ -4,7 +4,8 @@ Trains each problem for STEPS steps, resident in DistributedDataParallel and the
 gradients averaged over the ranks on the device (as flowrate run does it), on this rank's own
 batches; saves every step's loss and the final weights of each to OUT-RANK.pt.
 test_data_parallel.py compares them with one process training on the ranks' batches concatenated.
-``dp_worker.py reduce OUT`` checks average_device_gradients and the groups' timeout instead.
+``dp_worker.py reduce OUT`` checks average_device_gradients and the groups' timeout instead;
+``dp_worker.py peak OUT`` runs --measure-peak's GEMM inside a rank.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from flowrate.execution.distributed import DataParallel, data_parallel, unwrap
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor
+from flowrate.harness.api import gemm_peak_run
 from flowrate.problems.base import Batch
 from flowrate.problems.registry import get_problem
 
@@ -97,8 +99,19 @@ def reduce_main(out: str) -> None:
         os._exit(0)  # rank 1 is still in its sleep: leave without tearing the groups down
 
 
+def peak_main(out: str) -> None:
+    """--measure-peak's GEMM inside a rank: this device's own run, not a merge of the ranks'."""
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        gemm = gemm_peak_run(RunConfig(device="cpu", threads=1), torch.device("cpu"))
+        ranks = gemm.distributed["world_size"] if gemm.distributed is not None else 1
+        torch.save({"ranks": ranks, "flops": gemm.summary.model_flops_per_sec}, f"{out}-{dp.rank}.pt")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "reduce":
         reduce_main(sys.argv[2])
+    elif sys.argv[1] == "peak":
+        peak_main(sys.argv[2])
     else:
         main(sys.argv[1])

@@ -123,6 +123,16 @@ def test_device_gradients_are_averaged_over_ranks_and_every_group_keeps_the_runs
     assert "Timed out waiting 3000ms" in saved["timeout"], saved["timeout"]  # gloo, at the group's 3 s
 
 
+def test_measure_peak_times_each_ranks_device_alone(tmp_path: Path) -> None:
+    worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "peak", str(tmp_path / "out")]
+    for rank in launch([worker, worker], tmp_path, timeout=120):
+        assert rank.code == 0, rank.stderr
+    for r in (0, 1):
+        saved = torch.load(tmp_path / f"out-{r}.pt")
+        # a merged GEMM would sum the two ranks: a peak twice the device's (issue 40.1)
+        assert saved["ranks"] == 1 and saved["flops"] > 0
+
+
 def test_a_two_rank_run_sums_the_ranks_and_only_rank_0_reports(tmp_path: Path, results_store: Path) -> None:
     run = [*FLOWRATE, "run", *TINY, "--global-batch-size", "16", "--steps", "8", "--json", "-t", "dp"]
     first, second = launch([run, run], tmp_path)

@@ -100,6 +100,15 @@ MEASURED_PEAK_SIDE = {"cuda": 8192, "cpu": 2048}
 
 def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
     """FLOP/s of a large square GEMM at the run's precision on the run's device, through PyTorch."""
+    return gemm_peak_run(config, device).summary.model_flops_per_sec
+
+
+def gemm_peak_run(config: RunConfig, device: torch.device) -> Result:
+    """--measure-peak's GEMM, run by this process alone on its own device.
+
+    Never data-parallel, even inside a rank of one: a peak is a device's, so the ranks' GEMMs must
+    not be summed by a merge, and this rank's ``cuda:LOCAL_RANK`` is not the launch's ``--device``.
+    """
     side = MEASURED_PEAK_SIDE.get(device.type, 2048)
     gemm = RunConfig(
         problem="gemm",
@@ -111,4 +120,4 @@ def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
         min_steps=3,
         duration_s=1.0,
     )
-    return run_config(gemm).summary.model_flops_per_sec
+    return run_process(gemm, None, None, Hooks())
