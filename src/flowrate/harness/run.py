@@ -70,8 +70,9 @@ class Hooks:
     argv: list[str] | None = None
     data: str = "synthetic"
     tensorboard: str | Path | None = None  # None in a data-parallel run: rank 0 writes the merged one
-    # --measure-peak's GEMM benchmark: a run of its own, which flowrate.harness.api supplies
-    gemm_peak: Callable[[RunConfig, torch.device], float] | None = None
+    # --measure-peak's GEMM benchmark: a run of its own, which flowrate.harness.api supplies; it
+    # returns FLOP/s, or why a run in this precision has no measured peak
+    gemm_peak: Callable[[RunConfig, torch.device], float | str] | None = None
     observer: RunObserver | None = None  # may stop the run at a sample point
 
 
@@ -96,7 +97,8 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
         if hooks.tensorboard is not None:
             listeners.append(stack.enter_context(TensorBoardWriter(hooks.tensorboard)).write)
         with matmul_settings(config.precision), torch_threads(config.threads):
-            measured_peak = _measured_peak(run) if config.measure_peak else None
+            gemm = _measured_peak(run) if config.measure_peak else None
+            measured_peak, peak_note = (None, gemm) if isinstance(gemm, str) else (gemm, None)
             prepared, compiled = _prepare(stack, run)
             record, measured = _measure(stack, run, prepared, listeners, measured_peak)
         environment = collect_environment(device, hooks.argv)
@@ -104,7 +106,10 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     learnable = hooks.data == "learnable"
     estimate = run_estimate(config, problem, prepared.built.batch_size, device, dp is not None, learnable)
     return dataclasses.replace(
-        result, estimate=estimate, compile=Compile(**compiled.to_dict()) if compiled else None
+        result,
+        estimate=estimate,
+        compile=Compile(**compiled.to_dict()) if compiled else None,
+        warnings=[*result.warnings, peak_note] if peak_note else result.warnings,
     )
 
 
@@ -215,8 +220,8 @@ def _measure(
     )
 
 
-def _measured_peak(run: _Settled) -> float:
-    """--measure-peak: FLOP/s of a large GEMM here, measured by a run of its own."""
+def _measured_peak(run: _Settled) -> float | str:
+    """--measure-peak: FLOP/s of a large GEMM here, measured by a run of its own (or why none)."""
     if run.hooks.gemm_peak is None:
         raise FlowrateError("--measure-peak needs the GEMM benchmark that run_config supplies")
     return run.hooks.gemm_peak(run.config, run.policy.device)
