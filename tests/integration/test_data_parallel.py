@@ -123,6 +123,15 @@ def test_device_gradients_are_averaged_over_ranks_and_every_group_keeps_the_runs
     assert "Timed out waiting 3000ms" in saved["timeout"], saved["timeout"]  # gloo, at the group's 3 s
 
 
+def test_clipped_streaming_with_resident_blocks_keeps_the_replicas_equal(tmp_path: Path) -> None:
+    worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "clip", str(tmp_path / "out")]
+    for rank in launch([worker, worker], tmp_path):
+        assert rank.code == 0, rank.stderr
+    first, second = (torch.load(tmp_path / f"out-{r}.pt") for r in (0, 1))
+    # the clip coefficient comes from the averaged gradients, the same on every rank (issue 40.4)
+    assert torch.equal(first, second), (first - second).abs().max()
+
+
 def test_measure_peak_times_each_ranks_device_alone(tmp_path: Path) -> None:
     worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "peak", str(tmp_path / "out")]
     for rank in launch([worker, worker], tmp_path, timeout=120):
