@@ -132,6 +132,17 @@ def test_clipped_streaming_with_resident_blocks_keeps_the_replicas_equal(tmp_pat
     assert torch.equal(first, second), (first - second).abs().max()
 
 
+TWICE = "import flowrate; kw = dict(size='debug', threads=1, preheat_steps=1, steps=2, dist_timeout_s=20); [print(flowrate.benchmark('fc_mnist', **kw).distributed['world_size']) for _ in range(2)]"  # noqa: E501
+
+
+def test_two_benchmarks_in_one_launched_process_both_run_data_parallel(tmp_path: Path) -> None:
+    # the second call must not join a group under the first one's store keys and time out (issue 40.5)
+    twice = [sys.executable, "-c", TWICE]
+    for rank in launch([twice, twice], tmp_path, timeout=80):
+        assert rank.code == 0, rank.stderr
+        assert rank.stdout.split() == ["2", "2"]
+
+
 def test_measure_peak_times_each_ranks_device_alone(tmp_path: Path) -> None:
     worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "peak", str(tmp_path / "out")]
     for rank in launch([worker, worker], tmp_path, timeout=120):
