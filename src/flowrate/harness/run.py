@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory, machine_load
-from flowrate.measure.device import is_out_of_memory, synchronizer, torch_threads
+from flowrate.measure.device import is_out_of_memory, on_device, synchronizer, torch_threads
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.energy.meter import EnergyReading
 from flowrate.measure.env import collect_environment, device_name
@@ -85,6 +84,7 @@ class _Settled:
     policy: PrecisionPolicy
     dp: DataParallel | None
     hooks: Hooks
+    memory_fraction: float | None  # --device-memory-limit as a share of the device's memory
 
 
 def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | None, hooks: Hooks) -> Result:
@@ -93,6 +93,7 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     config, problem, device = run.config, run.problem, run.policy.device
     freed_memory.apply(config.freed_memory)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(on_device(device, run.memory_fraction))  # put back as it was after
         listeners = [hooks.on_interval] if hooks.on_interval is not None else []
         if hooks.tensorboard is not None:
             listeners.append(stack.enter_context(TensorBoardWriter(hooks.tensorboard)).write)
@@ -124,8 +125,8 @@ def _settle(config: RunConfig, problem: Problem | None, dp: DataParallel | None,
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     problem.set_precision(config.precision)
     device = run_device(config, dp)
-    limit_device_memory(config.device_memory_limit_gib, device)
-    return _Settled(config, problem, PrecisionPolicy(config.precision, device), dp, hooks)
+    fraction = device_memory_fraction(config.device_memory_limit_gib, device)
+    return _Settled(config, problem, PrecisionPolicy(config.precision, device), dp, hooks, fraction)
 
 
 def _prepare(stack: contextlib.ExitStack, run: _Settled) -> tuple[Prepared, CompileRecord | None]:
@@ -227,10 +228,11 @@ def _measured_peak(run: _Settled) -> float | str:
     return run.hooks.gemm_peak(run.config, run.policy.device)
 
 
-def limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
-    """--device-memory-limit: cap this process's share of the device's memory."""
+def device_memory_fraction(limit_gib: float | None, device: torch.device) -> float | None:
+    """--device-memory-limit as the share of the device's memory this process may use (the run
+    caps it with measure.device.on_device), or refused before any work."""
     if limit_gib is None:
-        return
+        return None
     if device.type != "cuda":
         raise ConfigError("device_memory_limit", f"applies to CUDA devices; this run is on {device.type}")
     total = torch.cuda.get_device_properties(device).total_memory
@@ -240,11 +242,7 @@ def limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
             "device_memory_limit",
             f"{limit_gib:g} GiB is more than the device's {total / 2**30:.1f} GiB",
         )
-    # what an earlier run in this process left (tensors in reference cycles not yet collected,
-    # blocks the caching allocator kept) would count against the cap or be used beyond it
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction(limit / total, device)
+    return limit / total
 
 
 def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[OpTally | None, str | None]:
