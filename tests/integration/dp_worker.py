@@ -6,7 +6,8 @@ batches; saves every step's loss and the final weights of each to OUT-RANK.pt.
 test_data_parallel.py compares them with one process training on the ranks' batches concatenated.
 ``dp_worker.py reduce OUT`` checks average_device_gradients and the groups' timeout instead;
 ``dp_worker.py peak OUT`` runs --measure-peak's GEMM inside a rank; ``dp_worker.py clip OUT``
-streams with resident blocks and gradient clipping.
+streams with resident blocks and gradient clipping; ``dp_worker.py allreduce OUT`` makes one call
+of the all-reduce problem.
 """
 
 from __future__ import annotations
@@ -129,6 +130,18 @@ def clip_main(out: str) -> None:
         torch.save(weights, f"{out}-{dp.rank}.pt")
 
 
+def allreduce_main(out: str) -> None:
+    """One call of the all-reduce problem: this rank's buffer before it, and after."""
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        problem = get_problem("allreduce", None, {"bytes": 64})
+        generator = torch.Generator().manual_seed(dp.rank)
+        big, small, _ = problem.make_batch(1, torch.device("cpu"), generator)
+        before = big.clone()
+        problem.loss(problem.build_model(), (big, small, torch.tensor(1)))
+        torch.save({"before": before, "after": big}, f"{out}-{dp.rank}.pt")
+
+
 def peak_main(out: str) -> None:
     """--measure-peak's GEMM inside a rank: this device's own run, not a merge of the ranks'."""
     with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
@@ -145,5 +158,7 @@ if __name__ == "__main__":
         peak_main(sys.argv[2])
     elif sys.argv[1] == "clip":
         clip_main(sys.argv[2])
+    elif sys.argv[1] == "allreduce":
+        allreduce_main(sys.argv[2])
     else:
         main(sys.argv[1])

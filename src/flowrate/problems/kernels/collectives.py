@@ -1,7 +1,9 @@
 """Collective kernels: allreduce, allgather, reducescatter, broadcast across the ranks of a
 torchrun launch (gloo on CPUs, NCCL on GPUs: the run's own process group). One sample is one
-collective call. All-reduce reduces with MAX, in place: a sum into itself every call would
-overflow, and the data moved is the same.
+collective call. All-reduce sums, in place, as nccl-tests' in-place run does: calls repeated on
+one buffer grow its values (to inf, in fp32, after about 128 calls on two ranks; never NaN, as
+every rank holds the same values after the first call), which changes neither the bytes moved nor
+the reduction's work.
 
 Sizes and bandwidths follow nccl-tests (doc/PERFORMANCE.md, github.com/NVIDIA/nccl-tests): the
 size S (``-O bytes=S``) is the operation's size as nccl-tests prints it — the buffer of an
@@ -111,7 +113,7 @@ class Collective(KernelProblem):
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         big, small, calls = batch
         op: Any = {
-            "allreduce": lambda: dist.all_reduce(big, op=dist.ReduceOp.MAX),
+            "allreduce": lambda: dist.all_reduce(big, op=dist.ReduceOp.SUM),
             "broadcast": lambda: dist.broadcast(big, src=0),
             "allgather": lambda: dist.all_gather_into_tensor(big, small),
             "reducescatter": lambda: dist.reduce_scatter_tensor(small, big),
