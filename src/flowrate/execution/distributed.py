@@ -431,10 +431,13 @@ def check_device_for_launch(name: str, launch: Launch, visible_gpus: int) -> Non
 
 
 def _rank_device(name: str, local_rank: int) -> torch.device:
-    """This rank's device: 'auto' and 'cuda' mean cuda:LOCAL_RANK where CUDA is present."""
+    """This rank's device: 'auto' and 'cuda' mean cuda:LOCAL_RANK where CUDA is present, or cuda:0
+    where the rank sees one GPU only (CUDA_VISIBLE_DEVICES set per rank: that one is its own)."""
     if name in (AUTO, "cuda") and torch.cuda.is_available():
         count = torch.cuda.device_count()
-        if local_rank >= count:
+        if count == 1:
+            local_rank = 0
+        elif local_rank >= count:
             raise ConfigError(
                 "device", f"LOCAL_RANK {local_rank} needs a CUDA device but only {count} are visible"
             )
