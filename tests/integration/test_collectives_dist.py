@@ -56,3 +56,4 @@ def test_the_all_reduce_sums_the_ranks_buffers(tmp_path: Path) -> None:
     assert not torch.equal(first["before"], second["before"])  # the ranks start from their own data
     total = first["before"] + second["before"]  # what its summary says: "(sum)", not the max
     assert torch.equal(first["after"], total) and torch.equal(second["after"], total)
+    assert not total.any()  # the ranks' data cancel: summed call after call, it stays finite
