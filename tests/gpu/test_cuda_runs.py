@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 import flowrate
 from flowrate.measure.device import resolve_device
@@ -78,3 +79,38 @@ def test_cuda_runs_in_a_fresh_process_forked_from_the_server_or_spawned(method: 
         outcome = run_in_fresh_process(config, start_method=method)
         assert outcome.failure is None, outcome.message
         assert outcome.result is not None and outcome.result.environment["device"]["type"] == "cuda"
+
+
+TINY_CUDA = dict(size="debug", steps=4, preheat_steps=1, sample_every=2)
+
+
+def test_device_memory_limit_caps_the_run_and_is_lifted_after() -> None:
+    before = torch.cuda.get_per_process_memory_fraction(0)
+    total = torch.cuda.get_device_properties(0).total_memory
+    during: list[float] = []
+    flowrate.benchmark(
+        "transformer",
+        device="cuda:0",
+        device_memory_limit_gib=1.0,
+        on_interval=lambda _: during.append(torch.cuda.get_per_process_memory_fraction(0)),
+        **TINY_CUDA,
+    )
+    assert during and all(f == pytest.approx(2**30 / total) for f in during)
+    # a later run in this process is not capped, nor sized by the stale cap (issue 40.6)
+    assert torch.cuda.get_per_process_memory_fraction(0) == before
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs: cuda:1 must exist")
+def test_a_run_on_cuda_1_makes_it_current_while_it_runs() -> None:
+    torch.cuda.set_device(0)
+    during: list[int] = []
+    result = flowrate.benchmark(
+        "transformer",
+        device="cuda:1",
+        on_interval=lambda _: during.append(torch.cuda.current_device()),
+        **TINY_CUDA,
+    )
+    # argument-less events and synchronize() act on the run's GPU, not on cuda:0 (issue 40.8)
+    assert during and set(during) == {1}
+    assert result.environment["device"]["index"] == 1
+    assert torch.cuda.current_device() == 0  # put back after

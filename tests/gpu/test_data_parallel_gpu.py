@@ -29,21 +29,12 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("execution", ["resident", "streaming"])
-def test_torchrun_on_the_gpus_uses_nccl_and_sums_the_ranks(tmp_path: Path, execution: str) -> None:
+def torchrun(tmp_path: Path, *args: str) -> Result:
+    """`flowrate run ARGS` on RANKS GPUs under torchrun: the merged Result rank 0 printed."""
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={RANKS}"]
+    run = ["-m", "flowrate", "run", "-p", "transformer", "--size", "debug", "--precision", "bf16"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={RANKS}",
-            "-m",
-            "flowrate",
-            "run",
-            *("-p", "transformer", "--size", "debug", "--precision", "bf16", "--execution", execution),
-            *("--steps", "6", "--preheat", "2", "--json", "--no-store", "-q"),
-        ],
+        [*launch, *run, *args, "--steps", "6", "--preheat", "2", "--json", "--no-store", "-q"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -51,8 +42,21 @@ def test_torchrun_on_the_gpus_uses_nccl_and_sums_the_ranks(tmp_path: Path, execu
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result = Result.from_json(done.stdout)
+    return Result.from_json(done.stdout)
+
+
+@pytest.mark.parametrize("execution", ["resident", "streaming"])
+def test_torchrun_on_the_gpus_uses_nccl_and_sums_the_ranks(tmp_path: Path, execution: str) -> None:
+    result = torchrun(tmp_path, "--execution", execution)
     d = result.distributed
     assert d is not None and d.backend == "nccl" and d.world_size == RANKS
     assert [r.device for r in d.ranks] == [f"cuda:{r}" for r in range(RANKS)]
     assert result.summary.samples_per_sec == sum(r.samples_per_sec for r in d.ranks)
+
+
+def test_measure_peak_under_torchrun_is_each_gpus_own(tmp_path: Path) -> None:
+    # each rank's GEMM runs on its cuda:LOCAL_RANK, not refused by the launch check (issue 40.1)
+    f = torchrun(tmp_path, "--measure-peak").flops
+    assert f.measured_peak_flops is not None and f.measured_peak_flops > 0
+    if f.peak_flops is not None:  # one GPU's GEMM, below its datasheet: not the ranks' sum
+        assert f.measured_peak_flops < f.peak_flops

@@ -4,7 +4,10 @@ Trains each problem for STEPS steps, resident in DistributedDataParallel and the
 gradients averaged over the ranks on the device (as flowrate run does it), on this rank's own
 batches; saves every step's loss and the final weights of each to OUT-RANK.pt.
 test_data_parallel.py compares them with one process training on the ranks' batches concatenated.
-``dp_worker.py reduce OUT`` checks average_device_gradients and the groups' timeout instead.
+``dp_worker.py reduce OUT`` checks average_device_gradients and the groups' timeout instead;
+``dp_worker.py peak OUT`` runs --measure-peak's GEMM inside a rank; ``dp_worker.py clip OUT``
+streams with resident blocks and gradient clipping; ``dp_worker.py allreduce OUT`` makes one call
+of the all-reduce problem.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from flowrate.execution.distributed import DataParallel, data_parallel, unwrap
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor
+from flowrate.harness.api import gemm_peak_run
 from flowrate.problems.base import Batch
 from flowrate.problems.registry import get_problem
 
@@ -97,8 +101,64 @@ def reduce_main(out: str) -> None:
         os._exit(0)  # rank 1 is still in its sleep: leave without tearing the groups down
 
 
+def clip_main(out: str) -> None:
+    """Streaming with its two end blocks resident and the gradients clipped, on this rank's batches:
+    the final weights, which must be the same on every rank."""
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        problem = get_problem("transformer", "debug")
+        torch.manual_seed(0)
+        policy = PrecisionPolicy(Precision.FP32, torch.device("cpu"))
+        streamed = StreamingExecutor(
+            problem,
+            problem.build_model(),
+            policy,
+            Mode.TRAIN,
+            OptimizerName.ADAMW,
+            LR,
+            clip_grad_norm=0.05,  # well below the gradients' norm: every step clips
+            reduce_gradients=dp.average_device_gradients,
+            resident_blocks=2,
+        )
+        assert any(block.resident for block in streamed.blocks)
+        assert not all(block.resident for block in streamed.blocks)
+        for batch in batches("transformer", dp.rank)[:3]:
+            streamed.step(batch)
+        streamed.finish()
+        with streamed.master_weights() as masters:
+            weights = torch.cat([p.detach().reshape(-1) for p in masters.parameters()])
+        torch.save(weights, f"{out}-{dp.rank}.pt")
+
+
+def allreduce_main(out: str) -> None:
+    """One call of the all-reduce problem: this rank's buffer before it, and after."""
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        problem = get_problem("allreduce", None, {"bytes": 64})
+        generator = torch.Generator().manual_seed(dp.rank)
+        big, small, _ = problem.make_batch(1, torch.device("cpu"), generator)
+        before = big.clone()
+        problem.loss(problem.build_model(), (big, small, torch.tensor(1)))
+        torch.save({"before": before, "after": big}, f"{out}-{dp.rank}.pt")
+
+
+def peak_main(out: str) -> None:
+    """--measure-peak's GEMM inside a rank: this device's own run, not a merge of the ranks'."""
+    with data_parallel(RunConfig(device="cpu", dist_timeout_s=60)) as dp:
+        assert dp is not None, "run with torchrun's variables set"
+        gemm = gemm_peak_run(RunConfig(device="cpu", threads=1), torch.device("cpu"))
+        ranks = gemm.distributed.world_size if gemm.distributed is not None else 1
+        torch.save({"ranks": ranks, "flops": gemm.summary.model_flops_per_sec}, f"{out}-{dp.rank}.pt")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "reduce":
         reduce_main(sys.argv[2])
+    elif sys.argv[1] == "peak":
+        peak_main(sys.argv[2])
+    elif sys.argv[1] == "clip":
+        clip_main(sys.argv[2])
+    elif sys.argv[1] == "allreduce":
+        allreduce_main(sys.argv[2])
     else:
         main(sys.argv[1])

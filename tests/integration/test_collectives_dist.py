@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 from test_data_parallel import FLOWRATE, launch
 
 from flowrate.problems.kernels.collectives import bus_factor, collective_bandwidths
@@ -44,3 +46,14 @@ def test_a_size_that_does_not_split_over_the_ranks_is_one_line(tmp_path: Path) -
     errors = [line for line in first.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "multiple of 8 bytes" in errors[0], first.stderr
     assert "Traceback" not in first.stderr
+
+
+def test_the_all_reduce_sums_the_ranks_buffers(tmp_path: Path) -> None:
+    worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "allreduce", str(tmp_path / "out")]
+    for rank in launch([worker, worker], tmp_path):
+        assert rank.code == 0, rank.stderr
+    first, second = (torch.load(tmp_path / f"out-{r}.pt") for r in (0, 1))
+    assert not torch.equal(first["before"], second["before"])  # the ranks start from their own data
+    total = first["before"] + second["before"]  # what its summary says: "(sum)", not the max
+    assert torch.equal(first["after"], total) and torch.equal(second["after"], total)
+    assert not total.any()  # the ranks' data cancel: summed call after call, it stays finite

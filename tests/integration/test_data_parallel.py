@@ -123,6 +123,36 @@ def test_device_gradients_are_averaged_over_ranks_and_every_group_keeps_the_runs
     assert "Timed out waiting 3000ms" in saved["timeout"], saved["timeout"]  # gloo, at the group's 3 s
 
 
+def test_clipped_streaming_with_resident_blocks_keeps_the_replicas_equal(tmp_path: Path) -> None:
+    worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "clip", str(tmp_path / "out")]
+    for rank in launch([worker, worker], tmp_path):
+        assert rank.code == 0, rank.stderr
+    first, second = (torch.load(tmp_path / f"out-{r}.pt") for r in (0, 1))
+    # the clip coefficient comes from the averaged gradients, the same on every rank (issue 40.4)
+    assert torch.equal(first, second), (first - second).abs().max()
+
+
+TWICE = "import flowrate; kw = dict(size='debug', threads=1, preheat_steps=1, steps=2, dist_timeout_s=20); [print(flowrate.benchmark('fc_mnist', **kw).distributed.world_size) for _ in range(2)]"  # noqa: E501
+
+
+def test_two_benchmarks_in_one_launched_process_both_run_data_parallel(tmp_path: Path) -> None:
+    # the second call must not join a group under the first one's store keys and time out (issue 40.5)
+    twice = [sys.executable, "-c", TWICE]
+    for rank in launch([twice, twice], tmp_path, timeout=80):
+        assert rank.code == 0, rank.stderr
+        assert rank.stdout.split() == ["2", "2"]
+
+
+def test_measure_peak_times_each_ranks_device_alone(tmp_path: Path) -> None:
+    worker = [sys.executable, str(Path(__file__).parent / "dp_worker.py"), "peak", str(tmp_path / "out")]
+    for rank in launch([worker, worker], tmp_path, timeout=120):
+        assert rank.code == 0, rank.stderr
+    for r in (0, 1):
+        saved = torch.load(tmp_path / f"out-{r}.pt")
+        # a merged GEMM would sum the two ranks: a peak twice the device's (issue 40.1)
+        assert saved["ranks"] == 1 and saved["flops"] > 0
+
+
 def test_a_two_rank_run_sums_the_ranks_and_only_rank_0_reports(tmp_path: Path, results_store: Path) -> None:
     run = [*FLOWRATE, "run", *TINY, "--global-batch-size", "16", "--steps", "8", "--json", "-t", "dp"]
     first, second = launch([run, run], tmp_path)

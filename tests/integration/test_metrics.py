@@ -13,8 +13,10 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import flowrate
+from flowrate.config import RunConfig
 from flowrate.execution.checkpoint import load_checkpoint
 from flowrate.harness import run as harness_run
+from flowrate.harness.api import measured_gemm_peak
 from flowrate.measure.energy import open_energy_meter
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import SCHEMA_VERSION, IntervalRecord, Result
@@ -184,9 +186,37 @@ def test_a_version_1_result_still_reads(tmp_path: Path) -> None:
 def test_measure_peak_reports_mfu_against_a_measured_gemm() -> None:
     result = flowrate.benchmark("fc_mnist", measure_peak=True, **TINY)
     f = result.flops
+    assert f.measured_peak_flops is not None and f.model_flops_per_sec is not None
     assert f.measured_peak_flops > 1e9  # any CPU of this decade does a GFLOP/s of fp32 GEMM
     assert f.mfu_of_measured_peak == pytest.approx(f.model_flops_per_sec / f.measured_peak_flops)
     assert f.mfu is None  # the datasheet one stays empty with its reason
+
+
+def test_measure_peak_of_an_int8_weights_run_times_its_fp32_matmuls() -> None:
+    # int8 weights are dequantized into the fp32 activations' matmuls: the GEMM runs fp32 (issue 40.2)
+    result = flowrate.benchmark("fc_mnist", precision="int8-weights", measure_peak=True, threads=1, **TINY)
+    f = result.flops
+    assert result.config["precision"] == "int8-weights"
+    assert f.measured_peak_flops is not None and f.model_flops_per_sec is not None
+    assert f.measured_peak_flops > 1e9
+    assert f.mfu_of_measured_peak == pytest.approx(f.model_flops_per_sec / f.measured_peak_flops)
+
+
+def test_measure_peak_of_an_int8_dynamic_run_is_empty_and_says_why() -> None:
+    result = flowrate.benchmark("fc_mnist", precision="int8-dynamic", measure_peak=True, threads=1, **TINY)
+    assert result.flops.measured_peak_flops is None and result.flops.mfu_of_measured_peak is None
+    assert (
+        "--measure-peak: no measured peak for int8-dynamic: the GEMM benchmark has no int8 x int8 "
+        "matmul, and one in another format would not be this run's peak"
+    ) in result.warnings
+
+
+def test_measure_peak_of_an_fp8_run_is_not_a_bf16_gemm() -> None:
+    why = measured_gemm_peak(RunConfig(precision="fp8", device="cuda"), torch.device("cuda", 0))
+    assert why == (
+        "--measure-peak: no measured peak for fp8: the GEMM benchmark has no fp8 matmul, and one in "
+        "another format would not be this run's peak"
+    )
 
 
 def test_mfu_end_to_end_with_a_fake_device_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,13 @@ import torch
 import torch.distributed as dist
 
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.execution.distributed import DataParallel, Launch, check_device_for_launch, launched
+from flowrate.execution.distributed import (
+    DataParallel,
+    Launch,
+    _rank_device,
+    check_device_for_launch,
+    launched,
+)
 
 
 @pytest.fixture
@@ -108,3 +114,22 @@ def test_launched_reads_the_local_world_size() -> None:
     assert launched({**env, "LOCAL_WORLD_SIZE": "2"}) == Launch(3, 4, 1, 2)
     with pytest.raises(FlowrateError, match="LOCAL_WORLD_SIZE must be integers"):
         launched({**env, "LOCAL_WORLD_SIZE": "two"})
+
+
+@pytest.mark.parametrize("name", ["auto", "cuda"])
+def test_one_visible_gpu_per_rank_is_each_ranks_own_whatever_its_local_rank(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # CUDA_VISIBLE_DEVICES set per rank: LOCAL_RANK 1 sees one GPU, its own, as cuda:0
+    chosen: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    assert _rank_device(name, 1) == torch.device("cuda", 0) and chosen == [torch.device("cuda", 0)]
+
+
+def test_a_local_rank_past_several_visible_gpus_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ConfigError, match="LOCAL_RANK 2 needs a CUDA device but only 2 are visible"):
+        _rank_device("cuda", 2)

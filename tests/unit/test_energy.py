@@ -55,6 +55,8 @@ class FakeNVML:
         self.calls: list[str] = []
         self.energy_mj: int | Exception = 1_000_000
         self.power_mw: int | Exception = 300_000
+        self.buses = {PCI: "h100"}  # PCI bus id -> handle
+        self.nvml_index = {"h100": 0}  # handle -> NVML's own index (all GPUs, PCI order)
 
     def nvmlInit(self) -> None:
         self.calls.append("init")
@@ -63,9 +65,12 @@ class FakeNVML:
         self.calls.append("shutdown")
 
     def nvmlDeviceGetHandleByPciBusId(self, pci: str) -> str:
-        if pci != PCI:
+        if pci not in self.buses:
             raise FakeNVMLError("Not Found")
-        return "h100"
+        return self.buses[pci]
+
+    def nvmlDeviceGetIndex(self, handle: str) -> int:
+        return self.nvml_index[handle]
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
         self.calls.append(f"by-index {index}")
@@ -166,6 +171,21 @@ def test_nvml_handle_by_index_when_torch_has_no_pci_id(monkeypatch: pytest.Monke
     assert "by-index 0" in nvml.calls
     assert reading.joules == 0.0
     assert any("not PCI bus id" in c for c in reading.caveats)
+
+
+def test_nvml_domain_names_the_physical_gpu_not_the_torch_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a rank launched with CUDA_VISIBLE_DEVICES=3: its cuda:0 is NVML's GPU 3, at its own PCI address;
+    # named gpu0, every such rank of a host would look like one meter to the merge (issue 40.7)
+    monkeypatch.setattr(
+        nvml_meter, "_cuda_pci_bus_id", lambda index: "00000000:9B:00.0" if index == 0 else None
+    )
+    nvml = FakeNVML()
+    nvml.buses["00000000:9B:00.0"], nvml.nvml_index["gpu-3"] = "gpu-3", 3
+    meter = open_energy_meter(CUDA0, nvml=nvml, clock=FakeClock())
+    meter.start()
+    reading = meter.stop()
+    assert reading.domains == ("gpu3 (NVIDIA H100 80GB HBM3)",)
+    assert not any("not PCI bus id" in c for c in reading.caveats)
 
 
 def test_pci_bus_id_formatted_as_nvml_expects(monkeypatch: pytest.MonkeyPatch) -> None:

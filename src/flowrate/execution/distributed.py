@@ -160,11 +160,11 @@ class DataParallel:
         device = _rank_device(device_name, launch.local_rank)
         backend = "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
         try:
-            store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+            store, rank, world, generation = _rendezvous(timeout)
             store.set_timeout(timeout)
             dist.init_process_group(
                 backend,
-                store=dist.PrefixStore("default_pg", store),
+                store=dist.PrefixStore(f"default_pg/{generation}", store),
                 rank=rank,
                 world_size=world,
                 timeout=timeout,
@@ -348,6 +348,35 @@ def data_parallel(config: RunConfig) -> Iterator[DataParallel | None]:
         dp.close()
 
 
+@dataclass
+class _Joined:
+    """This process's rendezvous: its store, rank and world size, and the groups made in it."""
+
+    store: Any
+    rank: int
+    world_size: int
+    groups: int = 0
+
+
+# Joined once per launch: (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) -> the rendezvous.
+_JOINED: dict[tuple[str | None, ...], _Joined] = {}
+
+
+def _rendezvous(timeout: dt.timedelta) -> tuple[Any, int, int, int]:
+    """The launch's store, rank and world size, and which process group of this process this is.
+
+    A second run in the same process (flowrate.benchmark called twice under torchrun) re-creates
+    its group in the store the first one used, whose keys are still there: under a prefix of its
+    own (every rank counts the same runs), or it would read the first group's keys and hang.
+    """
+    key = tuple(os.environ.get(name) for name in LAUNCH_VARIABLES)
+    if key not in _JOINED:
+        _JOINED[key] = _Joined(*next(dist.rendezvous("env://", timeout=timeout)))
+    joined = _JOINED[key]
+    joined.groups += 1
+    return joined.store, joined.rank, joined.world_size, joined.groups
+
+
 def check_data_parallel_config(config: RunConfig) -> None:
     """What a data-parallel run cannot do, said before any work."""
     if config.batch_size == AUTO:
@@ -402,10 +431,13 @@ def check_device_for_launch(name: str, launch: Launch, visible_gpus: int) -> Non
 
 
 def _rank_device(name: str, local_rank: int) -> torch.device:
-    """This rank's device: 'auto' and 'cuda' mean cuda:LOCAL_RANK where CUDA is present."""
+    """This rank's device: 'auto' and 'cuda' mean cuda:LOCAL_RANK where CUDA is present, or cuda:0
+    where the rank sees one GPU only (CUDA_VISIBLE_DEVICES set per rank: that one is its own)."""
     if name in (AUTO, "cuda") and torch.cuda.is_available():
         count = torch.cuda.device_count()
-        if local_rank >= count:
+        if count == 1:
+            local_rank = 0
+        elif local_rank >= count:
             raise ConfigError(
                 "device", f"LOCAL_RANK {local_rank} needs a CUDA device but only {count} are visible"
             )

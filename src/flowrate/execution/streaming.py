@@ -47,6 +47,7 @@ from flowrate.execution.step_times import StepTimeline
 from flowrate.execution.stream_copies import Copier
 from flowrate.execution.streaming_blocks import (
     Block,
+    average_resident,
     choose_resident,
     clip_coefficient,
     declare_blocks,
@@ -348,6 +349,7 @@ class StreamingExecutor:
             self._release(block.index)
             if block.waiting > 0:  # some parameters got no gradient: zeros (see FlatGroup.complete_grad)
                 self._gradients_out(block)
+        average_resident(self.blocks, self.reduce_gradients)  # before the clip norm reads them
         scale = 1.0
         if self.clip_grad_norm is not None:
             scale = clip_coefficient(self.blocks, self.model.parameters(), self.clip_grad_norm, self.device)
@@ -355,7 +357,7 @@ class StreamingExecutor:
             for block in self.blocks:
                 if block.landed:
                     self._submit_update(block, scale)
-        update_resident(self.blocks, self.reduce_gradients, scale)
+        update_resident(self.blocks, scale)
         for block in self.blocks:
             block.ran = False
         self.times.end()

@@ -155,17 +155,21 @@ def _device_bytes(device: torch.device) -> int:
     return int(total * fraction(index)) if fraction is not None else total
 
 
-def update_resident(
-    blocks: list[Block], reduce: Callable[[torch.Tensor], None] | None, grad_scale: float
-) -> None:
-    """The resident blocks' device optimizers, once their gradients are averaged across ranks (one
-    collective over them all) and scaled by the clip coefficient."""
+def average_resident(blocks: list[Block], reduce: Callable[[torch.Tensor], None] | None) -> None:
+    """The resident blocks' gradients averaged across ranks in place, with one collective over them
+    all: before the clip coefficient reads them, so that every rank computes the same one."""
     grads = _resident_gradients(blocks)
     if reduce is not None and grads:
         flat = torch.cat([g.reshape(-1) for g in grads])
         reduce(flat)
         averaged = flat.split([g.numel() for g in grads])
         torch._foreach_copy_(grads, [a.view_as(g) for a, g in zip(averaged, grads, strict=True)])
+
+
+def update_resident(blocks: list[Block], grad_scale: float) -> None:
+    """The resident blocks' device optimizers, on gradients averaged (average_resident) and scaled
+    by the clip coefficient."""
+    grads = _resident_gradients(blocks)
     if grad_scale != 1.0 and grads:
         torch._foreach_mul_(grads, grad_scale)
     for block in blocks:

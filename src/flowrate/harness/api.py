@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from flowrate.config import RunConfig
+from flowrate.config import Precision, RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.execution.distributed import check_data_parallel_config, data_parallel
 from flowrate.harness.run import Hooks, RunObserver, run_process
@@ -98,8 +98,34 @@ def run_config(
 MEASURED_PEAK_SIDE = {"cuda": 8192, "cpu": 2048}
 
 
-def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
-    """FLOP/s of a large square GEMM at the run's precision on the run's device, through PyTorch."""
+# The format a precision's matmuls compute in, where its GEMM is another precision's; None: the
+# GEMM benchmark has no matmul in that format, and one in another format would not be its peak.
+GEMM_PRECISION: dict[Precision, Precision | None] = {
+    Precision.INT8_WEIGHTS: Precision.FP32,  # int8 weights dequantized into the fp32 activations' matmul
+    Precision.INT8_DYNAMIC: None,  # int8 x int8
+    Precision.FP8: None,  # float8 linears: a bf16 GEMM runs at half their rate
+}
+_NO_GEMM = {Precision.INT8_DYNAMIC: "int8 x int8", Precision.FP8: "fp8"}
+
+
+def measured_gemm_peak(config: RunConfig, device: torch.device) -> float | str:
+    """FLOP/s of a large square GEMM in the format the run's matmuls compute in, on the run's
+    device, through PyTorch; or, for a format the GEMM benchmark has no matmul in, why not."""
+    precision = GEMM_PRECISION.get(config.precision, config.precision)
+    if precision is None:
+        return (
+            f"--measure-peak: no measured peak for {config.precision}: the GEMM benchmark has no "
+            f"{_NO_GEMM[config.precision]} matmul, and one in another format would not be this run's peak"
+        )
+    return gemm_peak_run(config.replace(precision=precision), device).summary.model_flops_per_sec
+
+
+def gemm_peak_run(config: RunConfig, device: torch.device) -> Result:
+    """--measure-peak's GEMM, run by this process alone on its own device.
+
+    Never data-parallel, even inside a rank of one: a peak is a device's, so the ranks' GEMMs must
+    not be summed by a merge, and this rank's ``cuda:LOCAL_RANK`` is not the launch's ``--device``.
+    """
     side = MEASURED_PEAK_SIDE.get(device.type, 2048)
     gemm = RunConfig(
         problem="gemm",
@@ -111,4 +137,4 @@ def measured_gemm_peak(config: RunConfig, device: torch.device) -> float:
         min_steps=3,
         duration_s=1.0,
     )
-    return run_config(gemm).summary.model_flops_per_sec
+    return run_process(gemm, None, None, Hooks())

@@ -27,7 +27,13 @@ from flowrate.harness import generate_model as gm
 from flowrate.harness.generate_bounds import GENERATE_BOUNDS, MAX_REPEATS
 from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
 from flowrate.measure import freed_memory
-from flowrate.measure.device import is_out_of_memory, resolve_device, synchronizer, torch_threads
+from flowrate.measure.device import (
+    is_out_of_memory,
+    on_device,
+    resolve_device,
+    synchronizer,
+    torch_threads,
+)
 from flowrate.measure.env import collect_environment
 from flowrate.measure.peaks import peak_for
 from flowrate.measure.stats import summarize
@@ -89,7 +95,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     if config.batch_size != AUTO:
         gm.check_fits(shape, dtype, int(config.batch_size), prompt, new, gm.total_memory(device), positions)
     freed_memory.apply(FreedMemory.KEEP)  # as a run's default: the step's memory reused, not refaulted
-    with torch_threads(config.threads), torch.inference_mode():
+    with torch_threads(config.threads), on_device(device), torch.inference_mode():
         torch.manual_seed(config.seed)
         model = problem.build_model().to(device=device, dtype=dtype).eval()
         plan = gm.memory_plan(shape, dtype, prompt, prompt + new, gm.free_memory(device), positions)

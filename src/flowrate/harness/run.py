@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory, machine_load
-from flowrate.measure.device import is_out_of_memory, synchronizer, torch_threads
+from flowrate.measure.device import is_out_of_memory, on_device, synchronizer, torch_threads
 from flowrate.measure.energy import open_energy_meter
 from flowrate.measure.energy.meter import EnergyReading
 from flowrate.measure.env import collect_environment, device_name
@@ -71,8 +70,9 @@ class Hooks:
     argv: list[str] | None = None
     data: str = "synthetic"
     tensorboard: str | Path | None = None  # None in a data-parallel run: rank 0 writes the merged one
-    # --measure-peak's GEMM benchmark: a run of its own, which flowrate.harness.api supplies
-    gemm_peak: Callable[[RunConfig, torch.device], float] | None = None
+    # --measure-peak's GEMM benchmark: a run of its own, which flowrate.harness.api supplies; it
+    # returns FLOP/s, or why a run in this precision has no measured peak
+    gemm_peak: Callable[[RunConfig, torch.device], float | str] | None = None
     observer: RunObserver | None = None  # may stop the run at a sample point
 
 
@@ -85,6 +85,7 @@ class _Settled:
     policy: PrecisionPolicy
     dp: DataParallel | None
     hooks: Hooks
+    memory_fraction: float | None  # --device-memory-limit as a share of the device's memory
 
 
 def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | None, hooks: Hooks) -> Result:
@@ -93,11 +94,13 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     config, problem, device = run.config, run.problem, run.policy.device
     freed_memory.apply(config.freed_memory)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(on_device(device, run.memory_fraction))  # put back as it was after
         listeners = [hooks.on_interval] if hooks.on_interval is not None else []
         if hooks.tensorboard is not None:
             listeners.append(stack.enter_context(TensorBoardWriter(hooks.tensorboard)).write)
         with matmul_settings(config.precision), torch_threads(config.threads):
-            measured_peak = _measured_peak(run) if config.measure_peak else None
+            gemm = _measured_peak(run) if config.measure_peak else None
+            measured_peak, peak_note = (None, gemm) if isinstance(gemm, str) else (gemm, None)
             prepared, compiled = _prepare(stack, run)
             record, measured = _measure(stack, run, prepared, listeners, measured_peak)
         environment = collect_environment(device, hooks.argv)
@@ -105,7 +108,10 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     learnable = hooks.data == "learnable"
     estimate = run_estimate(config, problem, prepared.built.batch_size, device, dp is not None, learnable)
     return dataclasses.replace(
-        result, estimate=estimate, compile=Compile(**compiled.to_dict()) if compiled else None
+        result,
+        estimate=estimate,
+        compile=Compile(**compiled.to_dict()) if compiled else None,
+        warnings=[*result.warnings, peak_note] if peak_note else result.warnings,
     )
 
 
@@ -120,8 +126,8 @@ def _settle(config: RunConfig, problem: Problem | None, dp: DataParallel | None,
     config = config.for_problem(problem.modes, problem.default_mode, problem.name)
     problem.set_precision(config.precision)
     device = run_device(config, dp)
-    limit_device_memory(config.device_memory_limit_gib, device)
-    return _Settled(config, problem, PrecisionPolicy(config.precision, device), dp, hooks)
+    fraction = device_memory_fraction(config.device_memory_limit_gib, device)
+    return _Settled(config, problem, PrecisionPolicy(config.precision, device), dp, hooks, fraction)
 
 
 def _prepare(stack: contextlib.ExitStack, run: _Settled) -> tuple[Prepared, CompileRecord | None]:
@@ -216,17 +222,18 @@ def _measure(
     )
 
 
-def _measured_peak(run: _Settled) -> float:
-    """--measure-peak: FLOP/s of a large GEMM here, measured by a run of its own."""
+def _measured_peak(run: _Settled) -> float | str:
+    """--measure-peak: FLOP/s of a large GEMM here, measured by a run of its own (or why none)."""
     if run.hooks.gemm_peak is None:
         raise FlowrateError("--measure-peak needs the GEMM benchmark that run_config supplies")
     return run.hooks.gemm_peak(run.config, run.policy.device)
 
 
-def limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
-    """--device-memory-limit: cap this process's share of the device's memory."""
+def device_memory_fraction(limit_gib: float | None, device: torch.device) -> float | None:
+    """--device-memory-limit as the share of the device's memory this process may use (the run
+    caps it with measure.device.on_device), or refused before any work."""
     if limit_gib is None:
-        return
+        return None
     if device.type != "cuda":
         raise ConfigError("device_memory_limit", f"applies to CUDA devices; this run is on {device.type}")
     total = torch.cuda.get_device_properties(device).total_memory
@@ -236,11 +243,7 @@ def limit_device_memory(limit_gib: float | None, device: torch.device) -> None:
             "device_memory_limit",
             f"{limit_gib:g} GiB is more than the device's {total / 2**30:.1f} GiB",
         )
-    # what an earlier run in this process left (tensors in reference cycles not yet collected,
-    # blocks the caching allocator kept) would count against the cap or be used beyond it
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction(limit / total, device)
+    return limit / total
 
 
 def _count_executed_flops(prepared: Prepared, device: torch.device) -> tuple[OpTally | None, str | None]:

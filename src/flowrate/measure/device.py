@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -86,3 +87,33 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(saved)
+
+
+@contextlib.contextmanager
+def on_device(
+    device: torch.device, memory_fraction: float | None = None, cuda: Any = torch.cuda
+) -> Iterator[None]:
+    """A run on ``device``: a CUDA device made the current one (argument-less events, streams and
+    ``synchronize()`` act on it, not on cuda:0) and, with ``memory_fraction`` (--device-memory-limit),
+    this process's share of its memory capped; both put back as they were after, so that a later
+    run in the same process starts uncapped on the device it chose. ``cuda``: torch.cuda (a fake
+    in tests)."""
+    if device.type != "cuda":
+        yield
+        return
+    saved_device = cuda.current_device()
+    cuda.set_device(device)
+    saved_fraction = None
+    try:
+        if memory_fraction is not None:
+            saved_fraction = cuda.get_per_process_memory_fraction(device)
+            # what an earlier run in this process left (tensors in reference cycles not yet
+            # collected, blocks the caching allocator kept) would count against the cap
+            gc.collect()
+            cuda.empty_cache()
+            cuda.set_per_process_memory_fraction(memory_fraction, device)
+        yield
+    finally:
+        if saved_fraction is not None:
+            cuda.set_per_process_memory_fraction(saved_fraction, device)
+        cuda.set_device(saved_device)

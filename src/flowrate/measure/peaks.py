@@ -11,8 +11,11 @@ Dense, never sparse
     sparse figure would halve every MFU. Figures are per precision: ``fp32`` is the non-tensor-core
     FP32 rate (flowrate's fp32 policy turns TF32 off), ``tf32`` the TF32 tensor-core rate, and
     ``bf16``/``fp16`` the 16-bit tensor-core rate with FP32 accumulate. ``pure-bf16`` uses the
-    ``bf16`` figure. A key that is absent means the device has no such units (V100 has no bf16 or
-    TF32 tensor cores); MFU is then empty with a reason, never computed against a stand-in.
+    ``bf16`` figure; ``fp8`` is the FP8 tensor-core rate (an fp8 run's), ``int8`` the INT8 one in
+    TOPS (int8-dynamic's int8 x int8 GEMMs; int8-weights dequantizes into fp32 matmuls and uses
+    ``fp32``). A key is absent where the device has no such units (V100 has no bf16 or TF32 tensor
+    cores) or the table has not been given the figure; MFU is then empty with a reason that says
+    the table lacks it, never computed against a stand-in.
 
 Consumer cards: FP32 accumulate
     GeForce cards run FP16 tensor math at full rate only with FP16 accumulate; with FP32 accumulate
@@ -80,7 +83,7 @@ __all__ = [
     "unregister_peak",
 ]
 
-PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")
+PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 PEAKS_ENV = "FLOWRATE_PEAKS"
 
 # Below these, a value was almost surely written in TFLOP/s or GB/s; real devices are far above.
@@ -221,13 +224,18 @@ BUILTIN_PEAKS: tuple[DevicePeak, ...] = tuple(_entry(sheet) for sheet in DATASHE
 _registered: list[DevicePeak] = []
 
 
+# Policies whose matmuls run in another format than their name: the table key of that format.
+_COMPUTE_KEY = {Precision.PURE_BF16: "bf16", Precision.INT8_DYNAMIC: "int8", Precision.INT8_WEIGHTS: "fp32"}
+
+
 def precision_key(precision: str) -> str:
-    """The table key for a precision policy: ``pure-bf16`` -> ``bf16``; the rest map to themselves.
+    """The table key for a precision policy: the format its matmuls compute in (``pure-bf16`` ->
+    ``bf16``, ``int8-dynamic`` -> ``int8``, ``int8-weights`` -> ``fp32``); the rest map to themselves.
 
     Accepts ``flowrate.config.Precision`` members and its aliases; raises ``ConfigError`` otherwise.
     """
     parsed = Precision.parse(precision)
-    return "bf16" if parsed is Precision.PURE_BF16 else parsed.value
+    return _COMPUTE_KEY.get(parsed, parsed.value)
 
 
 def register_peak(peak: DevicePeak) -> None:
@@ -363,8 +371,10 @@ def peak_for(device_name: str, precision: str) -> PeakLookup:
     reason = None
     if flops is None:
         listed = ", ".join(k for k in PRECISION_KEYS if k in entry.dense_flops) or "no FLOP/s figures"
-        units = "FP32 units" if key == "fp32" else "tensor cores"
-        reason = f"{device_name!r} has no {key} {units} (datasheet lists {listed})"
+        reason = (
+            f"the peak table has no {key} figure for {entry.name} (it lists {listed}): if its datasheet "
+            "gives one, add it with FLOWRATE_PEAKS=peaks.json or flowrate.measure.peaks.register_peak()"
+        )
     return PeakLookup(
         flops=flops,
         memory_bandwidth=entry.memory_bandwidth,

@@ -83,43 +83,47 @@ DATASHEETS: tuple[Datasheet, ...] = (
     Datasheet(
         "NVIDIA A100 80GB PCIe",
         ("a100", "80gb", "pcie"),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
         1.935,
         _PCIE4_X16,
         _A100,
-        "Same peaks as SXM4 on the datasheet, at a lower power limit (300 W). PCIe 4.0 x16.",
+        "Same peaks as SXM4 on the datasheet, at a lower power limit (300 W). No FP8 units; INT8 624 "
+        "TOPS dense (1,248 sparse). PCIe 4.0 x16.",
         memory_gb=80,
     ),
     Datasheet(
         "NVIDIA A100 80GB SXM4",
         ("a100", "80gb"),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
         2.039,
         _PCIE4_X16,
         _A100,
-        "HBM2e. Host link is the SXM4 module's PCIe 4.0 x16.",
+        "HBM2e. No FP8 units; INT8 624 TOPS dense (1,248 sparse). Host link is the SXM4 module's "
+        "PCIe 4.0 x16.",
         exclude=("pcie",),
         memory_gb=80,
     ),
     Datasheet(
         "NVIDIA A100 40GB (SXM4 or PCIe)",
         ("a100", "40gb"),
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
         1.555,
         _PCIE4_X16,
         _A100,
         "HBM2; the datasheet gives the 40GB SXM4 and PCIe parts the same peaks and bandwidth "
-        "(the PCIe card at 250 W may not sustain them). PCIe 4.0 x16.",
+        "(the PCIe card at 250 W may not sustain them). No FP8 units; INT8 624 TOPS dense (1,248 "
+        "sparse). PCIe 4.0 x16.",
         memory_gb=40,
     ),
     Datasheet(
         "NVIDIA H100 PCIe",
         ("h100", "pcie"),
-        {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+        {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0, "int8": 1513.0},
         2.0,
         _PCIE5_X16,
         _H100,
-        "80GB HBM2e, 114 SMs; dense = the 2022 datasheet's sparse 756/1,513 halved. PCIe 5.0 x16.",
+        "80GB HBM2e, 114 SMs; dense = the 2022 datasheet's sparse 756/1,513 halved; FP8 and INT8 "
+        "1,513 dense (3,026 sparse). PCIe 5.0 x16.",
         memory_gb=80,
     ),
     Datasheet(
@@ -136,23 +140,24 @@ DATASHEETS: tuple[Datasheet, ...] = (
     Datasheet(
         "NVIDIA H100 SXM5 80GB",
         ("h100",),
-        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1979.0, "int8": 1979.0},
         3.35,
         _PCIE5_X16,
         _H100,
-        "SXM5 at boost clock; torch reports it as 'NVIDIA H100 80GB HBM3'. FP8 not listed. "
-        "Host link is the module's PCIe 5.0 x16.",
+        "SXM5 at boost clock; torch reports it as 'NVIDIA H100 80GB HBM3'. FP8 and INT8 1,979 dense "
+        "(3,958 sparse). Host link is the module's PCIe 5.0 x16.",
         exclude=("pcie", "nvl"),
         memory_gb=80,
     ),
     Datasheet(
         "NVIDIA H200 SXM 141GB",
         ("h200",),
-        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4},
+        {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1979.0, "int8": 1979.0},
         4.8,
         _PCIE5_X16,
         _H200,
-        "Same GH100 compute as H100 SXM (datasheet: 1,979 bf16 sparse), HBM3e at 4.8 TB/s. "
+        "Same GH100 compute as H100 SXM (datasheet: 1,979 bf16 sparse; FP8 and INT8 3,958 sparse, "
+        "1,979 dense), HBM3e at 4.8 TB/s. "
         "H200 NVL (lower power) is deliberately not matched. PCIe 5.0 x16.",
         exclude=("nvl",),
         memory_gb=141,
@@ -170,12 +175,12 @@ DATASHEETS: tuple[Datasheet, ...] = (
     Datasheet(
         "NVIDIA L40S",
         ("l40s",),
-        {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05},
+        {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0, "int8": 733.0},
         0.864,
         _PCIE4_X16,
         "NVIDIA L40S GPU datasheet, https://www.nvidia.com/en-us/data-center/l40s/",
-        "bf16/fp16 is the datasheet's printed dense 362.05 (its sparse column says 733, not 724.1). "
-        "PCIe 4.0 x16.",
+        "bf16/fp16 is the datasheet's printed dense 362.05 (its sparse column says 733, not 724.1); "
+        "FP8 733 TFLOP/s and INT8 733 TOPS dense (1,466 sparse). PCIe 4.0 x16.",
         memory_gb=48,
     ),
     Datasheet(

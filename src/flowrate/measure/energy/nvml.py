@@ -251,10 +251,7 @@ def open_nvml(
                 f"NVML device found by index {index}, not PCI bus id: under CUDA_VISIBLE_DEVICES or "
                 "CUDA_DEVICE_ORDER it may be another GPU",
             )
-        try:
-            domain = f"gpu{index} ({_text(nvml.nvmlDeviceGetName(handle))})"
-        except nvml.NVMLError:
-            domain = f"gpu{index}"
+        domain = _domain(nvml, handle, index)
     except nvml.NVMLError as exc:
         _shutdown_quietly(nvml)
         return UnavailableMeter(f"no energy counter: NVML has no device for cuda:{index} ({exc})", clock)
@@ -275,6 +272,20 @@ def open_nvml(
         )
     caveats += (f"NVML energy counter unavailable ({counter_error}): power sampled and integrated",)
     return NvmlSampledMeter(nvml, handle, domain, caveats, clock, sample_period_s)
+
+
+def _domain(nvml: Any, handle: Any, torch_index: int) -> str:
+    """The GPU's name as the result's energy domain: by NVML's own index, which numbers every GPU
+    of the host, not torch's, which numbers the visible ones (under a per-rank CUDA_VISIBLE_DEVICES
+    every rank's is 0, and the ranks' meters would look like one to the merge)."""
+    try:
+        index = int(nvml.nvmlDeviceGetIndex(handle))
+    except nvml.NVMLError:
+        index = torch_index  # the same as NVML's where the handle was found by index
+    try:
+        return f"gpu{index} ({_text(nvml.nvmlDeviceGetName(handle))})"
+    except nvml.NVMLError:
+        return f"gpu{index}"
 
 
 def _shutdown_quietly(nvml: Any) -> None:

@@ -1,7 +1,11 @@
 """Collective kernels: allreduce, allgather, reducescatter, broadcast across the ranks of a
 torchrun launch (gloo on CPUs, NCCL on GPUs: the run's own process group). One sample is one
-collective call. All-reduce reduces with MAX, in place: a sum into itself every call would
-overflow, and the data moved is the same.
+collective call. All-reduce sums, in place, as nccl-tests' in-place run does. Summed into itself
+call after call, a buffer would grow n-fold a call (past fp16's range in some 16 calls, and the
+run stops at a loss that is not finite), so its ranks hold small integers that cancel: ranks in
+pairs hold v and -v (an odd one out holds zeros), every partial sum is an exact integer in any
+order of reduction, and the buffer is all zeros after the first call, and stays so. The bytes
+moved and the reduction's work are those of any data.
 
 Sizes and bandwidths follow nccl-tests (doc/PERFORMANCE.md, github.com/NVIDIA/nccl-tests): the
 size S (``-O bytes=S``) is the operation's size as nccl-tests prints it — the buffer of an
@@ -104,14 +108,17 @@ class Collective(KernelProblem):
         share = elements // ranks
         kept = {"allreduce": 0, "broadcast": 0, "allgather": share, "reducescatter": share}[self.name]
         _check_fits((elements + kept) * self.element_size, device)
-        big = self._randn((elements,), device, generator)
+        if self.name == "allreduce":
+            big = _cancelling(elements, self.dtype, device, ranks)
+        else:
+            big = self._randn((elements,), device, generator)
         small = self._randn((kept,), device, generator) if kept else big[:0]
         return big, small, call_count(batch_size)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         big, small, calls = batch
         op: Any = {
-            "allreduce": lambda: dist.all_reduce(big, op=dist.ReduceOp.MAX),
+            "allreduce": lambda: dist.all_reduce(big, op=dist.ReduceOp.SUM),
             "broadcast": lambda: dist.broadcast(big, src=0),
             "allgather": lambda: dist.all_gather_into_tensor(big, small),
             "reducescatter": lambda: dist.reduce_scatter_tensor(small, big),
@@ -127,6 +134,15 @@ class Collective(KernelProblem):
 
     def describe(self) -> dict[str, Any]:
         return {"bytes": self.config.bytes, "operation": self.name}
+
+
+def _cancelling(elements: int, dtype: torch.dtype, device: torch.device, ranks: int) -> torch.Tensor:
+    """This rank's all-reduce buffer: the same integers in [-8, 8] on every rank, times +1 on even
+    ranks and -1 on odd ones (0 on the last of an odd count), so that they sum to exactly zero."""
+    rank = dist.get_rank()
+    sign = 0 if ranks % 2 and rank == ranks - 1 else 1 - 2 * (rank % 2)
+    values = torch.randint(-8, 9, (elements,), generator=torch.Generator().manual_seed(0), dtype=torch.int8)
+    return values.to(device=device, dtype=dtype).mul_(sign)
 
 
 def _check_fits(need: int, device: torch.device) -> None:
