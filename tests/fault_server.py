@@ -96,6 +96,7 @@ async def _demo(request: web.Request, body: dict[str, Any]) -> web.StreamRespons
 
 async def answer(request: web.Request) -> web.StreamResponse:
     mode = request.match_info["mode"]
+    request.app[SERVER].posts += 1
     body = await request.json()
     if mode == "demo":
         return await _demo(request, body)
@@ -183,6 +184,7 @@ class FaultServer:
         self.port = self.sock.getsockname()[1]
         self.thread: threading.Thread | None = None
         self.held = 0  # streams opened and held (modes held and slow): a test can wait for them
+        self.posts = 0  # requests answered, every mode: a test can see that nothing was sent
         self.lock: asyncio.Lock | None = None  # mode queue's, made in the server's loop
 
     def one_at_a_time(self) -> asyncio.Lock:

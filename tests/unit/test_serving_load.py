@@ -13,7 +13,7 @@ import pytest
 
 from flowrate.errors import ConfigError
 from flowrate.serving import load, prompts
-from flowrate.serving.plan import length_range, parse_slo
+from flowrate.serving.plan import parse_slo
 from serving_factories import word_tokenizer
 
 
@@ -121,9 +121,6 @@ def test_word_costs_from_the_servers_counts_size_each_prompt() -> None:
 
 
 def test_options_parse_or_say_what_is_wrong() -> None:
-    assert length_range("64", "--input-len") == (64, 64) and length_range("8:16", "--input-len") == (8, 16)
-    with pytest.raises(ConfigError, match="LOW <= HIGH"):
-        length_range("16:8", "--input-len")
     assert parse_slo("ttft_ms=500, tpot_ms=50") == {"ttft_ms": 500.0, "tpot_ms": 50.0}
     with pytest.raises(ConfigError, match="KEY one of ttft_ms"):
         parse_slo("ttft=5")

@@ -18,7 +18,7 @@ from flowrate.errors import FlowrateError
 from flowrate.results.identity import load_label
 from flowrate.results.schema import Result
 from flowrate.serving.metrics import DEFINITIONS, per_request
-from flowrate.serving.trace import RequestTrace
+from flowrate.serving.trace import RequestTrace, measured
 
 TITLES = {
     "flowrate": "flowrate (per token)",
@@ -34,7 +34,7 @@ def _cdf(ax: Axes, values: list[float], label: str) -> None:
 
 
 def serving_figure(section: dict[str, Any], title: str) -> Figure:
-    traces = [RequestTrace.from_dict(t) for t in section["traces"]]
+    traces = measured([RequestTrace.from_dict(t) for t in section["traces"]])
     search = section.get("search")
     fig = canvas.new_figure()
     axes = fig.subplots(1, 3 if search else 2)

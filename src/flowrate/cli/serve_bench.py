@@ -47,9 +47,21 @@ class Rate(click.FloatRange):
     "--input-len",
     default="128",
     show_default=True,
-    help="Prompt tokens: N or LOW:HIGH (uniform); exact with --tokenizer, else as the server counts them.",
+    help="Prompt tokens: N, LOW:HIGH or uniform:LOW,HIGH, normal:MEAN,STD, lognormal:MEDIAN,SIGMA "
+    "(SIGMA of the log-length), file:PATH (one a line) or file:PATH.csv#COLUMN / PATH.jsonl#FIELD; "
+    "drawn with --seed; exact with --tokenizer, else as the server counts them.",
 )
-@click.option("--output-len", default="128", show_default=True, help="max_tokens: N or LOW:HIGH (uniform).")
+@click.option(
+    "--output-len", default="128", show_default=True, help="max_tokens: a spec as --input-len takes."
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(0, MAX_REQUESTS),
+    default=0,
+    show_default=True,
+    help="Requests sent first (at the load's concurrency) and kept out of every figure; their "
+    "traces are kept, marked warmup.",
+)
 @click.option(
     "--rate",
     type=Rate(min=0, min_open=True),

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -138,6 +140,7 @@ async def _run(
     concurrency: int,
     deadline_s: float,
     outcome: Outcome,
+    warmup: list[Prompt],
 ) -> None:
     url = target.url + client.ENDPOINTS[target.endpoint]
     begin = time.perf_counter()
@@ -146,28 +149,44 @@ async def _run(
         t0 = time.perf_counter()
         deadline_s -= t0 - begin  # the deadline covers the probe and the load together
 
-        async def send(index: int) -> None:
-            prompt = prompts[index]
-            scheduled = times[index] if times is not None else time.perf_counter() - t0
+        async def send(index: int, prompt: Prompt, origin: float, warm: bool = False) -> None:
+            scheduled = times[index] if times is not None and not warm else time.perf_counter() - origin
             trace = RequestTrace(
                 index,
                 scheduled,
                 prompt_tokens=prompt.tokens,
                 max_tokens=prompt.max_tokens,
                 input_len=prompt.asked,
+                warmup=warm,
             )
             outcome.traces.append(trace)
+            if warm:
+                warmed.append(trace)
             body = client.payload(target.endpoint, target.model, prompt.text, prompt.max_tokens)
             try:
-                await client.stream_request(session, url, body, trace, t0, target.connect_timeout_s)
+                await client.stream_request(session, url, body, trace, origin, target.connect_timeout_s)
             except asyncio.CancelledError:
                 trace.error = trace.error or UNFINISHED
                 raise
 
+        warmed: list[RequestTrace] = []
+        if warmup:  # at the load's concurrency (one at a time for an open loop), before its clock
+            await load.closed_loop(
+                len(warmup), concurrency, lambda i: send(i, warmup[i], t0, warm=True), t0, deadline_s
+            )
+            now = time.perf_counter()
+            deadline_s -= now - t0
+            for trace in warmed:
+                trace.shift(t0 - now)
+            t0 = now
+
+        def send_one(index: int) -> Coroutine[Any, Any, None]:
+            return send(index, prompts[index], t0)
+
         if times is not None:
-            await load.open_loop(times, send, t0, deadline_s)
+            await load.open_loop(times, send_one, t0, deadline_s)
         else:
-            await load.closed_loop(len(prompts), concurrency, send, t0, deadline_s)
+            await load.closed_loop(len(prompts), concurrency, send_one, t0, deadline_s)
         outcome.wall_s = time.perf_counter() - t0
 
 
@@ -179,13 +198,16 @@ def run(
     concurrency: int = 1,
     deadline_s: float = 600.0,
     tokenizer: LocalTokenizer | None = None,
+    warmup: list[Prompt] | None = None,
 ) -> Outcome:
-    """Send `prompts` open-loop at `times`, or closed-loop at `concurrency` when times is None.
-    Ctrl-C stops it: the traces so far are kept and the outcome marked partial."""
+    """Send `prompts` open-loop at `times`, or closed-loop at `concurrency` when times is None,
+    after the `warmup` prompts (closed-loop at `concurrency`; their traces come first, marked
+    warmup, on the load's clock). Ctrl-C stops it: the traces so far are kept and the outcome
+    marked partial."""
     check_reachable(target)
     outcome = Outcome()
     try:
-        asyncio.run(_run(target, prompts, times, concurrency, deadline_s, outcome))
+        asyncio.run(_run(target, prompts, times, concurrency, deadline_s, outcome, warmup or []))
     except KeyboardInterrupt:
         outcome.partial = True
         for trace in outcome.traces:
@@ -193,5 +215,5 @@ def run(
                 trace.error = "interrupted"
     for trace in outcome.traces:
         usage.finish(trace, tokenizer)
-    outcome.traces.sort(key=lambda t: t.index)
+    outcome.traces.sort(key=lambda t: (not t.warmup, t.index))
     return outcome

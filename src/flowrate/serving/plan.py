@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.results.schema import SCHEMA_VERSION, Result
 from flowrate.results.validate import InvalidResult, validate_record
-from flowrate.serving import bench, capacity, load, prompts
+from flowrate.serving import bench, capacity, lengths, load, prompts
 from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
 from flowrate.serving.metrics import Slo
 from flowrate.serving.prompts import LocalTokenizer, Prompt
@@ -20,18 +22,6 @@ from flowrate.serving.result import build_result, serving_section
 from flowrate.serving.search import INTERRUPTED, SearchSettings
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-
-
-def length_range(value: str, flag: str) -> tuple[int, int]:
-    """N or LOW:HIGH (uniform), each 1 to MAX_TOKENS."""
-    try:
-        low, _, high = value.partition(":")
-        pair = (int(low), int(high or low))
-    except ValueError:
-        raise ConfigError(flag, f"{value!r} is not N or LOW:HIGH (token counts)") from None
-    if pair[0] < 1 or pair[1] < pair[0] or pair[1] > MAX_TOKENS:
-        raise ConfigError(flag, f"{value!r}: lengths 1 to {MAX_TOKENS} and LOW <= HIGH expected")
-    return pair
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
@@ -91,6 +81,7 @@ class Plan:
     search: SearchSettings | None = None  # --find-max-rate
     calibrate: bool = False  # synthetic prompts without a tokenizer: sized by the server's counts
     started: float = field(default_factory=capacity.process_start)  # --budget counts from here
+    warmup: list[Prompt] = field(default_factory=list)  # --warmup's prompts, sent first
 
     def start_line(self) -> str:
         s = self.settings
@@ -143,31 +134,41 @@ def resolve(flags: dict[str, Any]) -> Plan:
     rate, concurrency, scenario = _load(flags)
     search = capacity.settings_from(flags, rate, slo)
     tokenizer = prompts.load_tokenizer(Path(flags["tokenizer"])) if flags["tokenizer"] else None
-    n = flags["num_requests"]
-    output_len = length_range(flags["output_len"], "--output-len")
+    n, seed, warmup = flags["num_requests"], flags["seed"], flags.get("warmup") or 0
+    if warmup and search is not None:
+        raise ConfigError("--warmup", "not with --find-max-rate (each point is measured whole)")
+    output_len = lengths.parse(flags["output_len"], "--output-len")
     replayed = (
         load.read_replay(Path(flags["replay"]), MAX_TOKENS, MAX_PROMPT_TOKENS) if flags["replay"] else None
     )
+    warm: list[Prompt] = []
     if replayed is not None:
         pairs = [(p.prompt_len or 1, p.output_len or 1) for p in replayed]
-        chosen = prompts.synthetic(len(pairs), (1, 1), (1, 1), tokenizer, flags["seed"], fixed=pairs)
+        chosen = prompts.synthetic(len(pairs), (1, 1), (1, 1), tokenizer, seed, fixed=pairs)
+        warm = [chosen[i % len(chosen)] for i in range(warmup)]  # the trace's first prompts again
         times: list[float] | None = [p.at_s for p in replayed]
     else:
         if flags["dataset"]:
-            chosen = prompts.dataset(Path(flags["dataset"]), n, output_len[1], tokenizer)
+            outputs = output_len.draw(n, np.random.default_rng(seed))
+            chosen = prompts.dataset(Path(flags["dataset"]), n, outputs, tokenizer)
+            warm = [chosen[i % len(chosen)] for i in range(warmup)]  # the dataset's first prompts again
         else:
-            input_len = length_range(flags["input_len"], "--input-len")
-            if n * input_len[1] > MAX_PROMPT_TOKENS:
+            input_len = lengths.parse(flags["input_len"], "--input-len")
+            pairs = _draw(n, input_len, output_len, seed)
+            warm_pairs = _draw(warmup, input_len, output_len, seed, stream=1)
+            if sum(p for p, _ in pairs + warm_pairs) > MAX_PROMPT_TOKENS:
                 raise ConfigError(
                     "--input-len",
-                    f"{n} prompts of up to {input_len[1]} tokens exceed {MAX_PROMPT_TOKENS} tokens in all",
+                    f"{n + warmup} prompts drawn from {flags['input_len']!r} exceed {MAX_PROMPT_TOKENS} "
+                    "tokens in all",
                 )
-            chosen = prompts.synthetic(n, input_len, output_len, tokenizer, flags["seed"])
+            chosen = prompts.synthetic(n, (1, 1), (1, 1), tokenizer, seed, fixed=pairs)
+            warm = prompts.synthetic(warmup, (1, 1), (1, 1), tokenizer, seed, fixed=warm_pairs)
         times = (
             None
             if rate is None
             else load.arrival_times(
-                n, rate, flags["burstiness"], flags["ramp_up"], flags["seed"], flags["arrivals"] == "constant"
+                n, rate, flags["burstiness"], flags["ramp_up"], seed, flags["arrivals"] == "constant"
             )
         )
     _check_total(chosen)
@@ -193,7 +194,9 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "concurrency": concurrency if times is None else None,
         "replay": flags["replay"],
         "dataset": flags["dataset"],
-        # the lengths asked for (tokens, N or LOW:HIGH); a replay's lengths come from its file
+        # the lengths asked for, as the spec given (serving.lengths: N, LOW:HIGH, uniform:, normal:,
+        # lognormal:, file:); each request's drawn lengths are in its trace (input_len, max_tokens).
+        # A replay's lengths come from its file
         "input_len": None if flags["replay"] or flags["dataset"] else flags["input_len"],
         "output_len": None if flags["replay"] else flags["output_len"],
         "tokenizer": flags["tokenizer"],
@@ -202,6 +205,7 @@ def resolve(flags: dict[str, Any]) -> Plan:
         + ("the tokenizer's count of the text" if tokenizer else "one per chunk with text"),
         "slo": slo,
         "seed": flags["seed"],
+        "warmup": warmup,  # requests sent first and kept out of every figure (traces marked warmup)
         "server_device": _server_device(flags.get("server_device")),
     }
     return Plan(
@@ -215,7 +219,18 @@ def resolve(flags: dict[str, Any]) -> Plan:
         settings,
         search=search,
         calibrate=tokenizer is None and not flags["dataset"],
+        warmup=warm,
     )
+
+
+def _draw(
+    n: int, input_len: lengths.LengthSpec, output_len: lengths.LengthSpec, seed: int, stream: int = 0
+) -> list[tuple[int, int]]:
+    """n (input, output) lengths, the inputs drawn first; stream 1 (--warmup's) is a generator of
+    its own, so the measured requests' lengths do not depend on --warmup."""
+    rng = np.random.default_rng(seed if stream == 0 else [seed, stream])
+    drawn_in = input_len.draw(n, rng)
+    return list(zip(drawn_in, output_len.draw(n, rng), strict=True))
 
 
 def _calibrate(plan: Plan) -> None:
@@ -235,6 +250,7 @@ def _calibrate(plan: Plan) -> None:
         plan.settings["prompt_calibration"] = {"calibrated": False, "reason": costs}  # a warning
         return
     plan.prompts = prompts.calibrated(plan.prompts, costs)
+    plan.warmup = prompts.calibrated(plan.warmup, costs)
     plan.settings["prompt_calibration"] = {"calibrated": True, "first": costs.first, "after": costs.after}
 
 
@@ -264,6 +280,7 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
             concurrency=plan.concurrency,
             deadline_s=plan.deadline_s,
             tokenizer=plan.tokenizer,
+            warmup=plan.warmup,
         )
         partial = outcome.partial
     section = serving_section(outcome.traces, slo, settings, partial)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from flowrate.errors import ConfigError
 from flowrate.serving.bounds import MAX_TOKENS
+from flowrate.serving.lengths import LengthSpec
 
 WORDS = [
     "the",
@@ -114,23 +115,22 @@ def _exact_text(tokenizer: LocalTokenizer, length: int, offset: int) -> tuple[st
     return best
 
 
-def lengths(spec: tuple[int, int], n: int, rng: np.random.Generator) -> list[int]:
-    low, high = spec
-    return [int(x) for x in rng.integers(low, high + 1, size=n)]
-
-
 def synthetic(
     n: int,
-    input_len: tuple[int, int],
-    output_len: tuple[int, int],
+    input_len: LengthSpec | tuple[int, int],
+    output_len: LengthSpec | tuple[int, int],
     tokenizer: LocalTokenizer | None,
     seed: int = 0,
     fixed: list[tuple[int, int]] | None = None,
 ) -> list[Prompt]:
-    """n prompts with input and output lengths uniform in the given ranges (or `fixed` pairs,
-    from a replayed trace); each prompt starts at a different word so no two are identical."""
+    """n prompts with input and output lengths drawn from the given specs (a pair: uniform in
+    LOW..HIGH), input lengths first, from one generator seeded by `seed` (or `fixed` pairs, from a
+    replayed trace); each prompt starts at a different word so no two are identical."""
     rng = np.random.default_rng(seed)
-    pairs = fixed or list(zip(lengths(input_len, n, rng), lengths(output_len, n, rng), strict=True))
+    if fixed is None:
+        drawn_in = _spec(input_len).draw(n, rng)
+        fixed = list(zip(drawn_in, _spec(output_len).draw(n, rng), strict=True))
+    pairs = fixed
     out = []
     for index, (n_in, n_out) in enumerate(pairs):
         if tokenizer is None:
@@ -140,6 +140,10 @@ def synthetic(
             text, count = _exact_text(tokenizer, n_in, index)
             out.append(Prompt(text, count, n_out, n_in))
     return out
+
+
+def _spec(spec: LengthSpec | tuple[int, int]) -> LengthSpec:
+    return spec if isinstance(spec, LengthSpec) else LengthSpec("uniform", (float(spec[0]), float(spec[1])))
 
 
 def calibration_texts() -> list[str]:
@@ -199,8 +203,9 @@ def calibrated(made: list[Prompt], costs: WordCosts) -> list[Prompt]:
     return out
 
 
-def dataset(path: Path, n: int, default_output: int, tokenizer: LocalTokenizer | None) -> list[Prompt]:
-    """JSONL rows {"prompt": text, "output_len": n (optional)}, cycled to n prompts."""
+def dataset(path: Path, n: int, default_output: list[int], tokenizer: LocalTokenizer | None) -> list[Prompt]:
+    """JSONL rows {"prompt": text, "output_len": n (optional)}, cycled to n prompts; prompt i
+    without an output_len asks for default_output[i] tokens (drawn from --output-len)."""
     rows: list[Prompt] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -213,12 +218,12 @@ def dataset(path: Path, n: int, default_output: int, tokenizer: LocalTokenizer |
             continue
         try:
             row = json.loads(line)
-            text, n_out = row["prompt"], int(row.get("output_len", default_output))
+            text, n_out = row["prompt"], int(row.get("output_len", 0))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError):
             raise ConfigError(
                 "--dataset", f"{path} line {number}: expected a JSON object with a prompt"
             ) from None
-        if not isinstance(text, str) or not 1 <= n_out <= MAX_TOKENS:
+        if not isinstance(text, str) or not 0 <= n_out <= MAX_TOKENS or ("output_len" in row and not n_out):
             raise ConfigError(
                 "--dataset",
                 f"{path} line {number}: a prompt is a string and output_len 1 to {MAX_TOKENS}",
@@ -226,7 +231,8 @@ def dataset(path: Path, n: int, default_output: int, tokenizer: LocalTokenizer |
         rows.append(Prompt(text, len(tokenizer.encode(text)) if tokenizer else None, n_out))
     if not rows:
         raise ConfigError("--dataset", f"{path}: no prompts in it")
-    return [rows[i % len(rows)] for i in range(n)]
+    cycled = [rows[i % len(rows)] for i in range(n)]
+    return [p if p.max_tokens else replace(p, max_tokens=default_output[i]) for i, p in enumerate(cycled)]
 
 
 def check_context(prompts: list[Prompt], context: int | None) -> None:

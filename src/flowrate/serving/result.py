@@ -14,7 +14,7 @@ from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import Kind, ProblemInfo
 from flowrate.serving.metrics import Slo, all_definitions
 from flowrate.serving.stats import describe
-from flowrate.serving.trace import RequestTrace
+from flowrate.serving.trace import RequestTrace, measured
 
 WINDOWS = 20  # intervals: completions counted in equal windows of the run
 
@@ -22,6 +22,9 @@ WINDOWS = 20  # intervals: completions counted in equal windows of the run
 def serving_section(
     traces: list[RequestTrace], slo: Slo | None, settings: dict[str, Any], partial: bool
 ) -> dict[str, Any]:
+    """The section: every figure from the measured requests (--warmup's are kept out of all of
+    them), and every trace, warm-up ones included and marked."""
+    everything, traces = traces, measured(traces)
     errors: dict[str, int] = {}
     for trace in traces:
         if not trace.ok:
@@ -39,7 +42,7 @@ def serving_section(
         "prompts_off_length": len(off_length(traces)),
         "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
         "metrics": all_definitions(traces, slo),
-        "traces": [t.to_dict() for t in traces],
+        "traces": [t.to_dict() for t in everything],
     }
 
 
@@ -93,6 +96,7 @@ def build_result(
     config: dict[str, Any],
     environment: dict[str, Any],
 ) -> Result:
+    traces = measured(traces)
     ours = section["metrics"]["flowrate"]
     duration = max(ours["duration_s"], 1e-9)
     intervals = _intervals(traces, duration)

@@ -41,6 +41,9 @@ class RequestTrace:
     usage_disagreement: str | None = None  # why the server's completion count was not used
     input_len: int | None = None  # the prompt length asked for (None: a dataset's prompt)
     output_tokens: int | None = None  # the one output count (usage.settle) every definition reads
+    # a --warmup request: sent before the load, kept out of every figure; its times are on the
+    # load's clock, so they are negative
+    warmup: bool = False
 
     @property
     def ok(self) -> bool:
@@ -54,6 +57,14 @@ class RequestTrace:
     def text(self) -> str:
         return "".join(c.text for c in self.chunks)
 
+    def shift(self, by_s: float) -> None:
+        """Move every time by ``by_s`` seconds (onto another origin of the same clock)."""
+        self.scheduled_s += by_s
+        self.sent_s += by_s
+        self.end_s = None if self.end_s is None else self.end_s + by_s
+        for chunk in self.chunks:
+            chunk.t_s += by_s
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -61,3 +72,8 @@ class RequestTrace:
     def from_dict(cls, data: dict[str, Any]) -> RequestTrace:
         chunks = [Chunk(**c) for c in data.get("chunks", [])]
         return cls(**{**data, "chunks": chunks})
+
+
+def measured(traces: list[RequestTrace]) -> list[RequestTrace]:
+    """The requests the figures count: all but --warmup's."""
+    return [t for t in traces if not t.warmup]

@@ -1,0 +1,100 @@
+"""serve-bench's workloads against tests/fault_server.py: lengths drawn from a distribution (each
+request's in its trace, the spec in the section), warm-up requests kept out of every figure, and
+one line naming the flag, with nothing sent, for an option it cannot use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fault_server
+from flowrate.results.schema import Result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def server() -> None:
+    fault_server.start()
+
+
+def _bench(run_cli: Any, out: Path, *extra: str, mode: str = "ok") -> tuple[Any, dict[str, Any]]:
+    argv = ("serve-bench", "--url", fault_server.url(mode), "--model", "m", "--no-store", "--out", str(out))
+    outcome = run_cli(*argv, *extra)
+    assert outcome.code == 0, outcome.stderr
+    return outcome, json.loads(out.read_text())["serving"]
+
+
+def test_lengths_drawn_from_distributions_are_the_seeds_and_each_trace_holds_its_own(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    spec = ("--input-len", "normal:20,4", "--output-len", "uniform:2,9", "--seed", "5", "-n", "6")
+    _, serving = _bench(run_cli, tmp_path / "a.json", "--rate", "inf", *spec)
+    rng = np.random.default_rng(5)  # inputs first, then outputs, from the one seeded generator
+    inputs = [int(x) for x in np.rint(rng.normal(20, 4, size=6))]
+    outputs = [int(x) for x in rng.integers(2, 10, size=6)]
+    assert [t["input_len"] for t in serving["traces"]] == inputs
+    assert [t["max_tokens"] for t in serving["traces"]] == outputs
+    # the mode counts a BOS and a word a token: calibrated, each prompt is its drawn length
+    assert [t["usage_prompt_tokens"] for t in serving["traces"]] == inputs
+    assert (serving["input_len"], serving["output_len"]) == ("normal:20,4", "uniform:2,9")
+    _, again = _bench(run_cli, tmp_path / "b.json", "--rate", "inf", *spec)
+    assert [t["input_len"] for t in again["traces"]] == inputs
+
+
+def test_lengths_from_a_column_of_a_csv(run_cli: Any, tmp_path: Path) -> None:
+    table = tmp_path / "lengths.csv"
+    table.write_text("prompt_len\n5\n7\n")
+    _, serving = _bench(
+        run_cli, tmp_path / "c.json", "--rate", "inf", "-n", "8", "--input-len", f"file:{table}#prompt_len"
+    )
+    picks = np.random.default_rng(0).choice(np.array([5, 7]), size=8)
+    assert [t["input_len"] for t in serving["traces"]] == [int(x) for x in picks]
+    assert serving["input_len"] == f"file:{table}#prompt_len"
+
+
+def test_warmup_requests_are_sent_first_and_kept_out_of_every_figure(run_cli: Any, tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    _, serving = _bench(run_cli, out, "--concurrency", "2", "-n", "4", "--warmup", "3", "--input-len", "8")
+    traces = serving["traces"]
+    assert [t["warmup"] for t in traces] == [True] * 3 + [False] * 4
+    warm, measured = traces[:3], traces[3:]
+    assert all(t["end_s"] < 0 and t["error"] is None for t in warm)  # before the load's clock
+    assert all(t["sent_s"] >= 0 for t in measured)
+    assert serving["warmup"] == 3 and serving["requests"] == 4
+    assert serving["metrics"]["flowrate"]["completed"] == 4
+    assert serving["send_lateness_ms"]["n"] == 4
+    result = Result.load(out)
+    assert result.summary.timed_samples == 4
+    # the measured requests' prompts do not depend on --warmup
+    _, plain = _bench(run_cli, tmp_path / "p.json", "--concurrency", "2", "-n", "4", "--input-len", "4:9")
+    _, warmed = _bench(
+        run_cli, tmp_path / "q.json", "--concurrency", "2", "-n", "4", "--input-len", "4:9", "--warmup", "2"
+    )
+    assert [t["input_len"] for t in plain["traces"]] == [t["input_len"] for t in warmed["traces"][2:]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (("--input-len", "uniform:5,2"), "--input-len"),
+        (("--input-len", "normal:abc,1"), "--input-len"),
+        (("--output-len", "normal:nan,1"), "--output-len"),
+        (("--output-len", "lognormal:-1,1"), "--output-len"),
+        (("--input-len", "file:missing-lengths.txt"), "--input-len"),
+        (("--warmup", "-1"), "--warmup"),
+        (("--warmup", "2", "--find-max-rate", "--slo", "ttft_ms=100"), "--warmup"),
+    ],
+)
+def test_an_option_it_cannot_use_is_one_line_and_nothing_is_sent(
+    run_cli: Any, tmp_path: Path, extra: tuple[str, ...], flag: str
+) -> None:
+    before = fault_server.server().posts
+    argv = ("serve-bench", "--url", fault_server.url("ok"), "--model", "m", "--rate", "2", "--no-store")
+    outcome = run_cli(*argv, "--out", str(tmp_path / "x.json"), *extra)
+    assert outcome.code == 2, outcome.stderr
+    assert "Traceback" not in outcome.stderr and flag in outcome.stderr
+    assert not (tmp_path / "x.json").exists()
+    assert fault_server.server().posts == before
