@@ -98,3 +98,61 @@ def test_an_option_it_cannot_use_is_one_line_and_nothing_is_sent(
     assert "Traceback" not in outcome.stderr and flag in outcome.stderr
     assert not (tmp_path / "x.json").exists()
     assert fault_server.server().posts == before
+
+
+def test_shared_prefixes_start_every_prompt_of_a_group_and_count_in_its_length(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    """Without a tokenizer the prefix is sized by the server's counts (a BOS and a word a token
+    here): each prompt is its prefix's 6 tokens and its own 5."""
+    extra = ("--shared-prefix-len", "6", "--prefix-groups", "2", "-n", "6", "--input-len", "5")
+    _, serving = _bench(run_cli, tmp_path / "s.json", "--rate", "inf", *extra)
+    traces = serving["traces"]
+    assert [t["prefix_group"] for t in traces] == [0, 1, 0, 1, 0, 1]
+    assert [t["input_len"] for t in traces] == [11] * 6
+    assert [t["usage_prompt_tokens"] for t in traces] == [11] * 6
+    assert (serving["shared_prefix_len"], serving["prefix_groups"]) == (6, 2)
+    assert serving["prompts_off_length"] == 0
+
+
+def test_shared_prefix_with_a_tokenizer_is_token_exact(tmp_path: Path) -> None:
+    from flowrate.serving import prompts
+    from serving_factories import word_tokenizer
+
+    local = word_tokenizer(tmp_path, vocab_size=60, context=400)
+    prefix = prompts.SharedPrefix(tokens=7, groups=3, seed=1)
+    made = prompts.synthetic(6, (4, 9), (3, 3), local, seed=2, prefix=prefix)
+    heads = [" ".join(p.text.split()[:7]) for p in made]
+    assert heads[0] == heads[3] and heads[1] == heads[4] and len(set(heads[:3])) == 3
+    for p in made:
+        assert p.tokens == len(local.encode(p.text)) == p.asked and 11 <= p.asked <= 16
+    # the words the server's counts call for keep each group's prefix the same
+    cost = {w: 2 if w in ("quick", "brown") else 1 for w in prompts.WORDS}
+    alone = [1 + cost[w] for w in prompts.WORDS]
+    costs = prompts.WordCosts.from_counts([*alone, *(1 + 2 * cost[w] for w in prompts.WORDS)])
+    assert isinstance(costs, prompts.WordCosts)
+    sized = prompts.calibrated(prompts.synthetic(4, (6, 6), (3, 3), None, prefix=prefix), costs, prefix)
+    words = [p.text.split() for p in sized]
+    head, count = costs.words_for(7, 0, prefix.order(0))
+    assert words[0][: len(head)] == words[3][: len(head)] == head and count == 7
+    assert words[1][: len(head)] != head
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (("--prefix-groups", "2"), "--prefix-groups"),
+        (("--shared-prefix-len", "-3"), "--shared-prefix-len"),
+        (("--shared-prefix-len", "4", "--replay", "trace.jsonl"), "--shared-prefix-len"),
+    ],
+)
+def test_a_prefix_option_it_cannot_use_is_one_line_and_nothing_is_sent(
+    run_cli: Any, tmp_path: Path, extra: tuple[str, ...], flag: str
+) -> None:
+    (tmp_path / "trace.jsonl").write_text('{"time": 0, "prompt_len": 3, "output_len": 2}\n')
+    before = fault_server.server().posts
+    argv = ("serve-bench", "--url", fault_server.url("ok"), "--model", "m", "--no-store")
+    extra = tuple(str(tmp_path / e) if e == "trace.jsonl" else e for e in extra)
+    outcome = run_cli(*argv, *extra)
+    assert outcome.code == 2 and "Traceback" not in outcome.stderr and flag in outcome.stderr
+    assert fault_server.server().posts == before

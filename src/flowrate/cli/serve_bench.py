@@ -9,7 +9,7 @@ import click
 
 from flowrate.cli.options import output_options
 from flowrate.cli.param_types import Duration, FiniteRange
-from flowrate.serving.bounds import MAX_REQUESTS
+from flowrate.serving.bounds import MAX_REQUESTS, MAX_TOKENS
 
 SCENARIO_HELP = (
     "MLPerf LoadGen's scenarios: offline (every request at once; the figure is throughput), server "
@@ -53,6 +53,19 @@ class Rate(click.FloatRange):
 )
 @click.option(
     "--output-len", default="128", show_default=True, help="max_tokens: a spec as --input-len takes."
+)
+@click.option(
+    "--shared-prefix-len",
+    type=click.IntRange(0, MAX_TOKENS),
+    default=0,
+    show_default=True,
+    help="Each prompt starts with a shared prefix of N tokens (prefix caching), then its own "
+    "--input-len tokens; exact with --tokenizer, else sized by the server's counts.",
+)
+@click.option(
+    "--prefix-groups",
+    type=click.IntRange(1, 100_000),
+    help="K distinct shared prefixes: prompt i starts with prefix i mod K. [default: 1]",
 )
 @click.option(
     "--warmup",

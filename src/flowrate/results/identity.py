@@ -40,6 +40,8 @@ SERVING_WORKLOAD = (
     "ramp_up_s",
     "input_len",
     "output_len",
+    "shared_prefix_len",
+    "prefix_groups",
     "dataset",
     "replay",
 )

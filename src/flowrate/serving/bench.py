@@ -158,6 +158,7 @@ async def _run(
                 max_tokens=prompt.max_tokens,
                 input_len=prompt.asked,
                 warmup=warm,
+                prefix_group=prompt.group,
             )
             outcome.traces.append(trace)
             if warm:

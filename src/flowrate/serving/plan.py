@@ -17,7 +17,7 @@ from flowrate.results.validate import InvalidResult, validate_record
 from flowrate.serving import bench, capacity, lengths, load, prompts
 from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
 from flowrate.serving.metrics import Slo
-from flowrate.serving.prompts import LocalTokenizer, Prompt
+from flowrate.serving.prompts import LocalTokenizer, Prompt, SharedPrefix
 from flowrate.serving.result import build_result, serving_section
 from flowrate.serving.search import INTERRUPTED, SearchSettings
 
@@ -82,6 +82,7 @@ class Plan:
     calibrate: bool = False  # synthetic prompts without a tokenizer: sized by the server's counts
     started: float = field(default_factory=capacity.process_start)  # --budget counts from here
     warmup: list[Prompt] = field(default_factory=list)  # --warmup's prompts, sent first
+    prefix: SharedPrefix | None = None  # --shared-prefix-len
 
     def start_line(self) -> str:
         s = self.settings
@@ -138,6 +139,7 @@ def resolve(flags: dict[str, Any]) -> Plan:
     if warmup and search is not None:
         raise ConfigError("--warmup", "not with --find-max-rate (each point is measured whole)")
     output_len = lengths.parse(flags["output_len"], "--output-len")
+    prefix = _shared_prefix(flags, seed)
     replayed = (
         load.read_replay(Path(flags["replay"]), MAX_TOKENS, MAX_PROMPT_TOKENS) if flags["replay"] else None
     )
@@ -156,14 +158,15 @@ def resolve(flags: dict[str, Any]) -> Plan:
             input_len = lengths.parse(flags["input_len"], "--input-len")
             pairs = _draw(n, input_len, output_len, seed)
             warm_pairs = _draw(warmup, input_len, output_len, seed, stream=1)
-            if sum(p for p, _ in pairs + warm_pairs) > MAX_PROMPT_TOKENS:
+            shared = prefix.tokens * (n + warmup + prefix.groups) if prefix else 0
+            if sum(p for p, _ in pairs + warm_pairs) + shared > MAX_PROMPT_TOKENS:
                 raise ConfigError(
                     "--input-len",
                     f"{n + warmup} prompts drawn from {flags['input_len']!r} exceed {MAX_PROMPT_TOKENS} "
                     "tokens in all",
                 )
-            chosen = prompts.synthetic(n, (1, 1), (1, 1), tokenizer, seed, fixed=pairs)
-            warm = prompts.synthetic(warmup, (1, 1), (1, 1), tokenizer, seed, fixed=warm_pairs)
+            chosen = prompts.synthetic(n, (1, 1), (1, 1), tokenizer, seed, fixed=pairs, prefix=prefix)
+            warm = prompts.synthetic(warmup, (1, 1), (1, 1), tokenizer, seed, fixed=warm_pairs, prefix=prefix)
         times = (
             None
             if rate is None
@@ -206,6 +209,10 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "slo": slo,
         "seed": flags["seed"],
         "warmup": warmup,  # requests sent first and kept out of every figure (traces marked warmup)
+        # each prompt starts with one of prefix_groups shared prefixes of this many tokens (None:
+        # no shared prefix); input_len is then the length after it
+        "shared_prefix_len": prefix.tokens if prefix else None,
+        "prefix_groups": prefix.groups if prefix else None,
         "server_device": _server_device(flags.get("server_device")),
     }
     return Plan(
@@ -220,7 +227,21 @@ def resolve(flags: dict[str, Any]) -> Plan:
         search=search,
         calibrate=tokenizer is None and not flags["dataset"],
         warmup=warm,
+        prefix=prefix,
     )
+
+
+def _shared_prefix(flags: dict[str, Any], seed: int) -> SharedPrefix | None:
+    """--shared-prefix-len and --prefix-groups, for synthetic prompts only."""
+    tokens, groups = flags.get("shared_prefix_len") or 0, flags.get("prefix_groups")
+    if not tokens:
+        if groups is not None:
+            raise ConfigError("--prefix-groups", "only with --shared-prefix-len N (N >= 1)")
+        return None
+    for source in ("dataset", "replay"):
+        if flags.get(source):
+            raise ConfigError("--shared-prefix-len", f"synthetic prompts only: drop --{source}")
+    return SharedPrefix(tokens, groups or 1, seed)
 
 
 def _draw(
@@ -249,8 +270,8 @@ def _calibrate(plan: Plan) -> None:
     if isinstance(costs, str):
         plan.settings["prompt_calibration"] = {"calibrated": False, "reason": costs}  # a warning
         return
-    plan.prompts = prompts.calibrated(plan.prompts, costs)
-    plan.warmup = prompts.calibrated(plan.warmup, costs)
+    plan.prompts = prompts.calibrated(plan.prompts, costs, plan.prefix)
+    plan.warmup = prompts.calibrated(plan.warmup, costs, plan.prefix)
     plan.settings["prompt_calibration"] = {"calibrated": True, "first": costs.first, "after": costs.after}
 
 

@@ -52,6 +52,22 @@ class Prompt:
     tokens: int | None  # by the local tokenizer; None without one
     max_tokens: int
     asked: int | None = None  # the length asked for (synthetic or replayed); None for a dataset
+    group: int | None = None  # which --shared-prefix-len prefix it starts with (None: no prefix)
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """--shared-prefix-len and --prefix-groups: prompt i starts with group i % groups's prefix of
+    `tokens` tokens, then its own asked length; each group's words are a seeded order of WORDS
+    of its own, so two groups' prefixes part within their first words."""
+
+    tokens: int
+    groups: int = 1
+    seed: int = 0
+
+    def order(self, group: int) -> list[str]:
+        rng = np.random.default_rng([self.seed, 2, group])
+        return [WORDS[i] for i in rng.permutation(len(WORDS))]
 
 
 @dataclass(frozen=True)
@@ -97,11 +113,13 @@ def _context(config: Path) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _exact_text(tokenizer: LocalTokenizer, length: int, offset: int) -> tuple[str, int]:
+def _exact_text(
+    tokenizer: LocalTokenizer, length: int, offset: int, order: list[str] = WORDS
+) -> tuple[str, int]:
     """Text that re-encodes to exactly `length` tokens, or as near as the tokenizer allows: the
-    decoded first k tokens of a word sequence, k tried from `length` outwards (decoding and
-    re-encoding may merge or split across the cut)."""
-    words = [WORDS[(offset + i) % len(WORDS)] for i in range(length * 2 + 8)]
+    decoded first k tokens of a word sequence (`order` from `offset`, cyclic), k tried from
+    `length` outwards (decoding and re-encoding may merge or split across the cut)."""
+    words = [order[(offset + i) % len(order)] for i in range(length * 2 + 8)]
     ids = tokenizer.encode(" ".join(words))
     best: tuple[str, int] | None = None
     for k in sorted(range(max(1, length - 8), length + 9), key=lambda k: abs(k - length)):
@@ -122,24 +140,44 @@ def synthetic(
     tokenizer: LocalTokenizer | None,
     seed: int = 0,
     fixed: list[tuple[int, int]] | None = None,
+    prefix: SharedPrefix | None = None,
 ) -> list[Prompt]:
     """n prompts with input and output lengths drawn from the given specs (a pair: uniform in
     LOW..HIGH), input lengths first, from one generator seeded by `seed` (or `fixed` pairs, from a
-    replayed trace); each prompt starts at a different word so no two are identical."""
+    replayed trace); each prompt's own words start at a different word so no two are identical.
+    With a `prefix`, each prompt is its group's prefix, then its own words: it asks for the
+    prefix's tokens plus its drawn length."""
     rng = np.random.default_rng(seed)
     if fixed is None:
         drawn_in = _spec(input_len).draw(n, rng)
         fixed = list(zip(drawn_in, _spec(output_len).draw(n, rng), strict=True))
     pairs = fixed
+    heads = _prefix_texts(prefix, tokenizer)
     out = []
     for index, (n_in, n_out) in enumerate(pairs):
+        group = None if prefix is None else index % prefix.groups
+        head = "" if group is None else heads[group] + " "
+        asked = n_in + (prefix.tokens if prefix else 0)
         if tokenizer is None:
-            text = " ".join(WORDS[(index + i) % len(WORDS)] for i in range(n_in))
-            out.append(Prompt(text, None, n_out, n_in))
+            text = head + " ".join(WORDS[(index + i) % len(WORDS)] for i in range(n_in))
+            out.append(Prompt(text, None, n_out, asked, group))
         else:
-            text, count = _exact_text(tokenizer, n_in, index)
-            out.append(Prompt(text, count, n_out, n_in))
+            own, count = _exact_text(tokenizer, n_in, index)
+            text = head + own
+            out.append(Prompt(text, len(tokenizer.encode(text)) if head else count, n_out, asked, group))
     return out
+
+
+def _prefix_texts(prefix: SharedPrefix | None, tokenizer: LocalTokenizer | None) -> list[str]:
+    """Each group's prefix: token-exact with a tokenizer, else one word a token (calibrated later)."""
+    if prefix is None:
+        return []
+    if tokenizer is None:
+        return [
+            " ".join(order[i % len(order)] for i in range(prefix.tokens))
+            for order in map(prefix.order, range(prefix.groups))
+        ]
+    return [_exact_text(tokenizer, prefix.tokens, 0, prefix.order(g))[0] for g in range(prefix.groups)]
 
 
 def _spec(spec: LengthSpec | tuple[int, int]) -> LengthSpec:
@@ -175,13 +213,23 @@ class WordCosts:
             return "the server counted a word as no tokens"
         return costs
 
-    def words_for(self, length: int, offset: int) -> tuple[list[str], int]:
-        """Words from `offset` on, in their cyclic order, skipping a word that would pass
-        `length`, until the predicted count reaches it or no word fits; and that count."""
-        first = WORDS[offset % len(WORDS)]
-        words, count, at, misses = [first], self.first[first], offset + 1, 0
-        while count < length and misses < len(WORDS):
-            word = WORDS[at % len(WORDS)]
+    def words_for(
+        self,
+        length: int,
+        offset: int,
+        order: list[str] = WORDS,
+        head: tuple[list[str], int] | None = None,
+    ) -> tuple[list[str], int]:
+        """Words from `offset` on, in `order` (cyclic), skipping a word that would pass
+        `length`, until the predicted count reaches it or no word fits; and that count. With a
+        `head` (words and their count, a shared prefix), the words follow it."""
+        if head is None:
+            first = order[offset % len(order)]
+            words, count, at, misses = [first], self.first[first], offset + 1, 0
+        else:
+            words, count, at, misses = list(head[0]), head[1], offset, 0
+        while count < length and misses < len(order):
+            word = order[at % len(order)]
             at += 1
             if count + self.after[word] <= length:
                 words.append(word)
@@ -192,14 +240,21 @@ class WordCosts:
         return words, count
 
 
-def calibrated(made: list[Prompt], costs: WordCosts) -> list[Prompt]:
+def calibrated(made: list[Prompt], costs: WordCosts, prefix: SharedPrefix | None = None) -> list[Prompt]:
     """Synthetic prompts made without a tokenizer, remade with the words the server's counts call
-    for (each prompt starts at its own word, as ``synthetic`` makes them)."""
+    for (each prompt's own words start at its own word, as ``synthetic`` makes them; a shared
+    prefix is its group's words up to the prefix's tokens, the same for the whole group)."""
+    heads = (
+        []
+        if prefix is None
+        else [costs.words_for(prefix.tokens, 0, prefix.order(g)) for g in range(prefix.groups)]
+    )
     out = []
     for index, prompt in enumerate(made):
         assert prompt.asked is not None
-        words, _ = costs.words_for(prompt.asked, index)
-        out.append(Prompt(" ".join(words), None, prompt.max_tokens, prompt.asked))
+        head = None if prompt.group is None else heads[prompt.group]
+        words, _ = costs.words_for(prompt.asked, index, head=head)
+        out.append(Prompt(" ".join(words), None, prompt.max_tokens, prompt.asked, prompt.group))
     return out
 
 

@@ -44,6 +44,7 @@ class RequestTrace:
     # a --warmup request: sent before the load, kept out of every figure; its times are on the
     # load's clock, so they are negative
     warmup: bool = False
+    prefix_group: int | None = None  # the --shared-prefix-len prefix its prompt starts with
 
     @property
     def ok(self) -> bool:
