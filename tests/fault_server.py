@@ -102,11 +102,15 @@ async def answer(request: web.Request) -> web.StreamResponse:
         return await _demo(request, body)
     max_tokens = int(body.get("max_tokens", 3))
     probe = max_tokens == 1
+    if mode == "metrics" and not probe:
+        request.app[SERVER].answered += 1
     if mode == "queue" and not probe:
         async with request.app[SERVER].one_at_a_time():
             await asyncio.sleep(QUEUE_SERVICE_S)
             return await _good(request, max_tokens, prompt_tokens(body, mode))
-    if mode in ("ok", "words", "queue") or (probe and mode in ("gone", "stall", "slow")):
+    if mode in ("ok", "words", "queue", "metrics", "garbled") or (
+        probe and mode in ("gone", "stall", "slow")
+    ):
         return await _good(request, max_tokens, prompt_tokens(body, mode))
     if mode == "no-prompt-count":
         return await _stream(request, _chunk("a"), _event({"choices": [], "usage": {"completion_tokens": 1}}))
@@ -161,6 +165,37 @@ async def answer(request: web.Request) -> web.StreamResponse:
     return web.json_response({"detail": f"unknown mode {mode}"}, status=400)
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """Mode ``metrics``'s Prometheus page, vLLM's names, moving with the load: each answered
+    request (not a probe) observes a TTFT of 0.25 s and a queue time of 0.5 s and counts 16
+    (16 tokens); the KV-cache gauge is answered / 100. Mode ``garbled`` serves a page that is not
+    Prometheus text; every other mode has no /metrics (404)."""
+    mode = request.match_info["mode"]
+    if mode == "garbled":
+        return web.Response(text="this is { not prometheus\n")
+    if mode != "metrics":
+        return web.Response(status=404, text="no metrics")
+    n = request.app[SERVER].answered
+    lines = [
+        "# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.",
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+        f'vllm:time_to_first_token_seconds_bucket{{le="0.5",model_name="m"}} {n}.0',
+        f'vllm:time_to_first_token_seconds_bucket{{le="+Inf",model_name="m"}} {n}.0',
+        f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {n}.0',
+        f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {0.25 * n}',
+        "# TYPE vllm:request_queue_time_seconds histogram",
+        f'vllm:request_queue_time_seconds_count{{model_name="m"}} {n}.0',
+        f'vllm:request_queue_time_seconds_sum{{model_name="m"}} {0.5 * n}',
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        f'vllm:kv_cache_usage_perc{{model_name="m"}} {n / 100}',
+        "# TYPE vllm:prefix_cache_hits_total counter",
+        f'vllm:prefix_cache_hits_total{{model_name="m"}} {16 * n}.0',
+        "# TYPE vllm:num_requests_running gauge",
+        'vllm:num_requests_running{model_name="m"} 0.0',
+    ]
+    return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
 # mode -> (chunks with text, the usage.completion_tokens the server claims)
 USAGE: dict[str, tuple[int, Any]] = {
     "usage-big": (8, 1000),  # above max_tokens
@@ -185,6 +220,7 @@ class FaultServer:
         self.thread: threading.Thread | None = None
         self.held = 0  # streams opened and held (modes held and slow): a test can wait for them
         self.posts = 0  # requests answered, every mode: a test can see that nothing was sent
+        self.answered = 0  # mode metrics's requests (not its probes): what /metrics counts
         self.lock: asyncio.Lock | None = None  # mode queue's, made in the server's loop
 
     def one_at_a_time(self) -> asyncio.Lock:
@@ -200,6 +236,7 @@ class FaultServer:
         app[SERVER] = self
         app.router.add_post("/{mode}/v1/completions", answer)
         app.router.add_post("/{mode}/v1/chat/completions", answer)
+        app.router.add_get("/{mode}/metrics", metrics)
         logging.getLogger("aiohttp.server").disabled = True  # a client gone mid-write is the point
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         loop.run_until_complete(runner.setup())

@@ -156,3 +156,39 @@ def test_a_prefix_option_it_cannot_use_is_one_line_and_nothing_is_sent(
     outcome = run_cli(*argv, *extra)
     assert outcome.code == 2 and "Traceback" not in outcome.stderr and flag in outcome.stderr
     assert fault_server.server().posts == before
+
+
+def test_server_metrics_are_the_servers_own_figures_over_the_load(run_cli: Any, tmp_path: Path) -> None:
+    """The fault server's page counts its answered requests (not the probe, not --warmup's, which
+    come before the first scrape): 5 requests each with a TTFT of 0.25 s and a queue of 0.5 s."""
+    extra = ("--concurrency", "2", "-n", "5", "--warmup", "2", "--input-len", "4", "--server-metrics")
+    outcome, serving = _bench(run_cli, tmp_path / "m.json", *extra, mode="metrics")
+    scraped = serving["server_metrics"]
+    assert scraped["available"] is True
+    families = scraped["families"]
+    ttft = families["vllm:time_to_first_token_seconds"]
+    assert (ttft["type"], ttft["count"], ttft["sum"], ttft["mean"]) == ("histogram", 5, 1.25, 0.25)
+    assert families["vllm:request_queue_time_seconds"]["mean"] == 0.5
+    before = fault_server.server().answered - 5
+    assert families["vllm:kv_cache_usage_perc"] == {
+        "type": "gauge",
+        "before": before / 100,
+        "after": (before + 5) / 100,
+    }
+    assert families["vllm:prefix_cache_hits"] == {"type": "counter", "increase": 80}
+    assert "vllm:num_requests_running" not in families  # not a queue, TTFT or cache family
+    assert "warning" not in outcome.stderr
+
+
+@pytest.mark.parametrize(("mode", "says"), [("ok", "answered HTTP 404"), ("garbled", "not Prometheus text")])
+def test_a_server_without_metrics_is_one_warning_and_the_run_goes_on(
+    run_cli: Any, tmp_path: Path, mode: str, says: str
+) -> None:
+    extra = ("--rate", "inf", "-n", "2", "--input-len", "4", "--server-metrics")
+    outcome, serving = _bench(run_cli, tmp_path / "n.json", *extra, mode=mode)
+    assert serving["server_metrics"]["available"] is False and says in serving["server_metrics"]["reason"]
+    assert serving["metrics"]["flowrate"]["completed"] == 2
+    assert [line for line in outcome.stderr.splitlines() if "--server-metrics" in line] == [
+        line for line in outcome.stderr.splitlines() if says in line
+    ]
+    assert len([line for line in outcome.stderr.splitlines() if says in line]) == 1

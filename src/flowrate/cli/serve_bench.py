@@ -68,6 +68,12 @@ class Rate(click.FloatRange):
     help="K distinct shared prefixes: prompt i starts with prefix i mod K. [default: 1]",
 )
 @click.option(
+    "--server-metrics",
+    is_flag=True,
+    help="Scrape the server's Prometheus /metrics (vLLM, SGLang, TGI) before and after the load: "
+    "its queue time, TTFT and KV-cache figures recorded beside the client's.",
+)
+@click.option(
     "--warmup",
     type=click.IntRange(0, MAX_REQUESTS),
     default=0,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -141,6 +141,7 @@ async def _run(
     deadline_s: float,
     outcome: Outcome,
     warmup: list[Prompt],
+    observe: Callable[[str], None] | None,
 ) -> None:
     url = target.url + client.ENDPOINTS[target.endpoint]
     begin = time.perf_counter()
@@ -180,6 +181,9 @@ async def _run(
             for trace in warmed:
                 trace.shift(t0 - now)
             t0 = now
+        if observe is not None:  # --server-metrics: just before the first measured request
+            observe("before")
+            t0 = time.perf_counter()
 
         def send_one(index: int) -> Coroutine[Any, Any, None]:
             return send(index, prompts[index], t0)
@@ -189,6 +193,8 @@ async def _run(
         else:
             await load.closed_loop(len(prompts), concurrency, send_one, t0, deadline_s)
         outcome.wall_s = time.perf_counter() - t0
+        if observe is not None:
+            observe("after")
 
 
 def run(
@@ -200,15 +206,17 @@ def run(
     deadline_s: float = 600.0,
     tokenizer: LocalTokenizer | None = None,
     warmup: list[Prompt] | None = None,
+    observe: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Send `prompts` open-loop at `times`, or closed-loop at `concurrency` when times is None,
     after the `warmup` prompts (closed-loop at `concurrency`; their traces come first, marked
     warmup, on the load's clock). Ctrl-C stops it: the traces so far are kept and the outcome
-    marked partial."""
+    marked partial. ``observe`` is called with "before" just before the first measured request
+    and "after" once the last has ended (--server-metrics scrapes there)."""
     check_reachable(target)
     outcome = Outcome()
     try:
-        asyncio.run(_run(target, prompts, times, concurrency, deadline_s, outcome, warmup or []))
+        asyncio.run(_run(target, prompts, times, concurrency, deadline_s, outcome, warmup or [], observe))
     except KeyboardInterrupt:
         outcome.partial = True
         for trace in outcome.traces:

@@ -14,7 +14,7 @@ import numpy as np
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.results.schema import SCHEMA_VERSION, Result
 from flowrate.results.validate import InvalidResult, validate_record
-from flowrate.serving import bench, capacity, lengths, load, prompts
+from flowrate.serving import bench, capacity, lengths, load, prompts, server_metrics
 from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
 from flowrate.serving.metrics import Slo
 from flowrate.serving.prompts import LocalTokenizer, Prompt, SharedPrefix
@@ -83,6 +83,7 @@ class Plan:
     started: float = field(default_factory=capacity.process_start)  # --budget counts from here
     warmup: list[Prompt] = field(default_factory=list)  # --warmup's prompts, sent first
     prefix: SharedPrefix | None = None  # --shared-prefix-len
+    server_metrics: bool = False  # --server-metrics: scrape the server's /metrics around the load
 
     def start_line(self) -> str:
         s = self.settings
@@ -138,6 +139,8 @@ def resolve(flags: dict[str, Any]) -> Plan:
     n, seed, warmup = flags["num_requests"], flags["seed"], flags.get("warmup") or 0
     if warmup and search is not None:
         raise ConfigError("--warmup", "not with --find-max-rate (each point is measured whole)")
+    if flags.get("server_metrics") and search is not None:
+        raise ConfigError("--server-metrics", "not with --find-max-rate (scrape a single load)")
     output_len = lengths.parse(flags["output_len"], "--output-len")
     prefix = _shared_prefix(flags, seed)
     replayed = (
@@ -208,6 +211,8 @@ def resolve(flags: dict[str, Any]) -> Plan:
         + ("the tokenizer's count of the text" if tokenizer else "one per chunk with text"),
         "slo": slo,
         "seed": flags["seed"],
+        # --server-metrics: the server's own figures over the load (serving.server_metrics)
+        "server_metrics": None,
         "warmup": warmup,  # requests sent first and kept out of every figure (traces marked warmup)
         # each prompt starts with one of prefix_groups shared prefixes of this many tokens (None:
         # no shared prefix); input_len is then the length after it
@@ -228,6 +233,7 @@ def resolve(flags: dict[str, Any]) -> Plan:
         calibrate=tokenizer is None and not flags["dataset"],
         warmup=warm,
         prefix=prefix,
+        server_metrics=bool(flags.get("server_metrics")),
     )
 
 
@@ -294,6 +300,11 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
         settings = {**plan.settings, "rate": rate}  # the headline point's load
         partial = search["stopped"] == INTERRUPTED
     else:
+        scrapes: dict[str, server_metrics.Snapshot | str] = {}
+
+        def observe(phase: str) -> None:
+            scrapes[phase] = server_metrics.scrape(plan.target.url, plan.target.connect_timeout_s)
+
         outcome = bench.run(
             plan.target,
             plan.prompts,
@@ -302,8 +313,12 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
             deadline_s=plan.deadline_s,
             tokenizer=plan.tokenizer,
             warmup=plan.warmup,
+            observe=observe if plan.server_metrics else None,
         )
         partial = outcome.partial
+        if plan.server_metrics:
+            scraped = server_metrics.record(scrapes.get("before"), scrapes.get("after"))
+            settings = {**settings, "server_metrics": scraped}
     section = serving_section(outcome.traces, slo, settings, partial)
     if search is not None:
         section["search"] = search

@@ -158,6 +158,9 @@ def run_warnings(traces: list[RequestTrace], section: dict[str, Any]) -> list[st
             f"{measured_prompt(first)}); each trace holds its prompt's counts "
             "(prompt_tokens, usage_prompt_tokens)"
         )
+    scraped = section.get("server_metrics")
+    if isinstance(scraped, dict) and scraped.get("available") is False:
+        out.append(f"--server-metrics: {scraped['reason']}; the server's own figures are not recorded")
     calibration = section.get("prompt_calibration") or {}
     if calibration.get("calibrated") is False:
         out.append(
