@@ -30,8 +30,9 @@ def command(ref: str, as_json: bool, store: str | None) -> None:
     if as_json:
         console.data(result.to_json())
         return
-    command = result.kind.value if result.kind.value in {"generate", "survey"} else "run"
-    command = "serve-bench" if result.serving else command
+    command = {"generate": "generate", "survey": "survey", "serve": "serve-bench"}.get(
+        result.kind.value, "run"
+    )
     console.key_value_table(f"flowrate {command} {result.run_id}", show_rows(result, tags), to_stdout=True)
     for warning in result.warnings:
         console.warn(warning)

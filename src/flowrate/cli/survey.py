@@ -9,7 +9,9 @@ import click
 from flowrate.cli.options import output_options
 
 
-def _shapes(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[tuple[int, int, int], ...]:
+def _shapes(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[tuple[int, int, int], ...]:
     """'4096x4096x4096,8192x2048x4096' as (m, n, k) triples; a bad one is a usage error."""
     if not value:
         return ()
@@ -43,7 +45,7 @@ def _shapes(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--bands",
     type=click.Path(dir_okay=False),
-    help='A JSON file of figure name to [low, high], replacing those figures\' default bands.',
+    help="A JSON file of figure name to [low, high], replacing those figures' default bands.",
 )
 @click.option("--strict", is_flag=True, help="Exit 1 when a figure falls outside its band, naming it.")
 @output_options

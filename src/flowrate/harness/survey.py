@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from flowrate._version import __version__
-from flowrate.config import RunConfig
+from flowrate.config import Precision, RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.harness.api import run_config
 from flowrate.harness.survey_bands import Band, default_band, make_figure
@@ -139,7 +139,7 @@ class _Surveyor:
         return self.measure(
             RunConfig(
                 problem=problem,
-                precision=precision,
+                precision=Precision.parse(precision),
                 device=str(self.device),
                 threads=self.config.threads,
                 preheat_steps=1 if self.config.quick else 2,
@@ -186,7 +186,12 @@ class _Surveyor:
         reason = None if peak.memory_bandwidth else peak.reason or f"no memory bandwidth for {self.name}"
         detail = f"{mib} MiB, read + write"
         return self._figure(
-            "copy", result.flops.bytes_per_sec, "B/s", datasheet=peak.memory_bandwidth, reason=reason, detail=detail
+            "copy",
+            result.flops.bytes_per_sec,
+            "B/s",
+            datasheet=peak.memory_bandwidth,
+            reason=reason,
+            detail=detail,
         )
 
     def link(self, direction: str) -> SurveyFigure:
@@ -236,7 +241,9 @@ def matmul_max(survey: Survey, precision: str) -> float | None:
     return None
 
 
-def _record(section: Survey, config: SurveyConfig, device: torch.device, environment: dict[str, object]) -> Result:
+def _record(
+    section: Survey, config: SurveyConfig, device: torch.device, environment: dict[str, object]
+) -> Result:
     summary = RunSummary(
         samples_per_sec=0.0,
         rate_samples_per_sec=0.0,
@@ -283,6 +290,3 @@ def _record(section: Survey, config: SurveyConfig, device: torch.device, environ
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         flowrate_version=__version__,
     )
-
-
-

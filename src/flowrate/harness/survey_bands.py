@@ -116,6 +116,9 @@ def check_bands(data: object, where: str = "bands") -> dict[str, Band]:
             or not all(math.isfinite(v) for v in band)
             or band[0] > band[1]
         ):
-            raise ConfigError("bands", f"{where}: {name!r} must be [low, high], two finite numbers with low <= high, got {band!r}")
+            raise ConfigError(
+                "bands",
+                f"{where}: {name!r} must be [low, high], two finite numbers with low <= high, got {band!r}",
+            )
         bands[str(name)] = (float(band[0]), float(band[1]))
     return bands
