@@ -4,6 +4,9 @@ exit code, a malformed band file, and a later run's MFU against the stored surve
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 TINY = ("--quick", "--seconds", "0.05", "--shapes", "64x64x64,128x64x32", "--threads", "1")
@@ -80,3 +83,18 @@ def test_bad_input_is_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore
     assert "'copy' must be [low, high]" in out.stderr and "Traceback" not in out.stderr
     shapes = run_cli("survey", "--shapes", "64x64")
     assert shapes.code == 2 and "is not MxNxK" in shapes.stderr
+
+
+def test_survey_refuses_torchrun() -> None:
+    # a subprocess: a failed rank leaves through os._exit (cli/boundary.py), which would end pytest
+    launch = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "flowrate", "survey", "--quick"],
+        env={**os.environ, **launch},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "survey: measures one device and runs without torchrun" in done.stderr

@@ -70,10 +70,17 @@ def command(
     from flowrate.cli.destination import Destination
     from flowrate.cli.paths import check_out
     from flowrate.config import Precision
-    from flowrate.errors import RunFailed
+    from flowrate.errors import ConfigError, RunFailed
+    from flowrate.execution.distributed import launched
     from flowrate.harness.survey import SurveyConfig, run_survey
     from flowrate.harness.survey_bands import load_bands, outside
 
+    if launched() is not None:  # each rank's figures would be summed as a data-parallel run's
+        raise ConfigError(
+            "survey",
+            "measures one device and runs without torchrun; collectives' bus bandwidth: "
+            "`torchrun --nproc-per-node N -m flowrate run -p allreduce`",
+        )
     config = SurveyConfig(
         device=flags["device"],
         quick=flags["quick"],
