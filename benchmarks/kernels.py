@@ -54,10 +54,10 @@ def measure(problem: str, precision: str, options: dict[str, int], seconds: floa
     return {
         "median_calls_per_sec": result.summary.median_samples_per_sec,
         "cv": result.summary.cv,
-        "flops_per_sec": f["model_flops_per_sec"] if f["model_flops_per_sample"] else None,
-        "fraction_of_peak": f["mfu"] if f["model_flops_per_sample"] else f["bandwidth_fraction"],
-        "bytes_per_sec": f["bytes_per_sec"],
-        "reason": f["reason"] if f["model_flops_per_sample"] else None,
+        "flops_per_sec": f.model_flops_per_sec if f.model_flops_per_sample else None,
+        "fraction_of_peak": f.mfu if f.model_flops_per_sample else f.bandwidth_fraction,
+        "bytes_per_sec": f.bytes_per_sec,
+        "reason": f.reason if f.model_flops_per_sample else None,
         "device": result.environment["device"].get("name"),
     }
 

@@ -38,6 +38,7 @@ COMMANDS = {
     "estimate": "flowrate.cli.estimate",
     "generate": "flowrate.cli.generate",
     "serve-bench": "flowrate.cli.serve_bench",
+    "survey": "flowrate.cli.survey",
 }
 
 

@@ -59,6 +59,7 @@ def command(
 
     from flowrate.cli import console, run_text
     from flowrate.cli.destination import Destination
+    from flowrate.cli.measured_max import from_store
     from flowrate.cli.mlflow_option import log_run, open_mlflow
     from flowrate.cli.paths import check_folder
     from flowrate.cli.progress import LiveProgress
@@ -91,6 +92,7 @@ def command(
     else:
         with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
             result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
+    result = from_store(result, destination.store)  # MFU against a stored survey's matmul maximum
     destination.report(result, f"flowrate run {result.run_id}", run_text.summary_rows(result))
     if mlflow is not None:  # after the run is recorded: MLflow failing loses nothing
         log_run(mlflow, result, tags, destination.store is not None, quiet)

@@ -297,7 +297,8 @@ def _mfu_line(f: Flops) -> str:
         parts.append(f"datasheet — ({f.reason})")
     if f.mfu_of_measured_peak is not None:
         measured = si(f.measured_peak_flops, "FLOP/s")
-        parts.append(f"{f.mfu_of_measured_peak:.1%} of {measured} measured GEMM")
+        source = f.measured_peak_source or "--measure-peak GEMM"
+        parts.append(f"{f.mfu_of_measured_peak:.1%} of {measured} measured max ({source})")
     elif f.mfu is None:
         parts.append("--measure-peak gives MFU against a measured GEMM")
     return "; ".join(parts)

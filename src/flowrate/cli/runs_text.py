@@ -81,7 +81,11 @@ def sweeps_rows(sweeps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def show_rows(result: Result, tags: Sequence[str]) -> list[tuple[str, str]]:
     """One recorded run: when and how it was tagged, its summary (a check's, for a check), and the
     command that made it."""
-    if result.generation is not None:  # `flowrate generate`
+    if result.survey is not None:  # `flowrate survey`
+        from flowrate.cli.survey_text import survey_rows
+
+        rows = survey_rows(result.survey)
+    elif result.generation is not None:  # `flowrate generate`
         from flowrate.cli.generate_text import generation_rows
 
         rows = generation_rows(result)

@@ -30,7 +30,9 @@ def command(ref: str, as_json: bool, store: str | None) -> None:
     if as_json:
         console.data(result.to_json())
         return
-    command = "serve-bench" if result.serving else "generate" if result.generation is not None else "run"
+    command = {"generate": "generate", "survey": "survey", "serve": "serve-bench"}.get(
+        result.kind.value, "run"
+    )
     console.key_value_table(f"flowrate {command} {result.run_id}", show_rows(result, tags), to_stdout=True)
     for warning in result.warnings:
         console.warn(warning)

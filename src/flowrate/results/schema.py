@@ -31,6 +31,7 @@ from flowrate.results.sections import (
     ProblemInfo,
     Repeat,
     Streaming,
+    Survey,
 )
 from flowrate.results.validate import InvalidResult, validate_record
 
@@ -62,6 +63,7 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      (flowrate.results.sections) and a section a record predates reads with every field None; a
 #      generation's problem keeps the model's shape under problem.settings. Earlier records are
 #      brought to this layout by flowrate.results.migrate.upgrade, with the numbers they hold.
+#      Also the survey kind and section (`flowrate survey`; records without it read with it empty).
 SCHEMA_VERSION = 7
 
 
@@ -170,6 +172,8 @@ class Result:
     generation: Generation | None = None
     # `flowrate serve-bench`: load, raw per-request traces, metrics by definition (None for runs)
     serving: dict[str, Any] | None = None
+    # `flowrate survey`: the machine's achievable figures against its datasheet (None otherwise)
+    survey: Survey | None = None
     kind: Kind = Kind.RUN
     run_id: str = ""
     created_at: str = ""

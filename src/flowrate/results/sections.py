@@ -21,6 +21,7 @@ class Kind(StrEnum):
     CHECK = "check"  # `flowrate check`: a learnable task's loss curve (fidelity section)
     GENERATE = "generate"  # `flowrate generate`: greedy generation with a KV cache (generation)
     SERVE = "serve"  # `flowrate serve-bench`: a load test of an inference server (serving)
+    SURVEY = "survey"  # `flowrate survey`: a report card of the machine (survey)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class Flops:
     reason: str | None = None  # why mfu is empty
     measured_peak_flops: float | None = None
     mfu_of_measured_peak: float | None = None
+    # what measured measured_peak_flops: None for --measure-peak's GEMM, "survey ID" for the
+    # matmul maximum of a stored survey of this machine (flowrate.cli.measured_max)
+    measured_peak_source: str | None = None
     bytes_per_sample: int | None = None
     bytes_per_sec: float | None = None
     peak_bandwidth: float | None = None
@@ -403,3 +407,32 @@ class Generation:
     decode_bytes_per_sec: float | None = None
     decode_bandwidth_utilization: float | None = None
     peak_reason: str | None = None  # why prefill_mfu or the bandwidth utilization is empty
+
+
+@dataclass(frozen=True)
+class SurveyFigure:
+    """One figure of a machine survey: what was measured, against its datasheet value where the peak
+    table has one, and whether it fell inside its plausibility band. The band applies to
+    ``fraction`` where there is a datasheet value, else to ``value``; ``within_band`` is None where
+    the figure has no band or no value (``reason`` says why)."""
+
+    name: str = ""  # "matmul bf16", "copy", "h2d pinned", "launch", "train gpt2", …
+    value: float | None = None
+    unit: str = ""  # "FLOP/s", "B/s", "s" (seconds per call)
+    datasheet: float | None = None  # in the figure's unit
+    fraction: float | None = None  # value / datasheet
+    band_low: float | None = None
+    band_high: float | None = None
+    within_band: bool | None = None
+    reason: str | None = None  # why value, datasheet or band is empty
+    detail: str | None = None  # how it was found: the best shape, samples/s, the run's id
+
+
+@dataclass(frozen=True)
+class Survey:
+    """`flowrate survey`: the machine's figures, each with its datasheet value and band."""
+
+    device: str | None = None  # the device name the peak table was searched for
+    quick: bool = False
+    seconds_per_measurement: float | None = None
+    figures: list[SurveyFigure] = field(default_factory=list)

@@ -146,6 +146,7 @@ SECTIONS = [
     *["repeat", "fidelity", "streaming", "input", "estimate", "distributed", "compile", "operators"],
     "generation",  # `flowrate generate` (optional: records without it read with it empty)
     "serving",  # `flowrate serve-bench` (version 5)
+    "survey",  # `flowrate survey` (optional: records without it read with it empty)
 ]
 TOP_OPTIONAL = {
     **dict.fromkeys(["intervals", "warnings", "batch_size_search"], LIST),

@@ -1,0 +1,138 @@
+"""The prepared GPU check: on a machine with a GPU where torch and CUDA are installed, run the
+survey, the GPU tests, the kernels and the streaming ÷ resident comparison, each within its own
+time box (all together within 8 minutes), never stopping at a failure, and write every figure and
+each step's exit code to one JSON file.
+
+    python3 benchmarks/gpu_check.py                 # writes $OUT/gpu_check.json (./gpu-check-out)
+    python3 benchmarks/gpu_check.py --steps survey tests
+
+It runs flowrate from this checkout's src/ (PYTHONPATH), so nothing is installed. flowrate's own
+dependencies (click, rich, scipy, psutil, py-cpuinfo, tensorboard, matplotlib, pillow; nvidia-ml-py
+for energy) must be importable: the lent H100/H200 image has them all. Where one is missing, carry
+it as wheels in .whl/ (README, Development) and this script installs them with pip --no-index into
+a folder of its own before the first step. Only the standard library is imported here.
+
+Each step's output goes to OUT/STEP.log; the JSON holds each step's command, exit code (124: its
+time box ran out), seconds and the tail of its output, and the survey's figures in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+# name -> (command, seconds): within 8 minutes together, with room for the interpreter's start-ups
+STEPS: dict[str, tuple[list[str], int]] = {
+    "survey": ([PY, "-m", "flowrate", "survey", "--strict", "--json", "--no-store"], 150),
+    "tests": ([PY, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-p", "no:cacheprovider"], 180),
+    "kernels": ([PY, "benchmarks/kernels.py", "--seconds", "1"], 45),
+    "streaming": ([PY, "benchmarks/streaming.py", "--parts", "ratio", "--duration", "3"], 90),
+}
+
+
+PROBE = (
+    "import torch, flowrate.cli.main; cuda = torch.cuda.is_available(); "
+    "print(torch.__version__, cuda, torch.cuda.get_device_name() if cuda else '')"
+)
+
+
+def _environment(site: Path | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    paths = [str(ROOT / "src"), *([str(site)] if site else []), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env.setdefault("FLOWRATE_STORE", str(Path(env.get("TMPDIR", "/tmp")) / "gpu-check-flowrate.db"))
+    return env
+
+
+def _carried_wheels() -> tuple[Path | None, dict[str, object]]:
+    """Install .whl/*.whl (carried wheels) into a folder of their own; (None, {}) where none are."""
+    wheels = sorted((ROOT / ".whl").glob("*.whl"))
+    if not wheels:
+        return None, {}
+    site = Path("/tmp/gpu-check-site")
+    command = [PY, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site)]
+    done = subprocess.run([*command, *map(str, wheels)], capture_output=True, text=True, check=False)
+    return site, {
+        "wheels": [w.name for w in wheels],
+        "exit_code": done.returncode,
+        "tail": done.stderr[-2000:],
+    }
+
+
+def run_step(
+    name: str, command: list[str], seconds: int, out: Path, env: dict[str, str]
+) -> dict[str, object]:
+    """Run one step in its time box; its output to OUT/NAME.log; never raises for its failure."""
+    log = out / f"{name}.log"
+    start = time.perf_counter()
+    with log.open("w") as sink:
+        try:
+            done = subprocess.run(
+                command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=sink, timeout=seconds, check=False
+            )
+            code, stdout = done.returncode, done.stdout.decode(errors="replace")
+        except subprocess.TimeoutExpired as late:
+            code = 124
+            stdout = (late.stdout or b"").decode(errors="replace")
+        except OSError as error:
+            code, stdout = 127, f"could not start: {error}"
+        sink.write("\n--- stdout ---\n" + stdout)
+    step: dict[str, object] = {
+        "command": " ".join(command[1:] if command[0] == PY else command),
+        "time_box_s": seconds,
+        "exit_code": code,
+        "seconds": round(time.perf_counter() - start, 1),
+        "tail": log.read_text(errors="replace")[-3000:],
+    }
+    if name == "survey":
+        try:
+            step["result"] = json.loads(stdout)
+        except json.JSONDecodeError:
+            step["result"] = None
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", nargs="*", choices=list(STEPS), default=list(STEPS))
+    parser.add_argument(
+        "--out", default=os.environ.get("OUT") or "gpu-check-out", help="folder of the JSON and logs"
+    )
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    site, wheels = _carried_wheels()
+    env = _environment(site)
+    report: dict[str, object] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": sys.version.split()[0],
+        "wheels": wheels,
+        "steps": {},
+    }
+    probe = [PY, "-c", PROBE]
+    report["probe"] = run_step("probe", probe, 60, out, env)
+    steps: dict[str, object] = {}
+    for name in args.steps:
+        command, seconds = STEPS[name]
+        steps[name] = run_step(name, command, seconds, out, env)
+        print(f"{name}: exit {steps[name]['exit_code']} in {steps[name]['seconds']} s", flush=True)  # type: ignore[index]
+        report["steps"] = steps
+        (out / "gpu_check.json").write_text(json.dumps(report, indent=2))  # after each step: nothing lost
+    failed = [n for n, s in steps.items() if s["exit_code"] != 0]  # type: ignore[index]
+    print(
+        f"wrote {out / 'gpu_check.json'}; "
+        + (f"failed: {', '.join(failed)}" if failed else "every step passed")
+    )
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""`flowrate survey`: a report card of this machine, each figure against its datasheet and band."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from flowrate.cli.options import output_options
+
+
+def _shapes(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[tuple[int, int, int], ...]:
+    """'4096x4096x4096,8192x2048x4096' as (m, n, k) triples; a bad one is a usage error."""
+    if not value:
+        return ()
+    shapes = []
+    for text in value.split(","):
+        parts = text.strip().lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise click.BadParameter(f"{text!r} is not MxNxK with three positive integers", ctx, param)
+        m, n, k = (int(p) for p in parts)
+        shapes.append((m, n, k))
+    return tuple(shapes)
+
+
+@click.command("survey")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--quick", is_flag=True, help="Fewer shapes, a smaller model: about 3 minutes on a small CPU.")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.01, 600),
+    help="Timed seconds of each measurement. [default: 1, or 0.5 with --quick]",
+)
+@click.option(
+    "--precision",
+    "precisions",
+    multiple=True,
+    help="A matmul precision to survey (repeatable). [default: every one the device computes in]",
+)
+@click.option("--shapes", callback=_shapes, help="The matmul shape search, MxNxK,… [default: the device's]")
+@click.option("--no-model", is_flag=True, help="Leave out the reference model's training step.")
+@click.option("--threads", type=click.IntRange(1, 4096), help="CPU threads for PyTorch. [default: PyTorch's]")
+@click.option(
+    "--bands",
+    type=click.Path(dir_okay=False),
+    help="A JSON file of figure name to [low, high], replacing those figures' default bands.",
+)
+@click.option("--strict", is_flag=True, help="Exit 1 when a figure falls outside its band, naming it.")
+@output_options
+def command(
+    store: str | None,
+    tags: tuple[str, ...],
+    no_store: bool,
+    as_json: bool,
+    out: str | None,
+    quiet: bool,
+    bands: str | None,
+    strict: bool,
+    no_model: bool,
+    **flags: Any,
+) -> None:
+    """Measure what this machine can do: the maximum matmul FLOP/s per precision (a shape search),
+    memory and host-link bandwidth, launch latency and a reference model's training step, each
+    against its datasheet value and a plausibility band."""
+    import sys
+
+    from flowrate.cli import console, survey_text
+    from flowrate.cli.destination import Destination
+    from flowrate.cli.paths import check_out
+    from flowrate.config import Precision
+    from flowrate.errors import ConfigError, RunFailed
+    from flowrate.execution.distributed import launched
+    from flowrate.harness.survey import SurveyConfig, run_survey
+    from flowrate.harness.survey_bands import load_bands, outside
+
+    if launched() is not None:  # each rank's figures would be summed as a data-parallel run's
+        raise ConfigError(
+            "survey",
+            "measures one device and runs without torchrun; collectives' bus bandwidth: "
+            "`torchrun --nproc-per-node N -m flowrate run -p allreduce`",
+        )
+    config = SurveyConfig(
+        device=flags["device"],
+        quick=flags["quick"],
+        seconds=flags["seconds"],
+        precisions=tuple(Precision.parse(p).value for p in flags["precisions"]),
+        shapes=flags["shapes"],
+        model=not no_model,
+        threads=flags["threads"],
+        bands=load_bands(bands) if bands else {},
+    )
+    if out:
+        check_out(out)
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    console.status("surveying this machine" + (" (quick)" if config.quick else ""), quiet)
+    result = run_survey(
+        config,
+        argv=sys.argv,
+        on_figure=lambda f: console.status(f"{f.name}: {survey_text.figure_value(f)}", quiet),
+    )
+    assert result.survey is not None  # run_survey always writes it
+    destination.report(result, f"flowrate survey {result.run_id}", survey_text.survey_rows(result.survey))
+    off = outside(result.survey.figures)
+    if strict and off:
+        raise RunFailed(survey_text.outside_message(off))

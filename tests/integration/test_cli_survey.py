@@ -1,0 +1,100 @@
+"""`flowrate survey` end to end on this CPU at the smallest settings: recorded, shown, --strict's
+exit code, a malformed band file, and a later run's MFU against the stored survey's maximum."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TINY = ("--quick", "--seconds", "0.05", "--shapes", "64x64x64,128x64x32", "--threads", "1")
+
+
+def test_survey_records_shows_and_strict_passes(run_cli) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli("survey", *TINY, "--strict", "--json")
+    assert out.code == 0, out.stderr
+    data = out.json()
+    assert data["kind"] == "survey"
+    names = [f["name"] for f in data["survey"]["figures"]]
+    assert names == [
+        "matmul fp32",
+        "matmul bf16",
+        "copy",
+        "h2d pinned",
+        "d2h pinned",
+        "launch",
+        "train transformer/debug",
+    ]
+    values = {f["name"]: f["value"] for f in data["survey"]["figures"]}
+    assert all(
+        values[n] > 0 for n in ("matmul fp32", "matmul bf16", "copy", "launch", "train transformer/debug")
+    )
+    assert values["h2d pinned"] is None
+    assert "recorded as run" in out.stderr
+
+    shown = run_cli("show", data["run_id"])
+    assert shown.code == 0, shown.stderr
+    assert "flowrate survey" in shown.stdout and "matmul fp32" in shown.stdout
+
+    # a later run on this machine reads its MFU against the survey's fp32 matmul maximum
+    run = run_cli(
+        "run",
+        "-p",
+        "fc_mnist",
+        "--size",
+        "debug",
+        "--preheat",
+        "1",
+        "--steps",
+        "2",
+        "--threads",
+        "1",
+        "--json",
+    )
+    assert run.code == 0, run.stderr
+    flops = run.json()["flops"]
+    assert flops["measured_peak_source"] == f"survey {data['run_id']}"
+    assert flops["measured_peak_flops"] == values["matmul fp32"]
+    assert f"measured max (survey {data['run_id']})" in run.stderr
+
+
+def test_strict_exits_1_naming_the_figure_outside_its_band(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bands = tmp_path / "bands.json"
+    bands.write_text(json.dumps({"launch": [0, 1e-12]}))  # no op dispatches in a picosecond
+    out = run_cli(
+        "survey", *TINY, "--no-model", "--precision", "fp32", "--bands", str(bands), "--strict", "--no-store"
+    )
+    assert out.code == 1
+    assert "--strict: 1 figure(s) outside their band: launch" in out.stderr
+    assert "OUTSIDE" in out.stderr
+    lenient = run_cli(
+        "survey", *TINY, "--no-model", "--precision", "fp32", "--bands", str(bands), "--no-store"
+    )
+    assert lenient.code == 0, lenient.stderr
+
+
+def test_bad_input_is_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bands = tmp_path / "bands.json"
+    bands.write_text('{"copy": [2, 1]}')
+    out = run_cli("survey", "--bands", str(bands), "--strict")
+    assert out.code == 2
+    assert "'copy' must be [low, high]" in out.stderr and "Traceback" not in out.stderr
+    shapes = run_cli("survey", "--shapes", "64x64")
+    assert shapes.code == 2 and "is not MxNxK" in shapes.stderr
+
+
+def test_survey_refuses_torchrun() -> None:
+    # a subprocess: a failed rank leaves through os._exit (cli/boundary.py), which would end pytest
+    launch = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "flowrate", "survey", "--quick"],
+        env={**os.environ, **launch},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "survey: measures one device and runs without torchrun" in done.stderr

@@ -1,0 +1,210 @@
+"""The survey's figures, bands, band files and text, its stored record, and MFU against a stored
+survey's matmul maximum: exact values from fake figures and fake measurements, no clock."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from tests.factories import make_result
+
+from flowrate.cli.measured_max import against_survey
+from flowrate.cli.run_text import summary_rows
+from flowrate.cli.runs_text import show_rows
+from flowrate.cli.survey_text import figure_line, outside_message, survey_rows
+from flowrate.config import RunConfig
+from flowrate.errors import ConfigError
+from flowrate.harness.survey import SurveyConfig, matmul_max, run_survey
+from flowrate.harness.survey_bands import (
+    FRACTION_BAND,
+    LAUNCH_BAND,
+    check_bands,
+    default_band,
+    load_bands,
+    make_figure,
+    outside,
+)
+from flowrate.results.schema import Result
+from flowrate.results.sections import Flops, Kind, Survey
+from flowrate.results.store import Store
+
+
+def test_a_figure_with_a_datasheet_is_held_to_its_fraction() -> None:
+    figure = make_figure("matmul bf16", 750e12, "FLOP/s", datasheet=1000e12, band=FRACTION_BAND)
+    assert (figure.fraction, figure.within_band) == (0.75, True)
+    low = make_figure("matmul bf16", 250e12, "FLOP/s", datasheet=1000e12, band=FRACTION_BAND)
+    assert (low.fraction, low.within_band) == (0.25, False)
+    assert outside([figure, low]) == [low]
+
+
+def test_a_figure_without_a_datasheet_is_held_to_its_value() -> None:
+    fast = make_figure("launch", 5e-6, "s", band=LAUNCH_BAND)
+    slow = make_figure("launch", 1e-3, "s", band=LAUNCH_BAND)
+    assert (fast.fraction, fast.within_band, slow.within_band) == (None, True, False)
+    empty = make_figure("h2d pinned", None, "B/s", reason="needs CUDA", band=FRACTION_BAND)
+    assert (empty.within_band, empty.reason) == (None, "needs CUDA")
+    assert outside([empty]) == []
+
+
+def test_default_bands() -> None:
+    assert default_band("matmul fp32", has_datasheet=True) == (0.3, 1.0)
+    assert default_band("matmul fp32", has_datasheet=False) is None  # no datasheet: nothing to hold it to
+    assert default_band("h2d pinned", has_datasheet=True) == (0.3, 1.0)
+    assert default_band("train transformer/gpt2", has_datasheet=True) == (0.05, 1.0)
+    assert default_band("launch to completion", has_datasheet=False) == LAUNCH_BAND
+
+
+def test_band_file(tmp_path: Path) -> None:
+    path = tmp_path / "bands.json"
+    path.write_text(json.dumps({"matmul fp32": [1e9, 1e15], "launch": [0, 1]}))
+    assert load_bands(path) == {"matmul fp32": (1e9, 1e15), "launch": (0.0, 1.0)}
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"copy": [2, 1]}', "'copy' must be [low, high]"),
+        ('{"copy": [1]}', "'copy' must be [low, high]"),
+        ('{"copy": ["a", 2]}', "'copy' must be [low, high]"),
+        ('{"copy": [true, 2]}', "'copy' must be [low, high]"),
+    ],
+)
+def test_a_malformed_band_file_is_refused_naming_the_entry(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "bands.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="bands") as error:
+        load_bands(path)
+    assert says in str(error.value)
+
+
+def test_check_bands_accepts_an_empty_object() -> None:
+    assert check_bands({}) == {}
+
+
+def _fake_measure(seen: list[RunConfig]):  # type: ignore[no-untyped-def]
+    """A measurement that runs nothing: the gemm's FLOP/s is m (so the search's best is known)."""
+
+    def measure(config: RunConfig) -> Result:
+        seen.append(config)
+        result = make_result(100.0, problem=config.problem)
+        options = config.problem_options or {}
+        rate = float(options.get("m", 7))
+        flops = Flops(model_flops_per_sec=rate, bytes_per_sec=2e9, model_flops_per_sample=1)
+        summary = dataclasses.replace(result.summary, model_flops_per_sec=rate)
+        return dataclasses.replace(result, flops=flops, summary=summary)
+
+    return measure
+
+
+def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does_not_know() -> None:
+    seen: list[RunConfig] = []
+    config = SurveyConfig(device="cpu", seconds=0.1, shapes=((64, 8, 8), (256, 8, 8), (128, 8, 8)))
+    result = run_survey(config, measure=_fake_measure(seen))
+    survey = result.survey
+    assert survey is not None and result.kind is Kind.SURVEY
+    figures = {f.name: f for f in survey.figures}
+    assert list(figures) == [
+        "matmul fp32",
+        "matmul bf16",
+        "copy",
+        "h2d pinned",
+        "d2h pinned",
+        "launch",
+        "train fc_mnist/default",
+    ]
+    matmul = figures["matmul fp32"]
+    assert (matmul.value, matmul.detail) == (256.0, "best of 3 shapes: 256x8x8 (m x n x k)")
+    assert matmul_max(survey, "fp32") == 256.0 and matmul_max(survey, "fp16") is None
+    # a device the peak table does not know: figures shown, fractions empty with the reason
+    assert matmul.datasheet is None and matmul.fraction is None and matmul.within_band is None
+    assert matmul.reason is not None and "no datasheet peak" in matmul.reason
+    assert figures["h2d pinned"].value is None and "CUDA" in (figures["h2d pinned"].reason or "")
+    assert figures["launch"].value == pytest.approx(0.01)  # 1 / 100 calls per second
+    assert figures["launch"].within_band is False  # 10 ms per call: outside [0.2 µs, 500 µs]
+    assert {c.problem for c in seen} == {"gemm", "copy", "launch", "fc_mnist"}
+    assert all(c.duration_s == 0.1 and c.device == "cpu" for c in seen)
+
+
+def test_a_band_given_by_name_replaces_the_default() -> None:
+    config = SurveyConfig(
+        device="cpu", seconds=0.1, shapes=((64, 8, 8),), model=False, bands={"launch": (0.0, 1.0)}
+    )
+    result = run_survey(config, measure=_fake_measure([]))
+    assert result.survey is not None
+    launch = next(f for f in result.survey.figures if f.name == "launch")
+    assert (launch.band_low, launch.band_high, launch.within_band) == (0.0, 1.0, True)
+
+
+SURVEY = Survey(
+    device="NVIDIA H100 80GB HBM3",
+    quick=True,
+    seconds_per_measurement=0.5,
+    figures=[
+        make_figure(
+            "matmul bf16", 791e12, "FLOP/s", datasheet=989e12, band=FRACTION_BAND, detail="8192 cube"
+        ),
+        make_figure("launch", 2.5e-6, "s", band=LAUNCH_BAND),
+        make_figure("h2d pinned", None, "B/s", reason="needs CUDA"),
+    ],
+)
+
+
+def test_survey_text() -> None:
+    assert survey_rows(SURVEY) == [
+        (
+            "matmul bf16",
+            "791 TFLOP/s  0.80 of 989 TFLOP/s datasheet  band [0.3, 1] of datasheet: ok  (8192 cube)",
+        ),
+        ("launch", "2.5 µs  band [0.2, 500] µs: ok"),
+        ("h2d pinned", "— (needs CUDA)"),
+        ("survey", "NVIDIA H100 80GB HBM3, quick, 0.5 s per measurement"),
+    ]
+    low = make_figure("copy", 0.5e12, "B/s", datasheet=3.35e12, band=FRACTION_BAND)
+    assert figure_line(low) == "500 GB/s  0.15 of 3.35 TB/s datasheet  band [0.3, 1] of datasheet: OUTSIDE"
+    assert outside_message([low]) == (
+        "--strict: 1 figure(s) outside their band: copy 500 GB/s outside [0.3, 1] of datasheet"
+    )
+
+
+def _survey_record(environment: dict[str, object]) -> Result:
+    base = make_result(1.0, environment=dict(environment))
+    return dataclasses.replace(
+        base, kind=Kind.SURVEY, survey=SURVEY, run_id="5urvey000001", config={"problem": "survey"}
+    )
+
+
+def test_a_survey_round_trips_through_the_store_and_shows(tmp_path: Path) -> None:
+    record = _survey_record(make_result(1.0).environment)
+    with Store(tmp_path / "s.db") as store:
+        store.add(record)
+        back = store.get(record.run_id).result
+    assert back.kind is Kind.SURVEY and back.survey == SURVEY
+    assert Result.from_json(record.to_json()) == back
+    rows = dict(show_rows(back, ()))
+    assert rows["matmul bf16"].startswith("791 TFLOP/s  0.80 of 989 TFLOP/s datasheet")
+
+
+def test_mfu_against_a_survey_of_the_same_machine() -> None:
+    run = make_result(10.0, precision="bf16", mfu=0.1)
+    flops = dataclasses.replace(
+        run.flops, model_flops_per_sample=10**9, model_flops_per_sec=395.5e12, measured_peak_flops=None
+    )
+    run = dataclasses.replace(run, flops=flops)
+    survey = _survey_record(run.environment)
+    other = dataclasses.replace(
+        survey, run_id="0ther0000001", environment={**run.environment, "cpu": {"model": "X"}}
+    )
+    mine = against_survey(run, [other, survey])
+    assert mine.flops.measured_peak_flops == 791e12
+    assert mine.flops.mfu_of_measured_peak == pytest.approx(0.5)
+    assert mine.flops.measured_peak_source == "survey 5urvey000001"
+    assert "50.0% of 791 TFLOP/s measured max (survey 5urvey000001)" in dict(summary_rows(mine))["MFU"]
+    assert against_survey(run, [other]) == run  # another machine's survey is not this machine's
+    fp32 = dataclasses.replace(run, config={**run.config, "precision": "fp32"})
+    assert against_survey(fp32, [survey]) == fp32  # the survey has no fp32 matmul
+    measured = dataclasses.replace(run, flops=dataclasses.replace(flops, measured_peak_flops=1e15))
+    assert against_survey(measured, [survey]) == measured  # --measure-peak ran: its GEMM stands
