@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
 from flowrate.units import count, counted, rate, short_duration, si
 
@@ -231,6 +232,7 @@ def collective_line(operation: str, summed_bytes_per_sec: float, distributed: Di
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
     f, e, m = result.flops, result.energy, result.memory
+    device_type = (result.environment.get("device") or {}).get("type")
     rows: list[tuple[str, str]] = []
     if f.model_flops_per_sample:
         executed = f.executed_flops_per_sample
@@ -264,6 +266,9 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("energy", _energy_line(e)))
     if m.rss_scope is not None:
         rows.append(("memory", _memory_line(m)))
+    said = result.environment.get("freed_memory")
+    if line := freed_memory.label(result.config.get("freed_memory"), said, device_type):
+        rows.append(("host memory", line))
     if isinstance(load := result.environment.get("machine_load"), dict):
         rows.append(("machine", _load_line(load)))
     return rows
