@@ -251,7 +251,7 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     if result.operators is not None:
         rows.append(("FLOP count", coverage_line(result.operators)))
         if result.operators.census is not None:
-            rows.append(("precision", census_line(result.operators.census)))
+            rows.append(("precision", census_line(result.operators.census, device_type)))
             calls = result.operators.census.op_calls
             ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
             rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
