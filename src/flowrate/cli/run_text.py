@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
-from flowrate.units import count, counted, rate, short_duration, si
+from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
@@ -188,8 +188,8 @@ def _streaming_rows(st: Streaming) -> list[tuple[str, str]]:
         ),
         (
             "held",
-            f"device weights at most {si(st.device_weight_bytes_peak, 'B')} (largest block "
-            f"{si(st.largest_block_bytes, 'B')}); host {si(st.host_bytes, 'B')}"
+            f"device weights at most {gib(st.device_weight_bytes_peak)} (largest block "
+            f"{gib(st.largest_block_bytes)}); host {gib(st.host_bytes)}"
             + (" pinned" if st.host_pinned else " pageable"),
         ),
     ]
@@ -353,12 +353,12 @@ def _memory_line(m: Memory) -> str:
     parts = []
     if m.device_peak_allocated_bytes is not None:
         parts.append(
-            f"device peak {si(m.device_peak_allocated_bytes, 'B')} allocated, "
-            f"{si(m.device_peak_reserved_bytes, 'B')} reserved"
+            f"device peak {gib(m.device_peak_allocated_bytes)} allocated, "
+            f"{gib(m.device_peak_reserved_bytes)} reserved"
         )
     if m.process_peak_rss_bytes is not None:
         scope = "" if m.rss_scope == "run" else " (since the process started)"
-        parts.append(f"process peak RSS {si(m.process_peak_rss_bytes, 'B')}{scope}")
+        parts.append(f"process peak RSS {gib(m.process_peak_rss_bytes)}{scope}")
     return "; ".join(parts) or "—"
 
 
