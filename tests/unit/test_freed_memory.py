@@ -139,3 +139,18 @@ def test_sessions_and_generate_release_by_default_and_take_keep() -> None:
     assert GenerateConfig(freed_memory="keep").freed_memory is FreedMemory.KEEP  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown setting 'forget'"):
         GenerateConfig(freed_memory="forget")  # type: ignore[arg-type]
+
+
+def test_a_generation_says_its_policy_as_a_run_does() -> None:
+    from pathlib import Path
+
+    from flowrate.cli.generate_text import generation_rows
+    from flowrate.results.schema import Result
+
+    record = json.loads((Path(__file__).parents[1] / "fixtures/records/v6-generate.json").read_text())
+    kept = Result.from_dict(record)  # generate kept freed memory before release became the default
+    assert ("host memory", "freed memory kept (--freed-memory keep)") in generation_rows(kept)
+    record["config"]["freed_memory"] = "release"
+    record["environment"]["freed_memory"] = RELEASED
+    released = dict(generation_rows(Result.from_dict(record)))
+    assert released["host memory"] == ADVICE  # the fixture ran on a CPU

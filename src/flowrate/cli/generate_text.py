@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flowrate.errors import ConfigError
+from flowrate.measure import freed_memory
 from flowrate.units import gib, rate, si
 
 if TYPE_CHECKING:
@@ -99,4 +100,9 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     rows.append(("decode bandwidth", bandwidth))
     if g.peak_reason:
         rows.append(("peaks", g.peak_reason))
+    said = result.environment.get("freed_memory")
+    if line := freed_memory.label(
+        c.get("freed_memory"), said, (result.environment.get("device") or {}).get("type")
+    ):
+        rows.append(("host memory", line))
     return rows
