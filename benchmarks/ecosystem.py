@@ -33,8 +33,6 @@ import torch
 import torch.nn.functional as F
 
 import flowrate
-from flowrate.config import FreedMemory
-from flowrate.measure import freed_memory
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.registry import get_problem
 
@@ -115,7 +113,6 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()
-    freed_memory.apply(FreedMemory.KEEP)  # the hand loop under flowrate's default allocator setting too
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, flowrate {flowrate.__version__}")
     failed = False
     for name in args.cases.split(","):

@@ -1,8 +1,9 @@
 """What does keeping freed host memory buy? `flowrate run --freed-memory keep` against `release`.
 
 glibc hands large freed blocks back to the OS, so on a CPU each step's large tensors land on
-fresh pages and pay their page faults again; flowrate keeps freed memory by default
-(flowrate.measure.freed_memory). Each case runs with each setting in a fresh process (keeping
+fresh pages and pay their page faults again. flowrate releases it by default, as a plain PyTorch
+process does, and advises `--freed-memory keep` on a CPU (flowrate.measure.freed_memory): this
+script measures what that advice is worth. Each case runs with each setting in a fresh process (keeping
 cannot be undone within one), the two alternating, for several rounds; the script prints each
 setting's median samples/s and the median of the per-round ratios keep / release.
 

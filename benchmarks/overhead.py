@@ -19,9 +19,8 @@ import torch
 import torch.nn.functional as F
 
 import flowrate
-from flowrate.config import FreedMemory, OptimizerName
+from flowrate.config import OptimizerName
 from flowrate.execution.resident import make_optimizer
-from flowrate.measure import freed_memory
 from flowrate.problems.registry import get_problem
 
 CASES = {
@@ -81,7 +80,6 @@ def main() -> None:
     parser.add_argument("--preheat", type=int, default=5)
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()
-    freed_memory.apply(FreedMemory.KEEP)  # the hand loop under flowrate's default allocator setting too
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, flowrate {flowrate.__version__}")
     failed = False
     for name in args.cases.split(","):

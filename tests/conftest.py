@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,29 @@ def run_cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
 
 # Small, fast settings for end-to-end runs.
 FAST = ("--preheat", "1", "--steps", "4")
+
+
+_KEPT_BEFORE = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from flowrate.measure.freed_memory import _Process
+
+    item.stash[_KEPT_BEFORE] = _Process.kept
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """No test leaves the test process keeping freed host memory: keeping cannot be undone, and
+    every later in-process run would be measured kept and warned about. A test that keeps does so
+    in a fresh interpreter (test_freed_memory, test_cli_run) or patches apply (calibrate's tests).
+    Checked once every fixture, monkeypatch included, is torn down."""
+    from flowrate.measure.freed_memory import _Process
+
+    yield
+    kept_before = item.stash.get(_KEPT_BEFORE, False)
+    assert kept_before or not _Process.kept, "this test set the test process to keep freed host memory"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -89,10 +89,10 @@ class Execution(enum.StrEnum):
 
 
 class FreedMemory(enum.StrEnum):
-    """What the process's C allocator does with host memory a step frees: keep it for the next
-    step (flowrate's default), or release it to the operating system as glibc does by default, so
-    that each step's large tensors land on fresh pages and pay their page faults again
-    (flowrate.measure.freed_memory)."""
+    """What the process's C allocator does with host memory a step frees: release it to the
+    operating system as glibc does by default (flowrate's default, what a plain process gets), so
+    that each step's large tensors land on fresh pages and pay their page faults again, or keep it
+    for the next step (flowrate.measure.freed_memory)."""
 
     KEEP = "keep"
     RELEASE = "release"

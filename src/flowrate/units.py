@@ -85,9 +85,13 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
-def gib(value: float) -> str:
-    """Bytes in binary units, as datasheets count device memory: 93.1 GiB, 512 MiB, 12 KiB."""
-    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if value >= 1 << shift:
-            return f"{value / (1 << shift):.3g} {unit}"
+def gib(value: float | None) -> str:
+    """Bytes of memory in binary units, as datasheets count device memory and every table of
+    flowrate's prints a memory figure: 93.1 GiB, 512 MiB, 1000 MiB, 12 KiB; None as a dash.
+    (Traffic, bandwidth and files on disk stay in si()'s decimal units.)"""
+    if value is None:
+        return DASH
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if abs(value) >= 1 << shift:
+            return f"{_sig(value / (1 << shift), 3)} {unit}"
     return f"{value:.0f} B"

@@ -160,3 +160,27 @@ def test_effective_precision_end_to_end(run_cli, precision: str, effective: str)
     assert all("format" in row and "accumulate" in row for row in data["operators"]["ops"])
     # the CPU has no datasheet peak: the mixed MFU is empty, with the reason
     assert data["flops"]["mixed_mfu"] is None and "no datasheet peak" in data["flops"]["mixed_mfu_reason"]
+
+
+def test_a_quantized_run_whose_format_carried_no_flops_says_why() -> None:
+    # torchao's int8 weight-only linear on a CPU: an int8 copy (no FLOPs), then an fp32 aten.mm
+    dequantized = _tally(
+        OpCount("aten._to_copy", ("int8",), 0, 8, 1),
+        OpCount("aten.mm", ("float32", "float32"), 100, 10, 1),
+    )
+    recorded = decode(Census, census(dequantized, "int8-weights").to_dict())
+    assert census_line(recorded, "cpu") == (
+        "int8-weights requested — 100.0% of FLOPs in fp32; effective: fp32 (weight-only int8: torchao "
+        "dequantizes the weights to fp32 and multiplies in fp32 on the CPU; the int8 saves memory, "
+        "not arithmetic)"
+    )
+    assert census_line(decode(Census, census(dequantized, "int8-dynamic").to_dict())) == (
+        "int8-dynamic requested — 100.0% of FLOPs in fp32; effective: fp32 (no FLOPs in int8: "
+        "torchao's matmuls ran in fp32)"
+    )
+    # the int8 GEMM carried FLOPs: nothing to explain; nor for a precision that is not quantized
+    integer = _tally(OpCount("aten._int_mm", ("int8", "int8"), 100, 10, 1))
+    line = census_line(decode(Census, census(integer, "int8-dynamic").to_dict()), "cpu")
+    assert line == "int8-dynamic requested — 100.0% of FLOPs in int8; effective: int8"
+    plain = decode(Census, census(dequantized, "fp32").to_dict())
+    assert census_line(plain, "cpu") == "fp32 requested — 100.0% of FLOPs in fp32; effective: fp32"

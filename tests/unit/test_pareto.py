@@ -183,3 +183,27 @@ def test_the_oracle_view_from_the_command_line(run_cli, results_store: Path) -> 
     assert best["samples_per_sec"]["value"] == 303 and best["samples_per_sec"]["source"] == "pooled"
     bad = run_cli("pareto", "grid", "--by", "optimizer")
     assert bad.code == 2 and "--by optimizer: every selected run has optimizer=adamw" in bad.stderr
+
+
+def test_every_table_prints_a_memory_figure_in_binary_units() -> None:
+    """One peak memory, 270 x 2**20 bytes: explore printed "270 MiB" and pareto "283 MB"."""
+    from flowrate.analysis.html import show_value
+    from flowrate.cli import explore_text, pareto_text
+    from flowrate.cli.runs_text import runs_rows
+
+    figure = 270 * 2**20
+    stored = run("aaaa0001", 100.0, figure)
+    front = pareto_front([stored], [parse_objective("samples_per_sec"), parse_objective("peak_memory")])
+    (row,) = pareto_text.rows(front, show_dominated=False)
+    assert row[-1] == "270 MiB"  # pareto
+    assert runs_rows([stored])[0][-2] == "270 MiB"  # runs
+    assert explore_text._figure("peak_memory_bytes", figure) == "270 MiB"  # explore
+    assert show_value("peak_memory_bytes", figure) == "270 MiB"  # report
+
+
+def test_a_run_summary_prints_its_memory_in_binary_units() -> None:
+    from flowrate.cli.run_text import _memory_line
+    from flowrate.results.sections import Memory
+
+    memory = Memory(3 * 2**30, 3.5 * 2**30, 270 * 2**20, "run")  # type: ignore[arg-type]
+    assert _memory_line(memory) == "device peak 3 GiB allocated, 3.5 GiB reserved; process peak RSS 270 MiB"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowrate.units import DASH, compact, count, duration, p_value, rate, short_duration, si
+from flowrate.units import DASH, compact, count, duration, gib, p_value, rate, short_duration, si
 
 
 def test_si_uses_engineering_prefixes_and_fixed_notation() -> None:
@@ -36,3 +36,13 @@ def test_durations() -> None:
 
 def test_p_values() -> None:
     assert [p_value(p) for p in (0.0, 0.41, 0.0123, 3.2e-7)] == ["0", "0.41", "0.012", "3.2e-07"]
+
+
+def test_memory_prints_in_binary_units() -> None:
+    assert gib(283_115_520) == "270 MiB"  # 270 x 2**20: what si() printed as "283 MB"
+    assert gib(1000 * 2**20) == "1000 MiB"  # fixed notation, not "1e+03 MiB"
+    assert gib(93.1 * 2**30) == "93.1 GiB"
+    assert gib(12 * 2**10) == "12 KiB"
+    assert gib(512) == "512 B"
+    assert gib(2 * 2**40) == "2 TiB"
+    assert gib(None) == DASH

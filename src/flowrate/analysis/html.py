@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from flowrate.analysis import canvas, plots
 from flowrate.errors import FlowrateError
 from flowrate.results.metrics import Metric
-from flowrate.units import rate, si
+from flowrate.units import gib, rate, si
 
 REPORT_DPI = 150  # 1200 x 750 px: sharp at the page's 960 px width, ~60 kB per plot
 MISSING = "—"
@@ -28,12 +28,12 @@ def e(value: object) -> str:
 
 
 def show_value(metric: Metric | str, value: float | None) -> str:
-    """A metric's figure as the CLI's tables print it: 1864, 312 MB, 41.2%, 0.0123."""
+    """A metric's figure as the CLI's tables print it: 1864, 298 MiB, 41.2%, 0.0123."""
     name = metric if isinstance(metric, str) else metric.name
     if value is None:
         return MISSING
     if name == "peak_memory_bytes":
-        return si(value, "B")
+        return gib(value)
     if name == "mfu":
         return f"{value:.1%}"
     if name == "average_watts":

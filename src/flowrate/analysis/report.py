@@ -63,7 +63,9 @@ def _precision_cell(run: StoredRun) -> str:
     cell = e(run.precision or MISSING)
     counted = run.result.operators.census if run.result.operators is not None else None
     if counted is not None:
-        cell += f'<span class="ci census" title="precision census">{e(census_line(counted))}</span>'
+        device_type = (run.result.environment.get("device") or {}).get("type")
+        line = census_line(counted, device_type)
+        cell += f'<span class="ci census" title="precision census">{e(line)}</span>'
     return cell
 
 

@@ -63,6 +63,14 @@ def _number(field: str) -> SettingType:
     show_default=True,
     help="The prompt positions the prefill computes logits for: the last, as servers do, or all.",
 )
+@click.option(
+    "--freed-memory",
+    type=click.Choice(["release", "keep"]),
+    default="release",
+    show_default=True,
+    help="Host memory a step frees: release, the C library's default (as a plain process), or keep "
+    "it for the next step (labelled in the record).",
+)
 @output_options
 def command(
     store: str | None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flowrate.errors import ConfigError
-from flowrate.units import rate, si
+from flowrate.measure import freed_memory
+from flowrate.units import gib, rate, si
 
 if TYPE_CHECKING:
     from flowrate.harness.generate import GenerateConfig
@@ -68,7 +69,7 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     g = result.generation or Generation()
     p, c, mem = result.problem, result.config, g.memory
     device = (result.environment.get("device") or {}).get("name") or c.get("device")
-    kv, measured = si(mem.kv_bytes_per_token, "B"), si(mem.kv_bytes_per_token_measured, "B")
+    kv, measured = gib(mem.kv_bytes_per_token), gib(mem.kv_bytes_per_token_measured)
     rows = [
         ("problem", f"{p.name}/{p.size}"),
         (
@@ -83,7 +84,7 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
         ("E2E", _ms(g.e2e_s)),
         ("prefill", f"{rate(g.prefill_tokens_per_sec)} tokens/s"),
         ("decode", f"{rate(g.decode_tokens_per_sec)} tokens/s"),
-        ("KV cache", f"{kv}/token (measured {measured}), {si(mem.kv_cache_bytes, 'B')} at this batch"),
+        ("KV cache", f"{kv}/token (measured {measured}), {gib(mem.kv_cache_bytes)} at this batch"),
     ]
     if mem.max_batch_size is not None:
         auto = " (auto)" if mem.batch_size_auto else ""
@@ -99,4 +100,9 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     rows.append(("decode bandwidth", bandwidth))
     if g.peak_reason:
         rows.append(("peaks", g.peak_reason))
+    said = result.environment.get("freed_memory")
+    if line := freed_memory.label(
+        c.get("freed_memory"), said, (result.environment.get("device") or {}).get("type")
+    ):
+        rows.append(("host memory", line))
     return rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flowrate.cli.runs_text import TAGS_SHOWN, shortened
-from flowrate.units import counted, rate, si
+from flowrate.units import counted, gib, rate
 
 if TYPE_CHECKING:
     from flowrate.analysis.oracle import AxisSlice, ConfigPoint, Estimate, OracleView
@@ -59,7 +59,7 @@ def _row(run: StoredRun, front: ParetoResult) -> list[str]:
 
 def _show(value: float, metric: str) -> str:
     if metric == "peak_memory_bytes":
-        return si(value, "B")
+        return gib(value)
     if metric == "mfu":
         return f"{value:.1%}"
     if metric.endswith("per_sec"):

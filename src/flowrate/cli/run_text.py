@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
-from flowrate.units import count, counted, rate, short_duration, si
+from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
@@ -187,8 +188,8 @@ def _streaming_rows(st: Streaming) -> list[tuple[str, str]]:
         ),
         (
             "held",
-            f"device weights at most {si(st.device_weight_bytes_peak, 'B')} (largest block "
-            f"{si(st.largest_block_bytes, 'B')}); host {si(st.host_bytes, 'B')}"
+            f"device weights at most {gib(st.device_weight_bytes_peak)} (largest block "
+            f"{gib(st.largest_block_bytes)}); host {gib(st.host_bytes)}"
             + (" pinned" if st.host_pinned else " pageable"),
         ),
     ]
@@ -231,6 +232,7 @@ def collective_line(operation: str, summed_bytes_per_sec: float, distributed: Di
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
     f, e, m = result.flops, result.energy, result.memory
+    device_type = (result.environment.get("device") or {}).get("type")
     rows: list[tuple[str, str]] = []
     if f.model_flops_per_sample:
         executed = f.executed_flops_per_sample
@@ -249,7 +251,7 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     if result.operators is not None:
         rows.append(("FLOP count", coverage_line(result.operators)))
         if result.operators.census is not None:
-            rows.append(("precision", census_line(result.operators.census)))
+            rows.append(("precision", census_line(result.operators.census, device_type)))
             calls = result.operators.census.op_calls
             ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
             rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
@@ -264,6 +266,9 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("energy", _energy_line(e)))
     if m.rss_scope is not None:
         rows.append(("memory", _memory_line(m)))
+    said = result.environment.get("freed_memory")
+    if line := freed_memory.label(result.config.get("freed_memory"), said, device_type):
+        rows.append(("host memory", line))
     if isinstance(load := result.environment.get("machine_load"), dict):
         rows.append(("machine", _load_line(load)))
     return rows
@@ -349,12 +354,12 @@ def _memory_line(m: Memory) -> str:
     parts = []
     if m.device_peak_allocated_bytes is not None:
         parts.append(
-            f"device peak {si(m.device_peak_allocated_bytes, 'B')} allocated, "
-            f"{si(m.device_peak_reserved_bytes, 'B')} reserved"
+            f"device peak {gib(m.device_peak_allocated_bytes)} allocated, "
+            f"{gib(m.device_peak_reserved_bytes)} reserved"
         )
     if m.process_peak_rss_bytes is not None:
         scope = "" if m.rss_scope == "run" else " (since the process started)"
-        parts.append(f"process peak RSS {si(m.process_peak_rss_bytes, 'B')}{scope}")
+        parts.append(f"process peak RSS {gib(m.process_peak_rss_bytes)}{scope}")
     return "; ".join(parts) or "—"
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.cli.check_text import fidelity_rows
 from flowrate.cli.run_text import summary_rows
-from flowrate.units import rate, si
+from flowrate.units import gib, rate
 
 if TYPE_CHECKING:
     from flowrate.results.schema import Result
@@ -50,7 +50,7 @@ def runs_rows(runs: Sequence[StoredRun]) -> list[list[str]]:
             rate(r.samples_per_sec),
             "" if r.mfu is None else f"{r.mfu:.1%}",
             "" if r.samples_per_joule is None else f"{r.samples_per_joule:.4g}",
-            "" if r.peak_memory_bytes is None else si(r.peak_memory_bytes, "B"),
+            "" if r.peak_memory_bytes is None else gib(r.peak_memory_bytes),
             "" if r.final_loss is None else f"{r.final_loss:.4f}",
         ]
         for r in runs

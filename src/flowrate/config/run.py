@@ -162,14 +162,15 @@ class RunConfig:
     )
     """torch.set_num_threads for the CPU; None leaves PyTorch's choice."""
     freed_memory: FreedMemory = setting(
-        FreedMemory.KEEP,
-        help="keep: host memory a step frees stays in the process for the next step; release: the "
-        "C library's default, which returns large freed blocks to the OS, so each step's large "
-        "tensors pay page faults again (glibc).",
+        FreedMemory.RELEASE,
+        help="release: the C library's default, what a plain PyTorch process gets (glibc returns "
+        "large freed blocks to the OS, so each step's large tensors pay page faults again); keep: "
+        "host memory a step frees stays in the process for the next step, labelled in the record.",
     )
-    """keep: host memory a step frees stays in the process for the next step (no page faults on
-    reuse); release: the C library's default, which hands large freed blocks back to the OS. Once
-    a process keeps, it keeps: a release run needs a fresh process."""
+    """release: the C library's default, which hands large freed blocks back to the OS, as in a
+    plain PyTorch process; keep: host memory a step frees stays in the process for the next step
+    (no page faults on reuse). Once a process keeps, it keeps: a release run after a keep run in
+    one process is measured kept, says so and warns (flowrate.measure.freed_memory)."""
 
     # --- the timed loop ---
     preheat_steps: int = setting(

@@ -7,8 +7,9 @@ Each op of the traced step (flowrate.estimate.trace) takes
 where the achieved rates are the device model's (flowrate.estimate.devices), views and metadata
 ops cost nothing, and ops run one after another (eager PyTorch on one stream). The step's time is
 the sum; samples/s = batch size / step time. On a CPU the step's tensors are priced on pages already
-mapped: flowrate keeps the host memory a step frees (flowrate.measure.freed_memory), so the
-first-touch page faults glibc's default would add to every large allocation are not a term.
+mapped, as under `--freed-memory keep` (flowrate.measure.freed_memory), the policy calibration
+runs under: the first-touch page faults glibc's default adds to every large allocation are not a
+term, and an estimate for a CPU run that released freed memory says so in its note.
 Which rate prices an op's work:
 
 - matmuls, convolutions (3x3 stride-1 apart: Winograd) and attention, forward and backward: the

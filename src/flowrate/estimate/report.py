@@ -266,8 +266,9 @@ def _estimate_section(config: RunConfig, problem: Problem, batch_size: int, devi
     if config.freed_memory is FreedMemory.RELEASE and device.device_type == "cpu":
         section = dataclasses.replace(
             section,
-            note="priced with freed host memory kept (flowrate's default): this run released it, and "
-            "the page faults of its fresh pages are not in the estimate",
+            note="priced with freed host memory kept (--freed-memory keep, as the calibration ran): "
+            "this run released it (the C library's default), and the page faults of its fresh pages "
+            "are not in the estimate",
         )
     if config.execution is Execution.STREAMING:
         streamed = estimate_streaming(trace, device, step, problem.tokens_per_sample)

@@ -19,6 +19,7 @@ import torch
 
 from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.errors import OutOfMemory
+from flowrate.units import gib
 
 ALIGN = 64  # bytes: every view starts on a cache line, so any dtype's view of the arena is aligned
 
@@ -46,9 +47,9 @@ def check_host_memory(parameters: int, per_parameter: int, available: int | None
     available = psutil.virtual_memory().available if available is None else available
     if needed > available:
         raise OutOfMemory(
-            f"streaming needs {needed / 1e9:.2f} GB of host memory for {parameters:,} parameters "
+            f"streaming needs {gib(needed)} of host memory for {parameters:,} parameters "
             f"({per_parameter} bytes each: fp32 master weights, optimizer state, gradients and the "
-            f"copy sent to the device) but {available / 1e9:.2f} GB is available: use a smaller model, "
+            f"copy sent to the device) but {gib(available)} is available: use a smaller model, "
             "--optimizer sgd, or a host with more memory"
         )
     return needed

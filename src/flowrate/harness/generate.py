@@ -72,8 +72,11 @@ class GenerateConfig:
     # which prompt positions the prefill computes logits for: "last" (the one the first token is
     # sampled from, as transformers' generate() and serving engines do) or "all" (the whole prompt's)
     prefill_logits: str = PREFILL_LAST
+    # release (the C library's policy, as a plain process) or keep (flowrate.measure.freed_memory)
+    freed_memory: FreedMemory = FreedMemory.RELEASE
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "freed_memory", FreedMemory.parse(self.freed_memory))
         if self.prefill_logits not in PREFILL_LOGITS:
             raise ConfigError("prefill_logits", f"is last or all, not {self.prefill_logits!r}")
         if self.batch_size != AUTO and (not isinstance(self.batch_size, int) or self.batch_size < 1):
@@ -94,7 +97,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     positions = _logits_positions(config, prompt)
     if config.batch_size != AUTO:
         gm.check_fits(shape, dtype, int(config.batch_size), prompt, new, gm.total_memory(device), positions)
-    freed_memory.apply(FreedMemory.KEEP)  # as a run's default: the step's memory reused, not refaulted
+    kept_earlier = freed_memory.apply(config.freed_memory)  # a warning, or None
     with torch_threads(config.threads), on_device(device), torch.inference_mode():
         torch.manual_seed(config.seed)
         model = problem.build_model().to(device=device, dtype=dtype).eval()
@@ -128,7 +131,8 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     )
     memory = dataclasses.replace(section.memory, batch_size_auto=config.batch_size == AUTO)
     section = dataclasses.replace(section, memory=memory)
-    return _result(config, problem, batch, timings, section, environment)
+    result = _result(config, problem, batch, timings, section, environment)
+    return dataclasses.replace(result, warnings=[*result.warnings, kept_earlier]) if kept_earlier else result
 
 
 def _rounds(

@@ -25,7 +25,7 @@ from torch import nn
 
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Problem
-from flowrate.units import si
+from flowrate.units import gib
 
 NOT_CAUSAL = "generate needs a causal LM (the zoo transformer or an hf: decoder)"
 
@@ -270,8 +270,8 @@ def check_fits(
         return
     raise ConfigError(
         "batch_size",
-        f"{batch} sequences of {prompt + new} tokens need {si(batch * per_sequence, 'B')} of KV cache "
-        f"and logits, more than the {si(total_bytes, 'B')} this device has in all: give at most "
+        f"{batch} sequences of {prompt + new} tokens need {gib(batch * per_sequence)} of KV cache "
+        f"and logits, more than the {gib(total_bytes)} this device has in all: give at most "
         f"{max(1, int(total_bytes // per_sequence))}, or auto",
     )
 

@@ -92,7 +92,7 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
     """One process's run: alone, or as one rank of a data-parallel run (``dp``)."""
     run = _settle(config, problem, dp, hooks)
     config, problem, device = run.config, run.problem, run.policy.device
-    freed_memory.apply(config.freed_memory)
+    kept_earlier = freed_memory.apply(config.freed_memory)  # a warning, or None
     with contextlib.ExitStack() as stack:
         stack.enter_context(on_device(device, run.memory_fraction))  # put back as it was after
         listeners = [hooks.on_interval] if hooks.on_interval is not None else []
@@ -111,7 +111,7 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
         result,
         estimate=estimate,
         compile=Compile(**compiled.to_dict()) if compiled else None,
-        warnings=[*result.warnings, peak_note] if peak_note else result.warnings,
+        warnings=[*result.warnings, *(note for note in (peak_note, kept_earlier) if note)],
     )
 
 

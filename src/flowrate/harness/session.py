@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from flowrate.config import Execution, Mode, Precision, RunConfig
+from flowrate.config import Execution, FreedMemory, Mode, Precision, RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.base import Executor
 from flowrate.execution.distributed import DataParallel, data_parallel
@@ -96,6 +96,7 @@ class Session:
         target_interval_s: float = RunConfig.target_interval_s,
         smoothing: float = RunConfig.smoothing,
         threads: int | None = None,
+        freed_memory: str = RunConfig.freed_memory,
         recompute: bool = RunConfig.recompute,
         clip_grad_norm: float | None = None,
         flops_per_sample: int | None = None,
@@ -111,7 +112,8 @@ class Session:
         defaults (a session trains unless ``mode`` says otherwise, and measures until its loop ends
         unless ``steps`` or ``duration_s`` is given). ``flops_per_sample``: the model's forward
         FLOPs per sample (2 per multiply-add), for FLOP/s and MFU; ``tokens_per_sample`` for
-        tokens/s; ``store``: False, True (the default store) or a store path."""
+        tokens/s; ``store``: False, True (the default store) or a store path; ``freed_memory``:
+        release (the C library's policy, as a plain process) or keep (flowrate.measure.freed_memory)."""
         self.config = RunConfig(
             problem=f"loop:{name}",
             mode=Mode.parse(mode),
@@ -119,6 +121,7 @@ class Session:
             execution=Execution.parse(execution),
             device=device,
             threads=threads,
+            freed_memory=FreedMemory.parse(freed_memory),
             preheat_steps=preheat_steps,
             steps=steps,
             duration_s=duration_s or RunConfig.duration_s,  # recorded; the loop ends by its own only if given
@@ -140,6 +143,7 @@ class Session:
         self._model: nn.Module | None = None
         self._executor: Executor | None = None
         self._batch_size: int | None = None
+        self._kept_earlier: str | None = None  # freed_memory.apply's warning
 
     # --- entering and leaving ---------------------------------------------------------------------
 
@@ -154,7 +158,7 @@ class Session:
     def _open(self) -> None:
         config = self.config
         stack = self._stack
-        freed_memory.apply(config.freed_memory)
+        self._kept_earlier = freed_memory.apply(config.freed_memory)  # a warning, or None
         stack.enter_context(torch_threads(config.threads))
         self._dp = dp = stack.enter_context(data_parallel(config))
         self.device = run_device(config, dp)
@@ -361,7 +365,7 @@ class Session:
             is_benchmark=True,
             streaming=executor.report(timed),
             inputs=input_section(recorder.records, self._sharding) if self._waits is not None else None,
-            executor_warnings=executor.warnings,
+            executor_warnings=[*executor.warnings, *filter(None, [self._kept_earlier])],
         )
         result = assemble(config, self.problem, built, record, measured, collect_environment(self.device))
         if not self.problem.forward_flops_per_sample():

@@ -223,8 +223,15 @@ class RecordedCensus(Protocol):
     def formats(self) -> Mapping[str, RecordedFormat]: ...
 
 
-def census_line(c: RecordedCensus) -> str:
-    """'bf16 requested — 97.8% of FLOPs in bf16, 2.2% in fp32; effective: bf16'."""
+# the format a quantized precision's matmuls would compute in, were they not dequantized
+_QUANTIZED = {"int8-weights": "int8", "int8-dynamic": "int8", "fp8": "fp8"}
+
+
+def census_line(c: RecordedCensus, device_type: str | None = None) -> str:
+    """'bf16 requested — 97.8% of FLOPs in bf16, 2.2% in fp32; effective: bf16'. A quantized
+    precision whose own format carried no FLOPs says why the effective one is wider: torchao's
+    int8 weight-only layers dequantize the weights (an int8 copy, a scale) and multiply in the
+    activations' dtype (aten.mm on a CPU)."""
     shares = sorted(
         ((fmt, f.flop_share) for fmt, f in c.formats.items() if f.flops),
         key=lambda kv: (-kv[1], kv[0]),
@@ -235,7 +242,22 @@ def census_line(c: RecordedCensus) -> str:
         f"{share:.1%} of FLOPs in {fmt}" if n == 0 else f"{share:.1%} in {fmt}"
         for n, (fmt, share) in enumerate(shares)
     ]
-    return f"{c.requested} requested — {', '.join(parts)}; effective: {c.effective or '—'}"
+    line = f"{c.requested} requested — {', '.join(parts)}; effective: {c.effective or '—'}"
+    return line + _dequantized(c, device_type)
+
+
+def _dequantized(c: RecordedCensus, device_type: str | None) -> str:
+    """Why a quantized run's effective precision is not its format, or nothing."""
+    low = _QUANTIZED.get(c.requested or "")
+    if low is None or c.effective is None or low in c.effective.split("+"):
+        return ""
+    where = f" on the {device_type.upper()}" if device_type else ""
+    if c.requested == "int8-weights":
+        return (
+            f" (weight-only int8: torchao dequantizes the weights to {c.effective} and multiplies "
+            f"in {c.effective}{where}; the int8 saves memory, not arithmetic)"
+        )
+    return f" (no FLOPs in {low}: torchao's matmuls ran in {c.effective}{where})"
 
 
 def launch_ceiling(op_calls: int, seconds_per_call: float) -> float | None:

@@ -37,7 +37,7 @@ from flowrate.config import Mode
 from flowrate.errors import ConfigError
 from flowrate.problems.base import Batch, Family
 from flowrate.problems.kernels.base import KernelProblem, call_count, repeat_calls, require_positive
-from flowrate.units import si
+from flowrate.units import gib
 
 OPERATIONS = ("allreduce", "allgather", "reducescatter", "broadcast")
 
@@ -156,7 +156,7 @@ def _check_fits(need: int, device: torch.device) -> None:
     if need > free:
         raise ConfigError(
             "bytes",
-            f"the buffers need {si(need, 'B')} per rank and {where} is {si(free, 'B')}: lower -O bytes",
+            f"the buffers need {gib(need)} per rank and {where} is {gib(free)}: lower -O bytes",
         )
 
 
