@@ -65,11 +65,13 @@ async def _ttft_pairs(port: int, pairs: int) -> tuple[list[float], list[float]]:
     url = f"http://127.0.0.1:{port}/v1/completions"
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         for _ in range(10):  # warm both paths
-            await client.stream_request(session, url, payload, RequestTrace(0, 0.0), time.perf_counter())
+            await client.stream_request(
+                session, url, payload, RequestTrace(0, 0.0), time.perf_counter(), 10.0
+            )
             await _bare_ttft(port, raw)
         for _ in range(pairs):
             trace = RequestTrace(0, 0.0)
-            await client.stream_request(session, url, payload, trace, time.perf_counter())
+            await client.stream_request(session, url, payload, trace, time.perf_counter(), 10.0)
             ours.append(trace.chunks[0].t_s - trace.sent_s)
             bare.append(await _bare_ttft(port, raw))
     return ours, bare

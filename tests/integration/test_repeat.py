@@ -28,16 +28,16 @@ def test_combine_gives_across_run_statistics_of_the_per_run_medians(base: Result
     combined = combine(runs)
     r = combined.repeat
     assert r is not None
-    assert [run["median_samples_per_sec"] for run in r["runs"]] == [100.0, 102.0, 98.0]
-    assert r["n"] == 3 and r["median_samples_per_sec"] == 100.0 and r["mean_samples_per_sec"] == 100.0
-    assert r["stdev_samples_per_sec"] == pytest.approx(2.0)
-    assert r["cv"] == pytest.approx(0.02)
+    assert [run.median_samples_per_sec for run in r.runs] == [100.0, 102.0, 98.0]
+    assert r.n == 3 and r.median_samples_per_sec == 100.0 and r.mean_samples_per_sec == 100.0
+    assert r.stdev_samples_per_sec == pytest.approx(2.0)
+    assert r.cv == pytest.approx(0.02)
     half = scipy.stats.t.ppf(0.975, 2) * 2.0 / 3**0.5
-    assert r["ci95_low_samples_per_sec"] == pytest.approx(100.0 - half)
-    assert r["ci95_high_samples_per_sec"] == pytest.approx(100.0 + half)
-    assert r["disagree"] is False
+    assert r.ci95_low_samples_per_sec == pytest.approx(100.0 - half)
+    assert r.ci95_high_samples_per_sec == pytest.approx(100.0 + half)
+    assert r.disagree is False
     # the record's own figures are those of the median run
-    assert combined.run_id == r["representative_run_id"] == "r100.0"
+    assert combined.run_id == r.representative_run_id == "r100.0"
     assert not any("disagree" in w for w in combined.warnings)
 
 
@@ -55,11 +55,11 @@ def test_cli_repeat_runs_each_benchmark_in_its_own_process(run_cli) -> None:  # 
     assert outcome.code == 0, outcome.stderr
     result = Result.from_json(outcome.stdout)
     assert result.repeat is not None and result.repeat.n == 2
-    ids = [run["run_id"] for run in result.repeat.runs]
+    ids = [run.run_id for run in result.repeat.runs]
     assert len(set(ids)) == 2 and result.run_id in ids
     assert "run 1/2" in outcome.stderr and "run 2/2" in outcome.stderr
     # each run recorded the process that ran it: two distinct ones, neither of them this one
-    pids = {run["process_id"] for run in result.repeat.runs}
+    pids = {run.process_id for run in result.repeat.runs}
     assert len(pids) == 2 and os.getpid() not in pids
 
 

@@ -21,7 +21,7 @@ def _train_both(precision: Precision, **options: int | str) -> tuple[list[float]
         streamed_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     report = streamed.report()
     streamed.finish()
-    assert report["blocks"] == 5  # embeddings, 2 decoder layers, final norm, LM head
+    assert report is not None and report.blocks == 5  # embeddings, 2 decoder layers, final norm, LM head
     return theirs, ours, dict(resident.model.state_dict()), streamed_weights
 
 

@@ -166,7 +166,8 @@ def test_resident_blocks_are_never_released_and_use_the_device_optimizer() -> No
     assert {id(p) for g in first.optimizer.param_groups for p in g["params"]} == {
         id(p) for p in first.module.parameters()
     }  # the device optimizer steps the model's own parameters
-    assert streamed.report()["resident_blocks"] == [0, LAYERS + 1]
+    report = streamed.report()
+    assert report is not None and report.resident_blocks == [0, LAYERS + 1]
     streamed.finish()
 
 
