@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import fault_server
 from flowrate.results.schema import Result
 
@@ -24,6 +26,7 @@ def _search(out: Path, rate: str, budget: str) -> list[str]:
             "--budget", budget, "--out", str(out)]  # fmt: skip
 
 
+@pytest.mark.slow  # a 20 s budget spent in full (test_serving_search.py checks the rule on a fake clock)
 def test_a_search_ends_within_its_budget_names_a_rate_and_stores_every_point(tmp_path: Path) -> None:
     fault_server.start()
     out, plot = tmp_path / "search.json", tmp_path / "search.png"
@@ -56,6 +59,7 @@ def test_a_search_ends_within_its_budget_names_a_rate_and_stores_every_point(tmp
     assert plot.stat().st_size > 0
 
 
+@pytest.mark.slow  # a search measured until its first point ends (~17 s)
 def test_one_ctrl_c_stops_the_whole_search_and_keeps_the_points_measured(tmp_path: Path) -> None:
     fault_server.start()
     out = tmp_path / "cut.json"
