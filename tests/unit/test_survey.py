@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.factories import make_result
 
+from factories import make_result
 from flowrate.cli.measured_max import against_survey
 from flowrate.cli.run_text import summary_rows
 from flowrate.cli.runs_text import show_rows
