@@ -28,8 +28,8 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
+from flowrate.results.serving import RequestTrace
 from flowrate.serving import bench, client, load, prompts
-from flowrate.serving.trace import RequestTrace
 
 HERE = Path(__file__).resolve().parent
 

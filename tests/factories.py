@@ -23,6 +23,7 @@ from flowrate.measure.memory import MemoryReport
 from flowrate.measure.peaks import PeakLookup
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.assemble import Built, Measurements, assemble
+from flowrate.results.environment import environment_from
 from flowrate.results.schema import IntervalRecord, Result
 from flowrate.results.sections import Energy, Fidelity, Flops, Kind, Memory, ProblemInfo
 
@@ -131,7 +132,9 @@ def make_result(
         made,
         config={**what, "optimizer": "adamw", "execution": execution, "device": device_type},
         problem=ProblemInfo(name=problem, size=size, parameters=PARAMETERS, blocks=3),
-        environment={**_environment(problem, batch_size, device_type, device_name), **(environment or {})},
+        environment=environment_from(
+            {**_environment(problem, batch_size, device_type, device_name), **(environment or {})}
+        ),
         summary=summary,
         warnings=list(warnings),
         flops=Flops(mfu=mfu, model_flops_per_sec=summary.samples_per_sec * FLOPS_PER_SAMPLE),

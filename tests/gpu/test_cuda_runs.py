@@ -21,8 +21,8 @@ def test_debug_transformer_on_cuda(mode: str, precision: str) -> None:
     result = flowrate.benchmark(
         "transformer", size="debug", mode=mode, precision=precision, device="cuda", steps=6, preheat_steps=2
     )
-    assert result.environment["device"]["type"] == "cuda"
-    assert result.environment["device"]["name"]
+    assert result.environment.device_type == "cuda"
+    assert result.environment.device_name
     assert all(math.isfinite(v) for v in result.losses)
 
 
@@ -58,7 +58,7 @@ def test_gpt2_bf16_training_throughput_is_recorded() -> None:
     assert s.tokens_per_sec == pytest.approx(s.samples_per_sec * 1024)
     flops_per_sample = result.problem.model_flops_per_sample
     assert s.model_flops_per_sec == pytest.approx(s.samples_per_sec * flops_per_sample)
-    name = result.environment["device"]["name"]
+    name = result.environment.device_name
     if peak_for(name, "bf16").entry is None:
         pytest.skip(f"no datasheet peak for {name!r}: MFU is empty there, by design")
     # MFU against the datasheet peak: a loose floor (eager bf16 training of gpt2 runs far above it)
@@ -78,7 +78,7 @@ def test_cuda_runs_in_a_fresh_process_forked_from_the_server_or_spawned(method: 
     for _ in range(2):
         outcome = run_in_fresh_process(config, start_method=method)
         assert outcome.failure is None, outcome.message
-        assert outcome.result is not None and outcome.result.environment["device"]["type"] == "cuda"
+        assert outcome.result is not None and outcome.result.environment.device_type == "cuda"
 
 
 TINY_CUDA = dict(size="debug", steps=4, preheat_steps=1, sample_every=2)
@@ -112,5 +112,5 @@ def test_a_run_on_cuda_1_makes_it_current_while_it_runs() -> None:
     )
     # argument-less events and synchronize() act on the run's GPU, not on cuda:0 (issue 40.8)
     assert during and set(during) == {1}
-    assert result.environment["device"]["index"] == 1
+    assert result.environment.device is not None and result.environment.device.index == 1
     assert torch.cuda.current_device() == 0  # put back after

@@ -25,7 +25,7 @@ FLOOR = 0.5
 
 def datasheet(result: flowrate.Result, precision: str) -> PeakLookup:
     """The peak table's entry for the device the run used; a device without one cannot be judged."""
-    name = result.environment["device"]["name"]
+    name = result.environment.device_name
     peak = peak_for(name, precision)
     if peak.entry is None:
         pytest.skip(f"no datasheet peak for {name!r} to compare with: {peak.reason}")
@@ -36,7 +36,7 @@ def datasheet(result: flowrate.Result, precision: str) -> PeakLookup:
 @pytest.mark.parametrize("name", ON_DEVICE)
 def test_kernel_runs_on_cuda(name: str, precision: str) -> None:
     result = flowrate.benchmark(name, size="debug", precision=precision, batch_size=3, **FAST)
-    assert result.environment["device"]["type"] == "cuda"
+    assert result.environment.device_type == "cuda"
     assert all(math.isfinite(v) for v in result.losses)
     s = result.summary
     assert (s.timed_steps, s.timed_samples) == (4, 4 * 3)  # 3 calls a step

@@ -239,7 +239,7 @@ _THREE_RUNS = """
 import json, flowrate
 runs = [flowrate.benchmark("fc_mnist", size="debug", steps=2, preheat_steps=1, freed_memory=setting)
         for setting in ("release", "keep", "release")]
-print(json.dumps([[r.config["freed_memory"], r.environment["freed_memory"], r.warnings] for r in runs]))
+print(json.dumps([[r.config["freed_memory"], r.environment.freed_memory, r.warnings] for r in runs]))
 """
 
 

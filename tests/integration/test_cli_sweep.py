@@ -31,7 +31,7 @@ def test_a_small_sweep_records_each_point_as_a_tagged_run(run_cli, results_store
     assert all(set(r.tags) == {"ci", f"sweep:{sweep['name']}"} for r in runs)
     assert {p.run_id for p in points.values()} == {r.run_id for r in runs}
     # each in a process of its own, neither of them this one
-    pids = {r.result.environment.get("process_id") for r in runs}
+    pids = {r.result.environment.process_id for r in runs}
     assert len(pids) == 2 and os.getpid() not in pids
     for run in runs:
         assert run.run_id in outcome.stdout

@@ -39,7 +39,7 @@ def test_a_generate_sweep_records_generations_and_resumes(run_cli, results_store
         assert (g.prompt_len, g.new_tokens, len(g.requests)) == (6, 3, 2)
         assert g.decode_tokens_per_sec > 0
         assert rate(g.decode_tokens_per_sec) in outcome.stdout  # the table shows it, as it formats it
-    pids = {r.environment.get("process_id") for r in by_batch.values()}
+    pids = {r.environment.process_id for r in by_batch.values()}
     assert len(pids) == 2 and os.getpid() not in pids
     assert all(set(r.tags) == {"ci", "sweep:decode"} for r in runs)
 

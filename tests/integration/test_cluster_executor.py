@@ -106,7 +106,7 @@ def test_a_sweep_through_submitit_local_jobs_records_skips_and_resumes(tmp_path:
     assert [r.status for r in outcome.reports] == ["done", "failed", "skipped"]
     assert outcome.reports[1].out_of_memory  # an OOM in a job is an OOM for the sweep
     assert outcome.reports[2].reason == "batch 8 skipped: batch 4 ran out of memory on this branch"
-    assert run.batch_size == 2 and run.result.environment.get("process_id") != os.getpid()
+    assert run.batch_size == 2 and run.result.environment.process_id != os.getpid()
     assert len(list(submitted.glob("*_submitted.pkl"))) == 2  # batch 8 was never submitted
 
     # a parent that lost its store: the finished point's file is imported; the failed one runs again

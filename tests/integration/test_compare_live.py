@@ -159,6 +159,6 @@ def test_each_side_runs_at_its_revision_recorded_with_its_commit(
     with Store(results_store) as store:
         runs = store.resolve(tag_a) + store.resolve(tag_b)
     assert len(runs) == 2
-    assert {run.result.environment["flowrate"]["commit"] for run in runs} == {head}
+    assert {run.result.environment.commit for run in runs} == {head}
     # the revision's own code ran: its process imported flowrate from the cached tree
-    assert all("/revs/" + head in run.result.environment["command_line"][0] for run in runs)
+    assert all("/revs/" + head in (run.result.environment.command_line or [""])[0] for run in runs)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from flowrate.results.schema import SCHEMA_VERSION
-from flowrate.serving.metrics import per_request
-from flowrate.serving.trace import RequestTrace
+from flowrate.results.serving import RequestTrace
+from flowrate.results.serving_metrics import per_request
 
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
@@ -125,7 +125,18 @@ def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(
 ) -> None:
     url, folder = served
     out = tmp_path / "serve.json"
-    args = ("-n", "6", "--rate", "20", "--input-len", "4:8", "--output-len", "5", "--slo", "ttft_ms=60000")
+    args = (
+        "-n",
+        "6",
+        "--rate",
+        "20",
+        "--input-len",
+        "uniform:4,8",
+        "--output-len",
+        "5",
+        "--slo",
+        "ttft_ms=60000",
+    )
     outcome = run_cli(*_bench(url, folder, *args, "--out", str(out), "--quiet"))
     assert outcome.code == 0, outcome.stderr
     record = json.loads(out.read_text())
@@ -139,6 +150,7 @@ def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(
         for t in traces
     )
     assert serving["prompts_off_length"] == 0 and "prompt_calibration" not in serving
+    assert serving["input_len"] == "4:8" and serving["output_len"] == "5"  # one spelling a distribution
     assert serving["token_count_sources"] == {"usage": 6}
     for trace, row in zip(
         traces, per_request([RequestTrace.from_dict(t) for t in traces], "flowrate"), strict=True

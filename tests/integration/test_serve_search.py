@@ -44,8 +44,9 @@ def test_a_search_ends_within_its_budget_names_a_rate_and_stores_every_point(tmp
     assert "22 requests a point" in done.stderr and "n = ceil(ln(1 - 0.9) / ln(0.9))" in done.stderr
     assert "max rate meeting the SLO" in done.stderr
     serving = Result.load(out).serving
-    assert serving is not None and not serving["partial"]
-    search = serving["search"]
+    assert serving is not None and not serving.partial
+    search = serving.search
+    assert search is not None
     assert search["requests_per_point"] == 22 and search["percentile"] == 90.0
     assert search["stopped"] in ("resolution", "budget") and search["spent_s"] <= 20.0
     assert len(search["points"]) >= 2 and search["points"][0]["rate"] == 5.0
@@ -55,7 +56,7 @@ def test_a_search_ends_within_its_budget_names_a_rate_and_stores_every_point(tmp
     found = search["max_rate"]
     assert found is not None and f"{found:.4g} req/s" in done.stderr
     headline = search["points"][search["headline_point"]]
-    assert headline["rate"] == found == serving["rate"] and serving["requests"] == 22
+    assert headline["rate"] == found == serving.rate and serving.requests == 22
     assert plot.stat().st_size > 0
 
 
@@ -78,8 +79,9 @@ def test_one_ctrl_c_stops_the_whole_search_and_keeps_the_points_measured(tmp_pat
     assert cli.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr
     serving = Result.load(out).serving
-    assert serving is not None and serving["partial"]
-    search = serving["search"]
+    assert serving is not None and serving.partial
+    search = serving.search
+    assert search is not None
     assert search["stopped"] == "interrupted"
     first, cut = search["points"]
     assert not first["partial"] and first["verdict"] == "pass" and first["requests"] == 22
@@ -88,4 +90,4 @@ def test_one_ctrl_c_stops_the_whole_search_and_keeps_the_points_measured(tmp_pat
     )
     assert cut["rate"] == 4.0 and cut["requests"] < 22 + 1
     assert search["max_rate"] == 2.0 and search["headline_point"] == 0
-    assert serving["requests"] == 22  # the headline is the measured point, not the cut one
+    assert serving.requests == 22  # the headline is the measured point, not the cut one

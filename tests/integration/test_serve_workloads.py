@@ -39,7 +39,7 @@ def test_lengths_drawn_from_distributions_are_the_seeds_and_each_trace_holds_its
     assert [t["max_tokens"] for t in serving["traces"]] == outputs
     # the mode counts a BOS and a word a token: calibrated, each prompt is its drawn length
     assert [t["usage_prompt_tokens"] for t in serving["traces"]] == inputs
-    assert (serving["input_len"], serving["output_len"]) == ("normal:20,4", "uniform:2,9")
+    assert (serving["input_len"], serving["output_len"]) == ("normal:20,4", "2:9")
     _, again = _bench(run_cli, tmp_path / "b.json", "--rate", "inf", *spec)
     assert [t["input_len"] for t in again["traces"]] == inputs
 

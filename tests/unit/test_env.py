@@ -16,7 +16,7 @@ import torch
 
 from flowrate.measure import env
 from flowrate.measure.env import collect_environment, read_nvml
-from flowrate.results.schema import environment_fingerprint
+from flowrate.results.environment import environment_fingerprint, environment_from
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 
@@ -230,8 +230,8 @@ def test_git_revision_of_flowrate_itself() -> None:
 def test_fingerprint_matches_same_setup_and_flags_a_change() -> None:
     a = collect_environment(torch.device("cpu"))
     b = collect_environment(torch.device("cpu"))
-    assert environment_fingerprint(a) == environment_fingerprint(b)
-    assert set(environment_fingerprint(a)) == {
+    assert environment_fingerprint(environment_from(a)) == environment_fingerprint(environment_from(b))
+    assert set(environment_fingerprint(environment_from(a))) == {
         "device_name",
         "cpu_model",
         "torch_version",
@@ -240,10 +240,10 @@ def test_fingerprint_matches_same_setup_and_flags_a_change() -> None:
         "num_threads",
     }
     b["torch"]["num_threads"] += 1
-    assert environment_fingerprint(a) != environment_fingerprint(b)
+    assert environment_fingerprint(environment_from(a)) != environment_fingerprint(environment_from(b))
 
 
 def test_fingerprint_tolerates_missing_sections() -> None:
-    fingerprint = environment_fingerprint({"torch": None})
+    fingerprint = environment_fingerprint(environment_from({"torch": None, "cpu": "not an object"}))
     assert len(fingerprint) == 6
     assert all(value is None for value in fingerprint.values())

@@ -17,6 +17,7 @@ from flowrate.results.metrics import METRICS
 from flowrate.results.noise import configuration_key, noise_table
 from flowrate.results.schema import Result
 from flowrate.results.sections import Fidelity, Generation, Kind, ProblemInfo
+from flowrate.results.serving import serving_from
 from flowrate.results.store import StoredRun
 
 URL = "http://127.0.0.1:8000"
@@ -39,7 +40,9 @@ def _serving(rate: Any = 1.0, **load: Any) -> Result:
         **load,
     }
     base = make_result(2.0, batch_size=1, problem="serve:m", mode="serve")
-    return with_figures(base, problem=ProblemInfo(name="serve:m"), serving=section, kind=Kind.SERVE)
+    return with_figures(
+        base, problem=ProblemInfo(name="serve:m"), serving=serving_from(section), kind=Kind.SERVE
+    )
 
 
 def _check(result: Result) -> Result:
@@ -101,6 +104,16 @@ def test_compare_names_a_load_difference_as_a_mismatch() -> None:
     assert is_workload_field("rate") and is_workload_field("rate (within A)")
     assert is_workload_field("kind") and not is_workload_field("size")
     assert compare([_serving(1.0)], [_serving(1.0)]).problem_mismatch == []
+
+
+def test_one_length_distribution_spelled_two_ways_is_one_load() -> None:
+    """A record made before the spelling was settled (uniform:LOW,HIGH) is the same load as one
+    that records LOW:HIGH: compare finds no mismatch and the labels agree."""
+    short, long = _serving(1.0, input_len="64:256"), _serving(1.0, input_len="uniform:64,256")
+    assert workload(short) == workload(long) and workload(long)["input_len"] == "64:256"
+    assert compare([short], [long]).problem_mismatch == []
+    assert load_label(long) == load_label(short) == "1 req/s, in 64:256 / out 8 tokens"
+    assert workload(_serving(1.0, input_len="64:128")) != workload(short)
 
 
 def test_load_labels_say_what_the_figures_were_measured_under() -> None:

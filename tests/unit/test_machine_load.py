@@ -62,6 +62,8 @@ def test_a_run_records_the_machines_load_over_its_timed_window() -> None:
     import flowrate
 
     result = flowrate.benchmark("fc_mnist", size="debug", steps=3, preheat_steps=1, device="cpu")
-    load = result.environment["machine_load"]
-    assert load["cpus"] == os.cpu_count() and load["others_cpus"] >= 0 and 0 <= load["steal_share"] <= 1
-    assert 0 < load["seconds"] <= result.summary.timed_duration_s + 1
+    load = result.environment.machine_load
+    assert load is not None and load.cpus == os.cpu_count()
+    assert load.others_cpus is not None and load.others_cpus >= 0
+    assert load.steal_share is not None and 0 <= load.steal_share <= 1
+    assert load.seconds is not None and 0 < load.seconds <= result.summary.timed_duration_s + 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Iterator
 
@@ -10,6 +11,7 @@ import pytest
 
 import fault_server
 from flowrate.errors import ConfigError
+from flowrate.results.environment import Environment
 from flowrate.results.schema import Result
 from flowrate.serving import bench, metrics, prompts
 from flowrate.serving.result import build_result, serving_section
@@ -37,11 +39,12 @@ def test_a_run_keeps_every_chunk_and_counts_failures_per_request(server: str) ->
     assert garbled.error is not None and garbled.error.startswith("malformed SSE data")
     assert last.ok and not outcome.partial
     section = serving_section(outcome.traces, metrics.Slo(ttft_ms=10_000), {"model": "tiny"}, False)
-    assert section["errors"] == {"HTTP 500": 1, "malformed SSE data": 1}
-    assert section["metrics"]["vllm"]["error_rate"] == 0.5
-    result = build_result(outcome.traces, section, {}, {})
+    assert section.errors == {"HTTP 500": 1, "malformed SSE data": 1}
+    assert section.figures("vllm").error_rate == 0.5
+    result = build_result(outcome.traces, section, {}, Environment())
     again = Result.from_json(result.to_json())  # validates, and the raw traces round-trip
-    assert again.serving is not None and again.serving["traces"][0]["chunks"][1]["text"] == " two"
+    assert again.serving is not None and again.serving.traces[0].chunks[1].text == " two"
+    assert again == result and again.to_json() == result.to_json()
     assert again.summary.timed_samples == 2
 
 
@@ -101,9 +104,9 @@ def test_an_offline_scenario_sends_everything_at_once_and_records_it(server, run
     assert outcome.code == 0, outcome.stderr
     assert (tmp_path / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     serving = Result.load(out).serving
-    assert serving is not None and serving["scenario"] == "offline" and serving["rate"] == "inf"
-    assert [t["scheduled_s"] for t in serving["traces"]] == [0.0] * 5
-    assert serving["metrics"]["flowrate"]["output_tokens"] == 15  # the server's usage, no tokenizer
+    assert serving is not None and serving.scenario == "offline" and serving.rate == "inf"
+    assert [t.scheduled_s for t in serving.traces] == [0.0] * 5
+    assert serving.figures().output_tokens == 15  # the server's usage, no tokenizer
 
 
 def test_the_run_fails_only_above_the_error_rate_it_is_allowed(server, run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -124,8 +127,6 @@ def test_the_figure_adds_the_rate_search_panel_when_there_was_a_search(server: s
     outcome = bench.run(bench.Target(server, "tiny"), _prompts("hi", "hello"), times=[0.0, 0.0])
     section = serving_section(outcome.traces, None, {"slo": {"ttft_ms": 50.0}}, False)
     assert len(serving_figure(section, "t").axes) == 2
-    section["search"] = {
-        "max_rate": 2.0,
-        "points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 9.0}}],
-    }
+    search = {"max_rate": 2.0, "points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 9.0}}]}
+    section = dataclasses.replace(section, search=search)
     assert len(serving_figure(section, "t").axes) == 3

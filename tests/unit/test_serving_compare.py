@@ -12,10 +12,10 @@ from factories import make_result
 from flowrate.analysis.report import render_report
 from flowrate.results.compare import compare
 from flowrate.results.schema import Result
+from flowrate.results.serving import Chunk, RequestTrace, serving_from
 from flowrate.results.store import Store
 from flowrate.serving.metrics import Slo
 from flowrate.serving.result import build_result, serving_section
-from flowrate.serving.trace import Chunk, RequestTrace
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -35,7 +35,7 @@ def serve_result(ttft_s: float, run_id: str, search: bool = False) -> Result:
             {"rate": r, "verdict": v, "p99": {"ttft_ms": p}}
             for r, v, p in ((1, "pass", 90), (2, "fail", 200))
         ]
-        section.update(slo={"ttft_ms": 150.0}, search={"points": points, "max_rate": 1.0})
+        section = replace(section, slo={"ttft_ms": 150.0}, search={"points": points, "max_rate": 1.0})
     environment = make_result().environment
     result = build_result(traces, section, {"device": "remote", "precision": None, "size": None}, environment)
     return replace(result, run_id=run_id)
@@ -102,7 +102,7 @@ def test_the_report_has_a_serving_section_with_a_figure_per_serving_run() -> Non
 
 
 def test_a_malformed_serving_section_is_a_note_not_a_crash() -> None:
-    broken = replace(serve_result(0.1, "aaaa0000"), serving={"metrics": "x", "traces": [{"bad": 1}]})
+    broken = replace(serve_result(0.1, "aaaa0000"), serving=serving_from({"metrics": "x", "traces": "y"}))
     assert compare([broken], [broken]).metric("ttft_p99_ms") is None
     body = render_report([broken]).split('<section id="serving">')[1].split("</section>")[0]
     assert "serving section is malformed" in body and '<img class="plot"' not in body

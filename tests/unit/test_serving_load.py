@@ -127,11 +127,12 @@ def test_options_parse_or_say_what_is_wrong() -> None:
 
 
 def test_a_serving_runs_device_is_the_server_and_the_client_is_kept_apart() -> None:
+    from flowrate.results.serving import Serving
     from flowrate.serving.plan import server_environment
 
     client = {"device": {"type": "cpu", "name": "AMD EPYC"}, "hostname": "h"}
-    named = server_environment(client, {"url": "http://s:8000", "server_device": "1x H100"})
+    named = server_environment(client, Serving(url="http://s:8000", server_device="1x H100"))
     assert named["device"] == {"type": "remote", "name": "1x H100"}
     assert named["client_device"] == {"type": "cpu", "name": "AMD EPYC"} and named["hostname"] == "h"
-    unnamed = server_environment(client, {"url": "http://s:8000", "server_device": None})
+    unnamed = server_environment(client, Serving(url="http://s:8000"))
     assert unnamed["device"]["name"] == "server at http://s:8000"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowrate.serving.metrics import DEFINITIONS, Slo, all_definitions, per_request, placed, summarize
+from flowrate.results.serving import Chunk, RequestTrace
+from flowrate.results.serving_metrics import DEFINITIONS, per_request, placed
+from flowrate.serving.metrics import Slo, all_definitions, summarize
 from flowrate.serving.stats import describe, quantile_ci
-from flowrate.serving.trace import Chunk, RequestTrace
 from flowrate.serving.usage import settle
 
 

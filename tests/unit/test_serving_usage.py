@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from flowrate.results.serving import Chunk, RequestTrace
+from flowrate.results.serving_metrics import apportion, place
 from flowrate.serving.prompts import LocalTokenizer
-from flowrate.serving.tokens import apportion, place
-from flowrate.serving.trace import Chunk, RequestTrace
 from flowrate.serving.usage import finish, settle
 from serving_factories import word_tokenizer
 

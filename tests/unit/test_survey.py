@@ -26,6 +26,7 @@ from flowrate.harness.survey_bands import (
     make_figure,
     outside,
 )
+from flowrate.results.environment import CpuInfo, Environment
 from flowrate.results.schema import Result
 from flowrate.results.sections import Flops, Kind, Survey
 from flowrate.results.store import Store
@@ -170,8 +171,8 @@ def test_survey_text() -> None:
     )
 
 
-def _survey_record(environment: dict[str, object]) -> Result:
-    base = make_result(1.0, environment=dict(environment))
+def _survey_record(environment: Environment) -> Result:
+    base = dataclasses.replace(make_result(1.0), environment=environment)
     return dataclasses.replace(
         base, kind=Kind.SURVEY, survey=SURVEY, run_id="5urvey000001", config={"problem": "survey"}
     )
@@ -196,7 +197,9 @@ def test_mfu_against_a_survey_of_the_same_machine() -> None:
     run = dataclasses.replace(run, flops=flops)
     survey = _survey_record(run.environment)
     other = dataclasses.replace(
-        survey, run_id="0ther0000001", environment={**run.environment, "cpu": {"model": "X"}}
+        survey,
+        run_id="0ther0000001",
+        environment=dataclasses.replace(run.environment, cpu=CpuInfo(model="X")),
     )
     mine = against_survey(run, [other, survey])
     assert mine.flops.measured_peak_flops == 791e12

@@ -84,12 +84,11 @@ class _Series:
 
 
 def _series_key(result: Result) -> tuple[str, ...]:
-    device = result.environment.get("device") or {}
     return (
         problem_of(result),
         str(result.config.get("mode") or "?"),
         str(result.config.get("precision") or "?"),
-        str(device.get("name") or device.get("type") or "?"),
+        str(result.environment.device_name or result.environment.device_type or "?"),
     )
 
 

@@ -17,8 +17,8 @@ from flowrate.analysis.html import e, note, plot
 from flowrate.errors import FlowrateError
 from flowrate.results.identity import load_label
 from flowrate.results.schema import Result
-from flowrate.serving.metrics import DEFINITIONS, per_request
-from flowrate.serving.trace import RequestTrace, measured
+from flowrate.results.serving import Serving
+from flowrate.results.serving_metrics import DEFINITIONS, per_request
 
 TITLES = {
     "flowrate": "flowrate (per token)",
@@ -33,9 +33,9 @@ def _cdf(ax: Axes, values: list[float], label: str) -> None:
         ax.step(data, np.arange(1, len(data) + 1) / len(data), where="post", label=label)
 
 
-def serving_figure(section: dict[str, Any], title: str) -> Figure:
-    traces = measured([RequestTrace.from_dict(t) for t in section["traces"]])
-    search = section.get("search")
+def serving_figure(section: Serving, title: str) -> Figure:
+    traces = section.measured_traces
+    search = section.search
     fig = canvas.new_figure()
     axes = fig.subplots(1, 3 if search else 2)
     ours = per_request(traces, "flowrate")
@@ -51,7 +51,7 @@ def serving_figure(section: dict[str, Any], title: str) -> Figure:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", loc="lower right")
     if search:
-        _search_panel(axes[2], search, section.get("slo") or {})
+        _search_panel(axes[2], search, section.slo or {})
     fig.suptitle(canvas.plain(title), fontsize="medium")
     canvas.footnote(fig, f"{len(traces)} requests; failed ones are left out of the curves")
     return fig
@@ -64,8 +64,11 @@ def _title(result: Result) -> str:
 
 def run_figure(result: Result) -> Figure:
     """The serving figure of a stored serve-bench run."""
-    if not result.serving:
+    if result.serving is None:
         raise FlowrateError(f"run {result.run_id} is not a serve-bench run: it has no serving figures")
+    if result.serving.mistyped:
+        why = ", ".join(result.serving.mistyped)
+        raise FlowrateError(f"run {result.run_id}'s serving section is malformed ({why})")
     try:
         return serving_figure(result.serving, _title(result))
     except (KeyError, TypeError, ValueError, AttributeError) as why:  # a hand-edited record
@@ -74,7 +77,7 @@ def run_figure(result: Result) -> Figure:
 
 def section(results: Sequence[Result]) -> str:
     """The report's Serving section: one figure per serve-bench run."""
-    serving = [r for r in results if r.serving]
+    serving = [r for r in results if r.serving is not None]
     if not serving:
         return note("No serve-bench runs: no latency distributions to plot.")
     return "".join(

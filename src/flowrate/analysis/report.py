@@ -23,6 +23,7 @@ from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
 from flowrate.measure.census import census_line
+from flowrate.results.environment import CpuInfo, DeviceInfo, Environment, PythonInfo, Software, TorchInfo
 from flowrate.results.identity import load_label
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
@@ -63,7 +64,7 @@ def _precision_cell(run: StoredRun) -> str:
     cell = e(run.precision or MISSING)
     counted = run.result.operators.census if run.result.operators is not None else None
     if counted is not None:
-        device_type = (run.result.environment.get("device") or {}).get("type")
+        device_type = run.result.environment.device_type
         line = census_line(counted, device_type)
         cell += f'<span class="ci census" title="precision census">{e(line)}</span>'
     return cell
@@ -115,49 +116,39 @@ class _EnvGroup:
     runs: list[StoredRun]
 
 
-def _get(env: dict[str, Any], section: str, key: str) -> Any:
-    value = env.get(section)
-    return value.get(key) if isinstance(value, dict) else None
-
-
-def _environment_rows(env: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _environment_rows(env: Environment) -> tuple[tuple[str, str], ...]:
     """What identifies a machine and software stack, one line per part, None-safe."""
 
     def join(*parts: Any) -> str:
         return ", ".join(str(p) for p in parts if p not in (None, "", [])) or MISSING
 
-    cores = _get(env, "cpu", "logical_cores")
-    commit = _get(env, "flowrate", "commit")
-    dirty = _get(env, "flowrate", "dirty")
+    device, cpu = env.device or DeviceInfo(), env.cpu or CpuInfo()
+    torch, python = env.torch or TorchInfo(), env.python or PythonInfo()
+    software = env.flowrate or Software()
+    cores, commit = cpu.logical_cores, software.commit
     return (
-        ("device", join(_get(env, "device", "name"), _get(env, "device", "type"))),
-        ("CPU", join(_get(env, "cpu", "model"), f"{cores} logical cores" if cores else None)),
-        (
-            "torch",
-            join(
-                _get(env, "torch", "version"),
-                f"{_get(env, 'torch', 'num_threads')} threads" if _get(env, "torch", "num_threads") else None,
-            ),
-        ),
-        ("CUDA", join(_get(env, "torch", "cuda"), _get(env, "device", "driver_version"))),
-        ("Python", join(_get(env, "python", "version"), _get(env, "python", "implementation"))),
+        ("device", join(device.name, device.type)),
+        ("CPU", join(cpu.model, f"{cores} logical cores" if cores else None)),
+        ("torch", join(torch.version, f"{torch.num_threads} threads" if torch.num_threads else None)),
+        ("CUDA", join(torch.cuda, device.driver_version)),
+        ("Python", join(python.version, python.implementation)),
         (
             "flowrate",
             join(
-                _get(env, "flowrate", "version"),
+                software.version,
                 commit[:12] if isinstance(commit, str) else None,
-                "uncommitted changes" if dirty else None,
+                "uncommitted changes" if software.dirty else None,
             ),
         ),
-        ("hostname", join(env.get("hostname"))),
-        ("OS", join(_get(env, "os", "platform"))),
+        ("hostname", join(env.hostname)),
+        ("OS", join(env.os.platform if env.os else None)),
     )
 
 
 def _environments(runs: Sequence[StoredRun]) -> str:
     groups: dict[tuple[tuple[str, str], ...], _EnvGroup] = {}
     for run in runs:
-        rows = _environment_rows(run.result.environment or {})
+        rows = _environment_rows(run.result.environment)
         groups.setdefault(rows, _EnvGroup(rows, [])).runs.append(run)
     parts = []
     for n, group in enumerate(groups.values(), start=1):
@@ -175,10 +166,10 @@ def _environments(runs: Sequence[StoredRun]) -> str:
 
 
 def _command(result: Result) -> str:
-    line = result.environment.get("command_line")
+    line = result.environment.command_line
     if isinstance(line, list):
         return " ".join(str(part) for part in line)
-    return str(line) if line else MISSING
+    return MISSING
 
 
 def _warnings(runs: Sequence[StoredRun]) -> str:

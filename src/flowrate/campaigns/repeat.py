@@ -111,7 +111,7 @@ def _run_entry(result: Result) -> RepeatRun:
     s = result.summary
     return RepeatRun(
         run_id=result.run_id,
-        process_id=result.environment.get("process_id"),
+        process_id=result.environment.process_id,
         median_samples_per_sec=s.median_samples_per_sec,
         samples_per_sec=s.samples_per_sec,
         cv=s.cv,

@@ -44,7 +44,7 @@ def fidelity_rows(result: Result) -> list[tuple[str, str]]:
         raise ValueError(f"run {result.run_id} is not a check: it has no fidelity section")
     c = result.config
     p = result.problem
-    device = result.environment.get("device", {}).get("name") or c["device"]
+    device = result.environment.device_name or c["device"]
     window = f"{f.window} step" + ("s" if f.window != 1 else "")
     preheat = f", after {f.preheat_steps} unrecorded preheat steps" if f.preheat_steps else ""
     rows = [

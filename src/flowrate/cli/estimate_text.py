@@ -209,7 +209,7 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
                 str(c.get("mode")),
                 str(c.get("precision")),
                 str(result.batch_size),
-                str(estimate.device or result.environment.get("device", {}).get("name") or "?"),
+                str(estimate.device or result.environment.device_name or "?"),
                 rate(predicted),
                 rate(measured),
                 f"{ratio:.2f}" if ratio is not None else "—",

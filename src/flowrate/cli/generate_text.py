@@ -68,7 +68,7 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
 
     g = result.generation or Generation()
     p, c, mem = result.problem, result.config, g.memory
-    device = (result.environment.get("device") or {}).get("name") or c.get("device")
+    device = result.environment.device_name or c.get("device")
     kv, measured = gib(mem.kv_bytes_per_token), gib(mem.kv_bytes_per_token_measured)
     rows = [
         ("problem", f"{p.name}/{p.size}"),
@@ -100,9 +100,7 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     rows.append(("decode bandwidth", bandwidth))
     if g.peak_reason:
         rows.append(("peaks", g.peak_reason))
-    said = result.environment.get("freed_memory")
-    if line := freed_memory.label(
-        c.get("freed_memory"), said, (result.environment.get("device") or {}).get("type")
-    ):
+    said = result.environment.freed_memory
+    if line := freed_memory.label(c.get("freed_memory"), said, result.environment.device_type):
         rows.append(("host memory", line))
     return rows

@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from flowrate.results.schema import Result, environment_fingerprint
+from flowrate.results.environment import environment_fingerprint
+from flowrate.results.schema import Result
 from flowrate.results.sections import Kind
 
 if TYPE_CHECKING:

@@ -3,10 +3,11 @@ printing, so tests assert exact text."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
+from flowrate.results.environment import MachineLoadInfo
 from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def _headline_rows(result: Result) -> list[tuple[str, str]]:
     s = result.summary
     c = result.config
     p = result.problem
-    device = result.environment.get("device", {}).get("name") or c["device"]
+    device = result.environment.device_name or c["device"]
     optimizer = c["optimizer"] if c["mode"] == "train" else ""
     rows = [
         (
@@ -232,7 +233,7 @@ def collective_line(operation: str, summed_bytes_per_sec: float, distributed: Di
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
     f, e, m = result.flops, result.energy, result.memory
-    device_type = (result.environment.get("device") or {}).get("type")
+    device_type = result.environment.device_type
     rows: list[tuple[str, str]] = []
     if f.model_flops_per_sample:
         executed = f.executed_flops_per_sample
@@ -266,21 +267,21 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("energy", _energy_line(e)))
     if m.rss_scope is not None:
         rows.append(("memory", _memory_line(m)))
-    said = result.environment.get("freed_memory")
+    said = result.environment.freed_memory
     if line := freed_memory.label(result.config.get("freed_memory"), said, device_type):
         rows.append(("host memory", line))
-    if isinstance(load := result.environment.get("machine_load"), dict):
+    if (load := result.environment.machine_load) is not None:
         rows.append(("machine", _load_line(load)))
     return rows
 
 
-def _load_line(load: dict[str, Any]) -> str:
+def _load_line(load: MachineLoadInfo) -> str:
     """What else the machine did over the timed window (flowrate.measure.machine_load)."""
-    start, end = load.get("loadavg_1m_start"), load.get("loadavg_1m_end")
+    start, end = load.loadavg_1m_start, load.loadavg_1m_end
     average = f", load average {start:.2f} → {end:.2f}" if start is not None and end is not None else ""
     return (
-        f"other processes {load.get('others_cpus', 0):.2f} of {load.get('cpus')} CPUs, "
-        f"steal {load.get('steal_share', 0):.1%}{average}"
+        f"other processes {load.others_cpus or 0:.2f} of {load.cpus} CPUs, "
+        f"steal {load.steal_share or 0:.1%}{average}"
     )
 
 

@@ -89,17 +89,17 @@ def show_rows(result: Result, tags: Sequence[str]) -> list[tuple[str, str]]:
         from flowrate.cli.generate_text import generation_rows
 
         rows = generation_rows(result)
-    elif result.serving:  # `flowrate serve-bench`
+    elif result.serving is not None:  # `flowrate serve-bench`
         from flowrate.cli.serve_bench_text import rows as serving_rows
         from flowrate.cli.serve_bench_text import search_rows
 
         rows = serving_rows(result.serving)
-        if "search" in result.serving:  # --find-max-rate: every point and the rate found
-            rows += search_rows(result.serving["search"])
+        if result.serving.search is not None:  # --find-max-rate: every point and the rate found
+            rows += search_rows(result.serving.search)
     else:
         rows = fidelity_rows(result) if result.fidelity else summary_rows(result)
     rows.insert(0, ("recorded", f"{result.created_at}" + (f"  tags {', '.join(tags)}" if tags else "")))
-    command_line = result.environment.get("command_line")
+    command_line = result.environment.command_line
     if command_line:
         rows.append(("command", " ".join(str(part) for part in command_line)))
     return rows

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrate.cli.options import output_options
 from flowrate.cli.param_types import Duration, FiniteRange
 from flowrate.serving.bounds import MAX_REQUESTS, MAX_TOKENS
+
+if TYPE_CHECKING:
+    from flowrate.results.serving import Serving
 
 SCENARIO_HELP = (
     "MLPerf LoadGen's scenarios: offline (every request at once; the figure is throughput), server "
@@ -207,6 +210,7 @@ def command(
         import aiohttp  # noqa: F401  (the client's library, from the serve extra)
     except ImportError:
         raise ConfigError("serve-bench", "needs aiohttp: pip install 'flowrate[serve]'") from None
+    from flowrate.results.serving import Serving
     from flowrate.serving import plan as serving_plan
 
     plan = serving_plan.resolve(flags)
@@ -218,19 +222,19 @@ def command(
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status(plan.start_line(), quiet)
     result = serving_plan.execute(plan, sys.argv, lambda line: console.status(line, quiet))
-    section = result.serving or {}
+    section = result.serving or Serving()
     title = f"flowrate serve-bench {result.run_id}"
     rows = serve_bench_text.rows(section)
-    if "search" in section:
-        rows += serve_bench_text.search_rows(section["search"])
+    if section.search is not None:
+        rows += serve_bench_text.search_rows(section.search)
     destination.report(result, title, rows)
     if flags["plot_path"]:
         _plot(section, title, flags["plot_path"], quiet)
-    if section.get("partial"):
+    if section.partial:
         raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
-    if "search" in section:  # its points count failed requests as missing the SLO
-        if section["search"]["max_rate"] is None:
-            raise RunFailed(f"no rate met the SLO ({section['search']['stopped']}); every point is recorded")
+    if section.search is not None:  # its points count failed requests as missing the SLO
+        if section.search["max_rate"] is None:
+            raise RunFailed(f"no rate met the SLO ({section.search['stopped']}); every point is recorded")
         return
     failure = serve_bench_text.failure(section, flags["max_error_rate"])
     if failure:
@@ -248,7 +252,7 @@ def _plot_format(path: str) -> str:
         raise ConfigError("--plot", str(error)) from None
 
 
-def _plot(section: dict[str, Any], title: str, path: str, quiet: bool) -> None:
+def _plot(section: Serving, title: str, path: str, quiet: bool) -> None:
     from flowrate.analysis.plots import render
     from flowrate.analysis.plots_serving import serving_figure
     from flowrate.cli import console

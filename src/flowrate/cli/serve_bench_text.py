@@ -4,57 +4,55 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowrate.results.serving import Described, Serving
 from flowrate.serving.client import SHED
 
 DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
 
 
-def _ms(stats: dict[str, Any] | None, key: str) -> str:
-    if not stats:
-        return "—"
-    value, ci = stats[key], stats.get(f"{key}_ci")
+def _ms(value: float | None, ci: list[float] | None) -> str:
     shown = f"{value:.2f}"
     return f"{shown} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else shown
 
 
-def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
+def _described(stats: Described | None) -> str:
+    if stats is None:
+        return "—"
+    return (
+        f"mean {stats.mean:.2f}, median {_ms(stats.median, stats.median_ci)}, p90 {stats.p90:.2f}, "
+        f"p99 {_ms(stats.p99, stats.p99_ci)}"
+    )
+
+
+def rows(section: Serving) -> list[tuple[str, str]]:
     """The headline table: each figure under the three definitions, side by side."""
-    metrics = section["metrics"]
+    ours = section.figures()
     out: list[tuple[str, str]] = [
-        ("requests", f"{section['requests']} sent, {metrics['flowrate']['completed']} completed"),
-        ("error rate", f"{metrics['flowrate']['error_rate']:.1%}"),
+        ("requests", f"{section.requests} sent, {ours.completed} completed"),
+        ("error rate", f"{ours.error_rate:.1%}"),
     ]
-    if section.get("partial"):
+    if section.partial:
         out.append(("partial", "yes: interrupted, figures cover what was measured"))
     for name, title in DEFINITION_TITLES.items():
-        m = metrics[name]
-        rate = m["request_throughput"]
+        m = section.figures(name)
+        rate = m.request_throughput
         out.append((f"[{title}] requests/s", "—" if rate is None else f"{rate:.3f}"))
-        tokens = m["output_token_throughput"]
+        tokens = m.output_token_throughput
         out.append((f"[{title}] output tokens/s", "—" if tokens is None else f"{tokens:.1f}"))
         for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-            stats = m[metric]
             label = metric.removesuffix("_ms").upper()
             label += " (per chunk)" if (name, metric) == ("vllm", "itl_ms") else ""
-            text = (
-                "—"
-                if not stats
-                else (
-                    f"mean {stats['mean']:.2f}, median {_ms(stats, 'median')}, p90 {stats['p90']:.2f}, "
-                    f"p99 {_ms(stats, 'p99')}"
-                )
-            )
-            out.append((f"[{title}] {label} ms", text))
-        if m.get("goodput") is not None:
+            out.append((f"[{title}] {label} ms", _described(m.latency(metric))))
+        if m.goodput is not None:
             out.append(
-                (f"[{title}] goodput req/s", f"{m['goodput']:.3f} ({m['slo_attainment']:.1%} met the SLO)")
+                (f"[{title}] goodput req/s", f"{m.goodput:.3f} ({m.slo_attainment or 0:.1%} met the SLO)")
             )
-    sources = section.get("token_count_sources")
+    sources = section.token_count_sources
     if sources:
         out.append(("output tokens counted by", ", ".join(f"{k} x{v}" for k, v in sources.items())))
-    lateness = section.get("send_lateness_ms")
+    lateness = section.send_lateness_ms
     if lateness:
-        out.append(("send lateness ms", f"median {lateness['median']:.3f}, p99 {lateness['p99']:.3f}"))
+        out.append(("send lateness ms", f"median {lateness.median:.3f}, p99 {lateness.p99:.3f}"))
     return out
 
 
@@ -87,21 +85,21 @@ def _point(point: dict[str, Any]) -> str:
     return f"{point['verdict']}: {figures}{done}"
 
 
-def failure(section: dict[str, Any], max_error_rate: float) -> str | None:
+def failure(section: Serving, max_error_rate: float) -> str | None:
     """Why the recorded run fails (exit 1), or None: no request completed, or more failed than
     --max-error-rate allows. A load the server shed (HTTP 429/503) is said so."""
-    errors: dict[str, int] = section["errors"]
+    errors = section.errors or {}
     kinds = ", ".join(f"{k} x{v}" for k, v in errors.items())
     failed = sum(errors.values())
     shed = sum(v for k, v in errors.items() if k.startswith(SHED))
-    if section["requests"] and failed == shed == section["requests"]:
+    if section.requests and failed == shed == section.requests:
         return (
             f"the server shed the load: all {failed} requests were answered HTTP 429/503 ({kinds}); "
             "lower --rate or --concurrency; the run is recorded"
         )
-    if section["requests"] and section["metrics"]["flowrate"]["completed"] == 0:
+    if section.requests and section.figures().completed == 0:
         return f"no request completed ({kinds}); the run is recorded with its traces"
-    error_rate = section["metrics"]["flowrate"]["error_rate"]
+    error_rate = section.figures().error_rate or 0.0
     if error_rate > max_error_rate:
         return (
             f"{error_rate:.1%} of requests failed ({kinds}), above --max-error-rate "

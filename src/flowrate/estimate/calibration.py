@@ -81,7 +81,7 @@ from flowrate.execution.precision import check_supported, matmul_settings
 from flowrate.io import write_atomic
 from flowrate.measure.device import local_capacity, synchronizer
 from flowrate.measure.env import collect_environment, device_name
-from flowrate.results.schema import environment_fingerprint
+from flowrate.results.environment import environment_fingerprint, environment_from
 
 CALIBRATION_ENV = "FLOWRATE_CALIBRATION"
 # History of the file format: 1, the first; 2, the overhead terms and the machine's fingerprint.
@@ -195,10 +195,10 @@ class CalibrationWarning(UserWarning):
 
 def machine_fingerprint(device: torch.device) -> dict[str, Any]:
     """What identifies the machine, as flowrate.results.noise.machine() reads it from a result."""
-    environment = collect_environment(device, argv=[])
+    environment = environment_from(collect_environment(device, argv=[]))
     fingerprint = environment_fingerprint(environment)
     return {
-        "hostname": environment.get("hostname"),
+        "hostname": environment.hostname,
         "device_name": fingerprint["device_name"],
         "cpu_model": fingerprint["cpu_model"],
         "num_threads": fingerprint["num_threads"],

@@ -212,7 +212,7 @@ def consumption_rate(config: RunConfig, problem: Problem) -> tuple[float, str]:
     )
     result = run_config(synthetic, problem)
     s = result.summary
-    device = result.environment.get("device", {}).get("name")
+    device = result.environment.device_name
     how = (
         f"measured: {s.timed_steps} synthetic steps of {problem_label(problem)}, {synthetic.settled_mode} "
         f"{synthetic.precision.value}, batch {result.batch_size}, on {device}"

@@ -39,6 +39,7 @@ from flowrate.measure.peaks import peak_for
 from flowrate.measure.stats import summarize
 from flowrate.problems.base import Problem
 from flowrate.problems.transformer import synthetic_tokens
+from flowrate.results.environment import Environment, environment_from
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import (
     Generation,
@@ -114,7 +115,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
                 "use a smaller --batch-size (or auto), shorter lengths or --precision bf16"
             ) from None
         measured_kv = decoder.cache_bytes_per_token()
-    environment = collect_environment(device, argv)
+    environment = environment_from(collect_environment(device, argv))
     section = generation_section(
         shape,
         problem,
@@ -212,7 +213,7 @@ def generation_section(
     dtype: torch.dtype,
     measured_kv: float,
     plan: dict[str, Any],
-    environment: dict[str, Any],
+    environment: Environment,
     prefill_logits: str = PREFILL_LAST,
 ) -> Generation:
     """The generation section: lengths, per-request latencies, rates, memory, FLOPs and bytes,
@@ -223,8 +224,7 @@ def generation_section(
     work = gm.Work.of(shape, n, weights, kv, batch, prompt, new, head, positions)
     ttft = sum(t.ttft_s for t in timings)
     decode_s = sum(t.e2e_s - t.ttft_s for t in timings)
-    device = environment.get("device") or {}
-    peak = peak_for(str(device.get("name") or device.get("type") or "?"), _precision_key(dtype))
+    peak = peak_for(str(environment.device_name or environment.device_type or "?"), _precision_key(dtype))
     prefill_fps = work.prefill_flops * len(timings) / ttft if ttft > 0 else None
     bandwidth = work.decode_bytes * len(timings) / decode_s if decode_s > 0 else None
     return Generation(
@@ -301,7 +301,7 @@ def _result(
     batch: int,
     timings: list[RequestTiming],
     section: Generation,
-    environment: dict[str, Any],
+    environment: Environment,
 ) -> Result:
     """A Result like a run's: each generation is one interval of B samples (sequences), so the
     store, `runs` and `compare` read sequences/s; the generation section holds the rest."""

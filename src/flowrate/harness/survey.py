@@ -32,6 +32,7 @@ from flowrate.harness.survey_bands import Band, default_band, make_figure
 from flowrate.measure.device import resolve_device
 from flowrate.measure.env import collect_environment
 from flowrate.measure.peaks import peak_for
+from flowrate.results.environment import Environment, environment_from
 from flowrate.results.schema import Result, RunSummary
 from flowrate.results.sections import Kind, ProblemInfo, Survey, SurveyFigure
 
@@ -101,8 +102,8 @@ def run_survey(
 ) -> Result:
     """Measure every figure in turn (``measure`` runs one RunConfig) and return the survey record."""
     device = resolve_device(config.device)
-    environment = collect_environment(device, argv)
-    name = (environment.get("device") or {}).get("name") or device.type
+    environment = environment_from(collect_environment(device, argv))
+    name = environment.device_name or device.type
     figures: list[SurveyFigure] = []
 
     def add(figure: SurveyFigure) -> None:
@@ -241,9 +242,7 @@ def matmul_max(survey: Survey, precision: str) -> float | None:
     return None
 
 
-def _record(
-    section: Survey, config: SurveyConfig, device: torch.device, environment: dict[str, object]
-) -> Result:
+def _record(section: Survey, config: SurveyConfig, device: torch.device, environment: Environment) -> Result:
     summary = RunSummary(
         samples_per_sec=0.0,
         rate_samples_per_sec=0.0,
@@ -280,7 +279,7 @@ def _record(
         },
         problem=ProblemInfo(name="survey", size="quick" if config.quick else "full"),
         batch_size=1,
-        environment=dict(environment),
+        environment=environment,
         intervals=[],
         losses=[],
         summary=summary,

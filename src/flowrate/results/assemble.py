@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from flowrate.measure.op_counter import OpTally
 from flowrate.measure.peaks import PeakLookup
 from flowrate.measure.stats import Summary, measurement_warnings, summarize
 from flowrate.problems.base import Problem
+from flowrate.results.environment import Environment, environment_from
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import (
     BatchSizeTry,
@@ -79,9 +81,10 @@ def assemble(
     built: Built,
     record: LoopRecord,
     measured: Measurements,
-    environment: dict[str, Any],
+    collected: Mapping[str, Any],
 ) -> Result:
-    """The Result of one process's run (a data-parallel run merges its ranks' afterwards)."""
+    """The Result of one process's run (a data-parallel run merges its ranks' afterwards);
+    ``collected`` is flowrate.measure.env's account of the environment."""
     intervals = measured.intervals
     compute = [i for i in intervals if i.kind == COMPUTE]
     if not compute:
@@ -90,11 +93,12 @@ def assemble(
     summary = _summary(config, problem, built, record, intervals, stats)
     flops_per_sample = problem.flops_per_sample(config.settled_mode)
     flops = _flops(problem, config.settled_mode, measured, summary.samples_per_sec)
+    environment = _with_load(collected, measured.machine_load)
     return Result(
         config=config.to_dict(),
         problem=_problem_info(config, problem, built),
         batch_size=built.batch_size,
-        environment=_with_load(environment, measured.machine_load),
+        environment=environment,
         intervals=intervals,
         losses=record.losses,
         summary=summary,
@@ -114,14 +118,13 @@ def assemble(
     )
 
 
-def _tf32(config: RunConfig, environment: dict[str, Any]) -> bool:
+def _tf32(config: RunConfig, environment: Environment) -> bool:
     """fp32 matmuls ran as TF32: flowrate turns TF32 on for precision tf32 on CUDA, off otherwise."""
-    device = environment.get("device") or {}
-    return config.precision is Precision.TF32 and device.get("type") == "cuda"
+    return config.precision is Precision.TF32 and environment.device_type == "cuda"
 
 
 def _operators(
-    config: RunConfig, measured: Measurements, environment: dict[str, Any], batch_size: int
+    config: RunConfig, measured: Measurements, environment: Environment, batch_size: int
 ) -> Operators | None:
     """The counted step op by op, each row with its format and accumulate dtype, and the census."""
     tally = measured.operators
@@ -154,7 +157,7 @@ def _operators(
 
 
 def _mixed_mfu(
-    config: RunConfig, measured: Measurements, environment: dict[str, Any], flops: FlopsReport
+    config: RunConfig, measured: Measurements, environment: Environment, flops: FlopsReport
 ) -> dict[str, Any]:
     """MFU against the peak of the format that carried each FLOP (empty, with why, uncounted)."""
     if measured.operators is None:
@@ -224,9 +227,10 @@ def _flops(problem: Problem, mode: Mode, measured: Measurements, samples_per_sec
     )
 
 
-def _with_load(environment: dict[str, Any], load: MachineLoad | None) -> dict[str, Any]:
-    """The environment with the machine's load over the timed window, where it was read."""
-    return environment if load is None else {**environment, "machine_load": load.to_dict()}
+def _with_load(environment: Mapping[str, Any], load: MachineLoad | None) -> Environment:
+    """The environment section (from the collected values) with the machine's load over the timed
+    window, where it was read."""
+    return environment_from(environment if load is None else {**environment, "machine_load": load.to_dict()})
 
 
 def _warnings(

@@ -30,10 +30,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flowrate.measure.stats import DEFAULT_ALPHA
+from flowrate.results.environment import environment_fingerprint
 from flowrate.results.identity import kind_of, workload
 from flowrate.results.metrics import METRICS, SERVING_METRICS, Metric
 from flowrate.results.per_process import side_values
-from flowrate.results.schema import Result, environment_fingerprint
+from flowrate.results.schema import Result
 from flowrate.results.verdict import DEFAULT_MIN_EFFECT, FASTER, TESTS, Verdict, run_level_verdict
 from flowrate.units import p_value
 
@@ -192,7 +193,7 @@ def compare(
         raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
     if min_effect < 0:
         raise ValueError(f"min_effect must not be negative, got {min_effect}")
-    serving = all(r.serving for r in (*a, *b))
+    serving = all(r.serving is not None for r in (*a, *b))
     metrics = [
         m
         for metric in [*METRICS.values(), *(SERVING_METRICS.values() if serving else ())]

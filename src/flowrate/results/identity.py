@@ -25,6 +25,7 @@ from typing import Any
 
 from flowrate.results.schema import Result
 from flowrate.results.sections import Generation, Kind
+from flowrate.results.serving import Serving, length_spec
 
 # serving section fields that fix the load offered and the server it was offered to
 SERVING_WORKLOAD = (
@@ -65,8 +66,10 @@ def workload(result: Result) -> dict[str, Any]:
     two to measure the same thing (module docstring); empty for runs and checks."""
     kind = kind_of(result)
     if kind is Kind.SERVE:
-        section = result.serving or {}
-        found = {key: section.get(key) for key in SERVING_WORKLOAD}
+        section = result.serving or Serving()
+        found = {key: getattr(section, key) for key in SERVING_WORKLOAD}
+        for key in ("input_len", "output_len"):  # one spelling of each distribution
+            found[key] = length_spec(found[key])
         if found["arrivals"] is None:  # recorded before --arrivals: random gaps, gamma-shaped
             found["arrivals"] = "poisson" if found["burstiness"] in (None, 1, 1.0) else "gamma"
         return found
@@ -91,25 +94,25 @@ def load_label(result: Result) -> str:
         return f"batch {result.batch_size}, {lengths}"
     if kind is not Kind.SERVE:
         return ""
-    section = result.serving or {}
-    rate, concurrency = section.get("rate"), section.get("concurrency")
+    section = result.serving or Serving()
+    rate, concurrency = section.rate, section.concurrency
     if concurrency is not None:
         parts = [f"concurrency {concurrency}"]
     elif rate == "inf" or (isinstance(rate, float) and math.isinf(rate)):
         parts = ["max rate"]
     elif isinstance(rate, int | float):
-        parts = [f"{rate:g} req/s" + (" constant" if section.get("arrivals") == "constant" else "")]
+        parts = [f"{rate:g} req/s" + (" constant" if section.arrivals == "constant" else "")]
     else:
-        parts = [str(section.get("scenario") or "load ?")]
-    burstiness = section.get("burstiness")
+        parts = [str(section.scenario or "load ?")]
+    burstiness = section.burstiness
     if isinstance(burstiness, int | float) and burstiness != 1 and concurrency is None:
         parts.append(f"burstiness {burstiness:g}")
-    if section.get("replay"):
-        parts.append(f"replay {section['replay']}")
-    elif section.get("dataset"):
-        parts.append(f"dataset {section['dataset']}")
-    elif section.get("input_len") is not None:
-        parts.append(f"in {section['input_len']} / out {section.get('output_len')} tokens")
+    if section.replay:
+        parts.append(f"replay {section.replay}")
+    elif section.dataset:
+        parts.append(f"dataset {section.dataset}")
+    elif section.input_len is not None:
+        parts.append(f"in {length_spec(section.input_len)} / out {length_spec(section.output_len)} tokens")
     return ", ".join(parts)
 
 
@@ -124,8 +127,8 @@ def family(result: Result) -> str:
     if kind is Kind.GENERATE:
         return f"{label} (generate)"
     if kind is Kind.SERVE:
-        section = result.serving or {}
-        where = section.get("url") or "?"
-        device = section.get("server_device")
+        section = result.serving or Serving()
+        where = section.url or "?"
+        device = section.server_device
         return f"{label} at {where}" + (f" on {device}" if device else "")
     return label

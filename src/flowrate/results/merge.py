@@ -265,7 +265,7 @@ def _rank_entry(run: RankRun, result: Result) -> RankFigures:
         local_rank=run.local_rank,
         hostname=run.hostname,
         device=run.device,
-        device_name=(result.environment.get("device") or {}).get("name"),
+        device_name=result.environment.device_name,
         samples_per_sec=s.samples_per_sec,
         median_samples_per_sec=s.median_samples_per_sec,
         rate_samples_per_sec=s.rate_samples_per_sec,

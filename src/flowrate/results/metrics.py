@@ -108,10 +108,10 @@ def _serving_p99(latency: str) -> Callable[[Result], float | None]:
     """A serve-bench run's p99 of one latency under flowrate's definitions (serving/metrics.py)."""
 
     def read(result: Result) -> float | None:
-        value: object = result.serving  # a stored record's section is free-form: walk it warily
-        for key in ("metrics", "flowrate", latency, "p99"):
-            value = value.get(key) if isinstance(value, dict) else None
-        return _optional_float(value)
+        if result.serving is None:
+            return None
+        described = result.serving.figures().latency(latency)
+        return _optional_float(described.p99 if described is not None else None)
 
     return read
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.errors import ConfigError, FlowrateError, RunFailed
 from flowrate.results.codec import encode
-from flowrate.results.schema import environment_fingerprint
+from flowrate.results.environment import environment_fingerprint
 
 if TYPE_CHECKING:
     from flowrate.results.schema import IntervalRecord, Result
@@ -144,12 +144,12 @@ def run_tags(result: Result, tags: Sequence[str] = ()) -> dict[str, str]:
     }
     fingerprint = environment_fingerprint(env)
     out.update({f"flowrate.machine.{k}": str(v) for k, v in fingerprint.items() if v is not None})
-    if env.get("hostname"):
-        out["flowrate.machine.hostname"] = str(env["hostname"])
-    source = env.get("flowrate")
-    if isinstance(source, dict) and source.get("commit"):
-        out["mlflow.source.git.commit"] = str(source["commit"])  # MLflow's own tag for it
-        out["flowrate.git_dirty"] = str(bool(source.get("dirty")))
+    if env.hostname:
+        out["flowrate.machine.hostname"] = str(env.hostname)
+    source = env.flowrate
+    if source is not None and source.commit:
+        out["mlflow.source.git.commit"] = str(source.commit)  # MLflow's own tag for it
+        out["flowrate.git_dirty"] = str(bool(source.dirty))
     if tags:
         out["flowrate.tags"] = ", ".join(tags)
     from mlflow.utils.validation import MAX_TAG_VAL_LENGTH

@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flowrate.results.compare import History, configuration, problem_identity
+from flowrate.results.environment import environment_fingerprint
 from flowrate.results.identity import kind_of
-from flowrate.results.schema import Result, environment_fingerprint
+from flowrate.results.schema import Result
 from flowrate.results.sections import Kind
 
 if TYPE_CHECKING:
@@ -78,9 +79,9 @@ def session_of(tags: Iterable[str]) -> str | None:
 def process_points(result: Result, session: str | None = None) -> list[ProcessPoint]:
     """The processes a result stands for: itself, or each repeat of a --repeat result (whose
     repeats are a session of their own unless ``session`` names the one it was made in)."""
-    flowrate = result.environment.get("flowrate")
-    commit = flowrate.get("commit") if isinstance(flowrate, dict) else None
-    dirty = flowrate.get("dirty") if isinstance(flowrate, dict) else None
+    software = result.environment.flowrate
+    commit = software.commit if software else None
+    dirty = software.dirty if software else None
 
     def point(run_id: str, value: Any, cv: Any, intervals: Any) -> ProcessPoint | None:
         if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
@@ -106,7 +107,7 @@ def machine(result: Result) -> dict[str, Any]:
     """What identifies the machine a run ran on (software versions are not the machine)."""
     fingerprint = environment_fingerprint(result.environment)
     return {
-        "hostname": result.environment.get("hostname"),
+        "hostname": result.environment.hostname,
         "device_name": fingerprint["device_name"],
         "cpu_model": fingerprint["cpu_model"],
         "num_threads": fingerprint["num_threads"],

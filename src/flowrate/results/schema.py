@@ -14,6 +14,7 @@ from typing import Any
 from flowrate.errors import PathError
 from flowrate.io import write_atomic
 from flowrate.results.codec import decode, encode
+from flowrate.results.environment import Environment
 from flowrate.results.migrate import upgrade
 from flowrate.results.sections import (
     BatchSizeTry,
@@ -33,6 +34,7 @@ from flowrate.results.sections import (
     Streaming,
     Survey,
 )
+from flowrate.results.serving import Serving
 from flowrate.results.validate import InvalidResult, validate_record
 
 # History of the result format (bump on any change a reader must know about):
@@ -137,7 +139,7 @@ class Result:
     config: dict[str, Any]
     problem: ProblemInfo
     batch_size: int
-    environment: dict[str, Any]
+    environment: Environment
     intervals: list[IntervalRecord]
     losses: list[float]
     summary: RunSummary
@@ -171,7 +173,7 @@ class Result:
     # it empty)
     generation: Generation | None = None
     # `flowrate serve-bench`: load, raw per-request traces, metrics by definition (None for runs)
-    serving: dict[str, Any] | None = None
+    serving: Serving | None = None
     # `flowrate survey`: the machine's achievable figures against its datasheet (None otherwise)
     survey: Survey | None = None
     kind: Kind = Kind.RUN
@@ -226,20 +228,3 @@ class Result:
             return cls.from_json(text)
         except InvalidResult as error:
             raise InvalidResult(f"{path}: {error}") from None  # the file is what the user named
-
-
-def environment_fingerprint(env: dict[str, Any]) -> dict[str, Any]:
-    """The fields that must match for two results to be comparable; absent ones read as None."""
-
-    def get(section: str, key: str) -> Any:
-        value = env.get(section)
-        return value.get(key) if isinstance(value, dict) else None
-
-    return {
-        "device_name": get("device", "name"),
-        "cpu_model": get("cpu", "model"),
-        "torch_version": get("torch", "version"),
-        "cuda_version": get("torch", "cuda"),
-        "flowrate_version": get("flowrate", "version"),
-        "num_threads": get("torch", "num_threads"),
-    }

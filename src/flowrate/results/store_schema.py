@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.results.environment import DeviceInfo
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import SCHEMA_VERSION, Result
 from flowrate.results.validate import InvalidResult, check_tags, shown, validate_record
@@ -43,7 +44,7 @@ METRIC_COLUMNS = ("samples_per_sec", "samples_per_joule", "peak_memory_bytes", "
 def columns(result: Result) -> dict[str, Any]:
     """The indexed columns of a run, all derived from its Result."""
     config = result.config
-    device = result.environment.get("device") or {}
+    device = result.environment.device or DeviceInfo()
     return {
         "run_id": result.run_id,
         "created_at": result.created_at,
@@ -52,8 +53,8 @@ def columns(result: Result) -> dict[str, Any]:
         "mode": config.get("mode"),
         "precision": config.get("precision"),
         "execution": config.get("execution"),
-        "device_type": device.get("type"),
-        "device_name": device.get("name") or device.get("type"),
+        "device_type": device.type,
+        "device_name": device.name or device.type,
         "batch_size": result.batch_size,
         "flowrate_version": result.flowrate_version,
         **{name: METRICS[name].value(result) for name in METRIC_COLUMNS},

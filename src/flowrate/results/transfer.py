@@ -83,7 +83,7 @@ def to_csv(runs: Sequence[StoredRun]) -> str:
                 _cell(s.cv),
                 _cell(s.ci95_low_samples_per_sec),
                 _cell(s.ci95_high_samples_per_sec),
-                _cell((result.environment.get("torch") or {}).get("version")),
+                _cell(result.environment.torch.version if result.environment.torch else None),
                 _cell(result.flowrate_version),
             ]
         )

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from flowrate.errors import ConfigError, RunFailed
+from flowrate.results.serving import RequestTrace
 from flowrate.serving import client, load, usage
 from flowrate.serving.prompts import LocalTokenizer, Prompt
-from flowrate.serving.trace import RequestTrace
 
 UNFINISHED = "unfinished at the deadline"
 

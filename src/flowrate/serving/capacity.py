@@ -9,8 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from flowrate.errors import ConfigError
+from flowrate.results.serving import RequestTrace
+from flowrate.results.serving_metrics import per_request
 from flowrate.serving import bench, load
-from flowrate.serving.metrics import per_request, summarize
+from flowrate.serving.metrics import summarize
 from flowrate.serving.prompts import LocalTokenizer, Prompt
 from flowrate.serving.search import (
     BUDGET,
@@ -20,7 +22,6 @@ from flowrate.serving.search import (
     SearchSettings,
     find_max_rate,
 )
-from flowrate.serving.trace import RequestTrace
 from flowrate.units import duration
 
 DEFAULT_BUDGET_S = 600.0

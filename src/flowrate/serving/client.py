@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
-from flowrate.serving.trace import Chunk, RequestTrace
+from flowrate.results.serving import Chunk, RequestTrace
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # statuses of a server shedding load rather than refusing the request: Too Many Requests and

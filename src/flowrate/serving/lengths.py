@@ -12,7 +12,9 @@ A spec is one of
   column of a CSV (``file:PATH.csv#COLUMN``) or a field of JSONL rows (``file:PATH.jsonl#FIELD``).
 
 Draws are rounded and clipped to [1, MAX_TOKENS] and come from the generator the caller seeds
-(serve-bench's --seed), so a run is reproducible. The spec string, as given, names the workload.
+(serve-bench's --seed), so a run is reproducible. The spec names the workload, spelled one way for
+each distribution (flowrate.results.serving.length_spec: ``uniform:64,256`` is recorded as
+``64:256``).
 """
 
 from __future__ import annotations

@@ -1,49 +1,14 @@
-"""Every serving metric under three definitions, computed from the same raw traces.
-
-One count per token: every definition reads the request's one output count n (``output_tokens``,
-chosen and placed on its chunks by serving.usage and serving.tokens), so they differ only in
-which arrivals they time, never in what they count.
-
-flowrate (this tool): each token arrives with the chunk it is placed on (the last one with the
-  stream's last chunk). TTFT = the first token's arrival - send; E2E = the last token's arrival,
-  i.e. the last chunk with ``choices``, - send; ITL per token: the tokens of a
-  chunk share the gap since the previous token's chunk evenly (k tokens after a gap g: k gaps of
-  g / k), and a first chunk's extra tokens came with the first (gaps of 0), so a request has
-  n - 1 gaps summing to E2E - TTFT, pooled over requests; TPOT = (E2E - TTFT) / (n - 1), the mean
-  of the request's ITL. Duration: the run's start (first scheduled send) to the last stream's end.
-vLLM (benchmarks/benchmark_serving.py, `vllm bench serve`: backend_request_func's
-  async_request_openai_completions and calculate_metrics): TTFT = the first chunk with
-  ``choices`` (even an empty text) - send; ITL = the gap between consecutive chunks, so per
-  chunk: per token only when each chunk carries one (vllm#6531); latency = last chunk - send;
-  TPOT = (latency - TTFT) / (n - 1) over requests with n > 1 (vLLM's output_len: usage when
-  sent, else its tokenizer's count of the text). A request's mean ITL is
-  (latency - TTFT) / (chunks - 1). Duration: benchmark start to the last response.
-genai-perf / AIPerf (AIPerf metrics reference, docs.nvidia.com/aiperf: time_to_first_token,
-  inter_token_latency, request_latency; NIM benchmarking "Metrics"): TTFT = first response with
-  non-empty content - send (empty initial responses are disregarded); request_latency = last
-  response - send; ITL = (request_latency - TTFT) / (n - 1) per request, i.e. what vLLM calls
-  TPOT (AIPerf's output_token_count: its tokenizer's count of the output text, or the server's
-  usage with --use-server-token-count). Duration: the first request's send to the last response.
-
-So under each definition a request's mean ITL is (E2E - TTFT) / (n - 1) with E2E and TTFT its own
-and n counted alike: the tokens for flowrate and genai-perf, the chunks for vLLM, whose TPOT uses
-the tokens and equals its mean ITL when every chunk carries one token.
-"""
+"""Every serving metric over a run, under three definitions (flowrate.results.serving_metrics
+says what each times), computed from the same raw traces."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
-import numpy as np
-
+from flowrate.results.serving import RequestTrace
+from flowrate.results.serving_metrics import DEFINITIONS, per_request
 from flowrate.serving.stats import describe
-from flowrate.serving.tokens import place
-from flowrate.serving.trace import RequestTrace
-
-DEFINITIONS = ("flowrate", "vllm", "genai_perf")
-LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 
 @dataclass(frozen=True)
@@ -55,56 +20,6 @@ class Slo:
     def met(self, ttft_ms: float | None, tpot_ms: float | None, e2e_ms: float | None) -> bool:
         pairs = ((self.ttft_ms, ttft_ms), (self.tpot_ms, tpot_ms), (self.e2e_ms, e2e_ms))
         return all(limit is None or (value is not None and value <= limit) for limit, value in pairs)
-
-
-def placed(trace: RequestTrace) -> list[int]:
-    """The output tokens each chunk carried. A trace recorded before the count was settled
-    (no output_tokens) is settled here the same way: the usage it kept, else its chunks' counts."""
-    if trace.output_tokens is not None:
-        return [c.tokens or 0 for c in trace.chunks]
-    weights = [c.tokens if c.tokens is not None else int(bool(c.text)) for c in trace.chunks]
-    return place(weights, trace.usage_completion_tokens or sum(weights))
-
-
-def _token_gaps(arrivals: list[tuple[float, int]]) -> list[float]:
-    """Per-token gaps (s) of chunks arriving at t with k tokens each (k > 0)."""
-    gaps = [0.0] * (arrivals[0][1] - 1)
-    for (before, _), (t, k) in pairwise(arrivals):
-        gaps.extend([(t - before) / k] * k)
-    return gaps
-
-
-def _per_request(trace: RequestTrace, definition: str) -> dict[str, Any]:
-    """TTFT, TPOT, E2E (ms), ITL gaps (ms) and output tokens of one successful request."""
-    ms, sent = 1000.0, trace.sent_s
-    counts = placed(trace)
-    n_out = sum(counts)
-    if definition == "flowrate":
-        arrivals = [(c.t_s, k) for c, k in zip(trace.chunks, counts, strict=True) if k > 0]
-        first = arrivals[0][0] if arrivals else None
-        last = arrivals[-1][0] if arrivals else None
-        gaps = [g * ms for g in _token_gaps(arrivals)] if arrivals else []
-    elif definition == "vllm":
-        times = [c.t_s for c in trace.chunks]
-        first, last = (times[0] if times else None), (times[-1] if times else None)
-        gaps = list(np.diff(times) * ms)
-    else:
-        content = [c.t_s for c in trace.chunks if c.text]
-        first = content[0] if content else None
-        last = trace.chunks[-1].t_s if trace.chunks else None
-        gaps = []
-    if first is None or last is None:
-        return {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "itl_ms": [], "n_out": n_out}
-    ttft, e2e = (first - sent) * ms, (last - sent) * ms
-    tpot = (e2e - ttft) / (n_out - 1) if n_out > 1 else None
-    if definition == "genai_perf" and tpot is not None:
-        gaps = [tpot]  # genai-perf's ITL is one figure per request
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "itl_ms": gaps, "n_out": n_out}
-
-
-def per_request(traces: list[RequestTrace], definition: str) -> list[dict[str, Any]]:
-    """Each successful request's TTFT, TPOT, E2E (ms), ITL gaps (ms) and output tokens."""
-    return [_per_request(t, definition) for t in traces if t.ok]
 
 
 def _duration_s(traces: list[RequestTrace], definition: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import numpy as np
 
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.results.schema import SCHEMA_VERSION, Result
+from flowrate.results.serving import Serving, length_spec
 from flowrate.results.validate import InvalidResult, validate_record
 from flowrate.serving import bench, capacity, lengths, load, prompts, server_metrics
 from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
@@ -44,10 +46,10 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
     return out
 
 
-def server_environment(client: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
+def server_environment(client: dict[str, Any], section: Serving) -> dict[str, Any]:
     """The environment of a serving run: the device under test is the server (what --server-device
     says it runs on, else its URL), not the client's CPU, which is kept as ``client_device``."""
-    device = {"type": "remote", "name": section.get("server_device") or f"server at {section.get('url')}"}
+    device = {"type": "remote", "name": section.server_device or f"server at {section.url}"}
     return {**client, "device": device, "client_device": client.get("device")}
 
 
@@ -200,11 +202,11 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "concurrency": concurrency if times is None else None,
         "replay": flags["replay"],
         "dataset": flags["dataset"],
-        # the lengths asked for, as the spec given (serving.lengths: N, LOW:HIGH, uniform:, normal:,
-        # lognormal:, file:); each request's drawn lengths are in its trace (input_len, max_tokens).
-        # A replay's lengths come from its file
-        "input_len": None if flags["replay"] or flags["dataset"] else flags["input_len"],
-        "output_len": None if flags["replay"] else flags["output_len"],
+        # the lengths asked for, as a spec (serving.lengths: N, LOW:HIGH, normal:, lognormal:, file:;
+        # one spelling each: results.serving.length_spec); each request's drawn lengths are in its
+        # trace (input_len, max_tokens). A replay's lengths come from its file
+        "input_len": None if flags["replay"] or flags["dataset"] else length_spec(flags["input_len"]),
+        "output_len": None if flags["replay"] else length_spec(flags["output_len"]),
         "tokenizer": flags["tokenizer"],
         # how a request's output tokens are counted (serving.usage)
         "token_counts": "server usage if consistent with the stream, else "
@@ -286,6 +288,7 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     import torch
 
     from flowrate.measure.env import collect_environment
+    from flowrate.results.environment import environment_from
 
     client = collect_environment(torch.device("cpu"), argv)  # first: a search ends soon after its budget
     slo = Slo(**plan.slo) if plan.slo else None
@@ -321,9 +324,9 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
             settings = {**settings, "server_metrics": scraped}
     section = serving_section(outcome.traces, slo, settings, partial)
     if search is not None:
-        section["search"] = search
+        section = dataclasses.replace(section, search=search)
     config = {"device": "remote", "precision": None, "size": None}
-    environment = server_environment(client, section)
+    environment = environment_from(server_environment(client, section))
     result = build_result(outcome.traces, section, config, environment)
     try:  # what readers refuse is never written: check the record before anything is
         validate_record(result.to_dict(), SCHEMA_VERSION)

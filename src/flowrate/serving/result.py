@@ -10,18 +10,19 @@ from typing import Any
 
 from flowrate._version import __version__
 from flowrate.measure.stats import summarize as summarize_rates
+from flowrate.results.environment import Environment
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import Kind, ProblemInfo
+from flowrate.results.serving import RequestTrace, Serving, measured, serving_from
 from flowrate.serving.metrics import Slo, all_definitions
 from flowrate.serving.stats import describe
-from flowrate.serving.trace import RequestTrace, measured
 
 WINDOWS = 20  # intervals: completions counted in equal windows of the run
 
 
 def serving_section(
     traces: list[RequestTrace], slo: Slo | None, settings: dict[str, Any], partial: bool
-) -> dict[str, Any]:
+) -> Serving:
     """The section: every figure from the measured requests (--warmup's are kept out of all of
     them), and every trace, warm-up ones included and marked."""
     everything, traces = traces, measured(traces)
@@ -30,20 +31,22 @@ def serving_section(
         if not trace.ok:
             key = (trace.error or "unfinished").split(":")[0]
             errors[key] = errors.get(key, 0) + 1
-    return {
-        **settings,
-        "partial": partial,
-        "requests": len(traces),
-        "errors": errors,
-        "usage_disagreements": sum(t.usage_disagreement is not None for t in traces),
-        "token_count_sources": _sources(traces),
-        # the prompts' lengths as measured: the tokenizer's count, else the server's
-        "prompt_tokens": describe([m for t in traces if (m := measured_prompt(t)) is not None]),
-        "prompts_off_length": len(off_length(traces)),
-        "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
-        "metrics": all_definitions(traces, slo),
-        "traces": [t.to_dict() for t in everything],
-    }
+    return serving_from(
+        {
+            **settings,
+            "partial": partial,
+            "requests": len(traces),
+            "errors": errors,
+            "usage_disagreements": sum(t.usage_disagreement is not None for t in traces),
+            "token_count_sources": _sources(traces),
+            # the prompts' lengths as measured: the tokenizer's count, else the server's
+            "prompt_tokens": describe([m for t in traces if (m := measured_prompt(t)) is not None]),
+            "prompts_off_length": len(off_length(traces)),
+            "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
+            "metrics": all_definitions(traces, slo),
+            "traces": [t.to_dict() for t in everything],
+        }
+    )
 
 
 PROMPT_TOLERANCE = 0.05  # a prompt further than this share from its asked length is warned of
@@ -92,21 +95,21 @@ def _intervals(traces: list[RequestTrace], duration: float) -> list[IntervalReco
 
 def build_result(
     traces: list[RequestTrace],
-    section: dict[str, Any],
+    section: Serving,
     config: dict[str, Any],
-    environment: dict[str, Any],
+    environment: Environment,
 ) -> Result:
     traces = measured(traces)
-    ours = section["metrics"]["flowrate"]
-    duration = max(ours["duration_s"], 1e-9)
+    ours = section.figures()
+    duration = max(ours.duration_s or 0.0, 1e-9)
     intervals = _intervals(traces, duration)
-    completed = ours["completed"]
+    completed = ours.completed or 0
     stats = summarize_rates([i.samples_per_sec for i in intervals])  # no completion: cv None
     summary = RunSummary(
-        samples_per_sec=ours["request_throughput"] or 0.0,
+        samples_per_sec=ours.request_throughput or 0.0,
         rate_samples_per_sec=intervals[-1].samples_per_sec,
-        steps_per_sec=ours["request_throughput"] or 0.0,
-        tokens_per_sec=ours["output_token_throughput"],
+        steps_per_sec=ours.request_throughput or 0.0,
+        tokens_per_sec=ours.output_token_throughput,
         model_flops_per_sec=0.0,
         **stats.rate_fields(),
         timed_steps=completed,
@@ -120,7 +123,7 @@ def build_result(
     )
     return Result(
         config={**config, "mode": "serve", "execution": "remote", "problem": "serve"},
-        problem=ProblemInfo(name=f"serve:{section['model']}"),
+        problem=ProblemInfo(name=f"serve:{section.model}"),
         batch_size=1,
         environment=environment,
         intervals=intervals,
@@ -135,11 +138,11 @@ def build_result(
     )
 
 
-def run_warnings(traces: list[RequestTrace], section: dict[str, Any]) -> list[str]:
+def run_warnings(traces: list[RequestTrace], section: Serving) -> list[str]:
     """One line for an interrupted run, one for requests whose usage disagreed with the stream,
     one for prompts off their asked length, one for prompt lengths left uncalibrated."""
     out = []
-    if section["partial"]:
+    if section.partial:
         out.append("interrupted (Ctrl-C): the figures cover the requests measured so far")
     disagreed = [t for t in traces if t.usage_disagreement is not None]
     if disagreed:
@@ -158,10 +161,10 @@ def run_warnings(traces: list[RequestTrace], section: dict[str, Any]) -> list[st
             f"{measured_prompt(first)}); each trace holds its prompt's counts "
             "(prompt_tokens, usage_prompt_tokens)"
         )
-    scraped = section.get("server_metrics")
-    if isinstance(scraped, dict) and scraped.get("available") is False:
+    scraped = section.server_metrics
+    if scraped is not None and scraped.get("available") is False:
         out.append(f"--server-metrics: {scraped['reason']}; the server's own figures are not recorded")
-    calibration = section.get("prompt_calibration") or {}
+    calibration = section.prompt_calibration or {}
     if calibration.get("calibrated") is False:
         out.append(
             f"prompt lengths were not calibrated ({calibration['reason']}): a word was taken as a "

@@ -16,6 +16,9 @@ when that chunk got none (n >= 2; one token moves there from the last chunk that
 server ends a stream with a chunk right after its last token (its finish chunk, often without
 text), and tokens whose bytes never made a whole character show no text at all, so generation
 ends with the last chunk, not with the last text.
+
+This module gives the weights; the placing (apportion, place) is in flowrate.results.serving_metrics,
+beside the metrics that read it.
 """
 
 from __future__ import annotations
@@ -23,32 +26,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
-from flowrate.serving.trace import Chunk
-
-
-def apportion(weights: list[int], n: int) -> list[int]:
-    """n tokens over chunks of these weights (the module's rule); all on the chunks with weight.
-    Weights that are all 0 place nothing: the caller's n is then 0."""
-    total = sum(weights)
-    if total == 0:
-        return [0] * len(weights)
-    placed, before, so_far = [], 0, 0
-    for weight in weights:
-        so_far += weight
-        arrived = -(-n * so_far // total)  # ceil, in integers
-        placed.append(arrived - before)
-        before = arrived
-    return placed
-
-
-def place(weights: list[int], n: int) -> list[int]:
-    """n tokens on chunks of these weights, the last one on the last chunk (the module's rule)."""
-    placed = apportion(weights, n)
-    if n >= 2 and placed and placed[-1] == 0:
-        donor = max(i for i, k in enumerate(placed) if k > 0)
-        placed[donor] -= 1
-        placed[-1] = 1
-    return placed
+from flowrate.results.serving import Chunk
 
 
 def chunk_weights(chunks: list[Chunk]) -> list[int]:

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import math
 
+from flowrate.results.serving import RequestTrace
+from flowrate.results.serving_metrics import place
 from flowrate.serving import tokens
 from flowrate.serving.prompts import LocalTokenizer
-from flowrate.serving.trace import RequestTrace
 
 CHUNK_SPLIT = 2  # a token's text may arrive in this many chunks
 TOKENS_PER_CHUNK = 16  # a chunk may carry at most this many tokens
@@ -87,7 +88,7 @@ def settle(trace: RequestTrace, tokenizer: LocalTokenizer | None = None) -> None
         trace.usage_completion_tokens = None
         trace.output_tokens, trace.token_count_source = sum(weights), own
         trace.usage_disagreement = problem
-    for chunk, placed in zip(trace.chunks, tokens.place(weights, trace.output_tokens), strict=True):
+    for chunk, placed in zip(trace.chunks, place(weights, trace.output_tokens), strict=True):
         chunk.tokens = placed
 
 

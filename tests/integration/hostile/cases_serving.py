@@ -14,6 +14,7 @@ from typing import Any
 
 import fault_server
 from flowrate.results.schema import Result
+from flowrate.results.serving import Serving
 from flowrate.results.store import Store
 from hostile.case import FAILED, OK, RUN_A, RUN_B, USAGE, Case, Workspace
 
@@ -69,15 +70,15 @@ def _fault(mode: str, says: str, *extra: str, timeout_s: float = 30.0, name: str
 
 def _usage(mode: str, says: str) -> Case:
     def stream_counted(ws: Workspace, outcome: Any) -> list[str]:
-        serving_section = Result.load(ws.paths["result"]).serving or {}
-        sources = {t["token_count_source"] for t in serving_section["traces"]}
+        serving_section = Result.load(ws.paths["result"]).serving or Serving()
+        sources = {t.token_count_source for t in serving_section.traces}
         problems = [] if sources == {"chunks"} else [f"token counts from {sources}, not the chunks"]
         chunks = fault_server.USAGE[f"usage-{mode}"][0]  # one token a chunk with text, 3 requests
-        counted = serving_section["metrics"]["flowrate"]["output_tokens"]
+        counted = serving_section.figures().output_tokens
         if counted != 3 * chunks:
             problems.append(f"{counted} output tokens recorded, not the stream's {3 * chunks}")
-        if serving_section["server_device"] != "test box":
-            problems.append(f"server_device is {serving_section['server_device']!r}")
+        if serving_section.server_device != "test box":
+            problems.append(f"server_device is {serving_section.server_device!r}")
         return problems
 
     return Case(

@@ -27,6 +27,7 @@ from pathlib import Path
 from flowrate.campaigns.process.child import ERROR, ChildOutcome
 from flowrate.errors import FlowrateError
 from flowrate.execution.compile import cache_root
+from flowrate.results.environment import Software
 from flowrate.results.schema import Result
 
 LOG = "install.log"
@@ -89,8 +90,9 @@ def run_at(revision: Revision, arguments: list[str]) -> ChildOutcome:
         return ChildOutcome(None, ERROR, f"its result cannot be read by this flowrate: {unreadable}")
     # the revision's tree is no git checkout, so its run could not say which commit it ran: this
     # one, exactly (what history orders runs by)
-    software = {**result.environment.get("flowrate", {}), "commit": revision.sha, "dirty": False}
-    return ChildOutcome(dataclasses.replace(result, environment={**result.environment, "flowrate": software}))
+    env = result.environment
+    software = dataclasses.replace(env.flowrate or Software(), commit=revision.sha, dirty=False)
+    return ChildOutcome(dataclasses.replace(result, environment=dataclasses.replace(env, flowrate=software)))
 
 
 def _commit(name: str, repository: Path) -> str:
