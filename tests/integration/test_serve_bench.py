@@ -156,7 +156,7 @@ def test_a_load_test_of_a_real_server_keeps_the_trace_and_all_three_definitions(
         traces, per_request([RequestTrace.from_dict(t) for t in traces], "flowrate"), strict=True
     ):
         assert sum(c["tokens"] for c in trace["chunks"]) == trace["output_tokens"] == 5
-        assert row["tpot_ms"] == pytest.approx(sum(row["itl_ms"]) / 4)  # mean ITL = TPOT
+        assert row.tpot_ms == pytest.approx(sum(row.itl_ms) / 4)  # mean ITL = TPOT
     assert all(t["sent_s"] <= t["chunks"][0]["t_s"] <= t["end_s"] for t in traces)
     for name in ("flowrate", "vllm", "genai_perf"):
         figures = serving["metrics"][name]

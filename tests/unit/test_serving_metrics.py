@@ -103,18 +103,18 @@ def test_a_requests_mean_itl_is_its_e2e_less_ttft_over_its_gaps_under_every_defi
         for trace, row in zip(settled, per_request(settled, name), strict=True):
             n = len(trace.chunks) if name == "vllm" else sum(placed(trace))
             if n < 2:
-                assert row["itl_ms"] == [] and row["tpot_ms"] is None
+                assert row.itl_ms == [] and row.tpot_ms is None
                 continue
-            expected = (row["e2e_ms"] - row["ttft_ms"]) / (n - 1)
-            gaps = row["itl_ms"] if name != "genai_perf" else [row["tpot_ms"]] * (n - 1)
+            expected = (row.e2e_ms - row.ttft_ms) / (n - 1)
+            gaps = row.itl_ms if name != "genai_perf" else [row.tpot_ms] * (n - 1)
             assert len(gaps) == n - 1 and np.mean(gaps) == pytest.approx(expected)
             if name != "vllm":
-                assert row["tpot_ms"] == pytest.approx(expected)
+                assert row.tpot_ms == pytest.approx(expected)
     one_per_chunk = per_request([settled[1]], "vllm")[0]  # x, y, z: one token a chunk
-    assert one_per_chunk["tpot_ms"] != pytest.approx(np.mean(one_per_chunk["itl_ms"]))  # 5 chunks
+    assert one_per_chunk.tpot_ms != pytest.approx(np.mean(one_per_chunk.itl_ms))  # 5 chunks
     flowrate = per_request([settled[1]], "flowrate")[0]
     # the last token arrives with the finish chunk at 0.52: gaps 250, 70
-    assert flowrate["itl_ms"] == pytest.approx([250, 70]) and flowrate["tpot_ms"] == pytest.approx(160)
+    assert flowrate.itl_ms == pytest.approx([250, 70]) and flowrate.tpot_ms == pytest.approx(160)
 
 
 def test_usage_spread_over_buffered_chunks_keeps_itl_and_tpot_together() -> None:

@@ -40,10 +40,10 @@ def serving_figure(section: Serving, title: str) -> Figure:
     axes = fig.subplots(1, 3 if search else 2)
     ours = per_request(traces, "flowrate")
     for key, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E")):
-        _cdf(axes[0], [r[key] for r in ours if r[key] is not None], label)
+        _cdf(axes[0], [value for r in ours if (value := r.latency(key)) is not None], label)
     axes[0].set_xlabel("ms (flowrate's definitions)")
     for name in DEFINITIONS:
-        _cdf(axes[1], [gap for r in per_request(traces, name) for gap in r["itl_ms"]], TITLES[name])
+        _cdf(axes[1], [gap for r in per_request(traces, name) for gap in r.itl_ms], TITLES[name])
     axes[1].set_xlabel("inter-token latency, ms")
     for ax in axes[:2]:
         ax.set_ylabel("fraction of requests (ITL: of gaps)")

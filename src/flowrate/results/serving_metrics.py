@@ -33,8 +33,8 @@ the tokens and equals its mean ITL when every chunk carries one token.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 
@@ -87,7 +87,27 @@ def _token_gaps(arrivals: list[tuple[float, int]]) -> list[float]:
     return gaps
 
 
-def _per_request(trace: RequestTrace, definition: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RequestLatencies:
+    """One successful request under one definition: TTFT, TPOT and E2E (ms; None where the
+    definition finds no token), its inter-token gaps (ms) and its output tokens."""
+
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2e_ms: float | None
+    itl_ms: list[float]
+    n_out: int
+
+    def latency(self, name: str) -> float | None:
+        """ttft_ms, tpot_ms or e2e_ms by name (an SLO's keys)."""
+        value: float | None = getattr(self, name) if name in _ONE_FIGURE else None
+        return value
+
+
+_ONE_FIGURE = frozenset({"ttft_ms", "tpot_ms", "e2e_ms"})
+
+
+def _per_request(trace: RequestTrace, definition: str) -> RequestLatencies:
     """TTFT, TPOT, E2E (ms), ITL gaps (ms) and output tokens of one successful request."""
     ms, sent = 1000.0, trace.sent_s
     counts = placed(trace)
@@ -107,14 +127,14 @@ def _per_request(trace: RequestTrace, definition: str) -> dict[str, Any]:
         last = trace.chunks[-1].t_s if trace.chunks else None
         gaps = []
     if first is None or last is None:
-        return {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "itl_ms": [], "n_out": n_out}
+        return RequestLatencies(None, None, None, [], n_out)
     ttft, e2e = (first - sent) * ms, (last - sent) * ms
     tpot = (e2e - ttft) / (n_out - 1) if n_out > 1 else None
     if definition == "genai_perf" and tpot is not None:
         gaps = [tpot]  # genai-perf's ITL is one figure per request
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "itl_ms": gaps, "n_out": n_out}
+    return RequestLatencies(ttft, tpot, e2e, [float(g) for g in gaps], n_out)
 
 
-def per_request(traces: list[RequestTrace], definition: str) -> list[dict[str, Any]]:
+def per_request(traces: list[RequestTrace], definition: str) -> list[RequestLatencies]:
     """Each successful request's TTFT, TPOT, E2E (ms), ITL gaps (ms) and output tokens."""
     return [_per_request(t, definition) for t in traces if t.ok]

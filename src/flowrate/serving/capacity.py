@@ -94,7 +94,10 @@ def _samples(traces: list[RequestTrace], keys: list[str]) -> dict[str, list[floa
     """Each SLO'd latency of each request (ms): a failed request's is infinite."""
     rows = per_request(traces, "flowrate")
     failed = sum(not t.ok for t in traces)
-    return {key: [r[key] for r in rows if r[key] is not None] + [math.inf] * failed for key in keys}
+    return {
+        key: [value for r in rows if (value := r.latency(key)) is not None] + [math.inf] * failed
+        for key in keys
+    }
 
 
 def _record(traces: list[RequestTrace]) -> dict[str, Any]:
@@ -148,7 +151,7 @@ class Runner:
             unfinished = any(t.error == bench.UNFINISHED for t in outcome.traces)
             cut = INTERRUPTED if outcome.partial else BUDGET if unfinished else None
             rows = per_request(outcome.traces, "flowrate")
-            slowest = max((r["e2e_ms"] for r in rows if r["e2e_ms"] is not None), default=0.0) / 1000
+            slowest = max((r.e2e_ms for r in rows if r.e2e_ms is not None), default=0.0) / 1000
             return Measured(
                 _samples(outcome.traces, list(self.settings.slo)), slowest, cut, _record(outcome.traces)
             )

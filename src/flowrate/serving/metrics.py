@@ -40,9 +40,9 @@ def summarize(traces: list[RequestTrace], definition: str, slo: Slo | None = Non
     duration = _duration_s(traces, definition)
     out: dict[str, Any] = {"duration_s": duration, "completed": len(done)}
     for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        out[name] = describe([r[name] for r in rows if r[name] is not None])
-    out["itl_ms"] = describe([gap for r in rows for gap in r["itl_ms"]])
-    n_out = sum(r["n_out"] for r in rows)
+        out[name] = describe([value for r in rows if (value := r.latency(name)) is not None])
+    out["itl_ms"] = describe([gap for r in rows for gap in r.itl_ms])
+    n_out = sum(r.n_out for r in rows)
     n_in = sum(t.usage_prompt_tokens or t.prompt_tokens or 0 for t in done)
     rate = (lambda x: x / duration) if duration > 0 else (lambda x: None)
     out.update(
@@ -54,7 +54,7 @@ def summarize(traces: list[RequestTrace], definition: str, slo: Slo | None = Non
         error_rate=(len(traces) - len(done)) / len(traces) if traces else 0.0,
     )
     if slo is not None:
-        good = sum(slo.met(r["ttft_ms"], r["tpot_ms"], r["e2e_ms"]) for r in rows)
+        good = sum(slo.met(r.ttft_ms, r.tpot_ms, r.e2e_ms) for r in rows)
         out["goodput"] = rate(good)
         out["slo_attainment"] = good / len(traces) if traces else None
     return out
