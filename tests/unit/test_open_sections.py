@@ -98,9 +98,17 @@ def test_a_stored_trace_keeps_keys_this_flowrate_does_not_name() -> None:
 
 
 def test_a_mistyped_serving_key_is_kept_and_named() -> None:
-    read = serving_from({"metrics": "x", "traces": "y", "model": "m"})
-    assert read.mistyped == ["metrics", "traces"] and read.traces == [] and read.model == "m"
-    assert encode(read) == {"metrics": "x", "traces": "y", "model": "m"}
+    """A hand-edited record reads (its plot says it is malformed) and writes back as it was."""
+    for traces in ("y", [{"bad": 1}]):
+        data = {"metrics": "x", "traces": traces, "model": "m"}
+        read = serving_from(data)
+        assert read.mistyped == ["metrics", "traces"] and read.traces == [] and read.model == "m"
+        assert encode(read) == data
+    chunks = [{"t_s": 1.0}]  # no text, no tokens: kept beside the trace's named keys
+    data = {"traces": [{"index": 0, "scheduled_s": 0.0, "chunks": chunks}]}
+    read = serving_from(data)
+    assert read.traces[0].chunks == [] and read.traces[0].extra == {"chunks": chunks}
+    assert encode(read) == data
 
 
 def test_each_length_distribution_has_one_spelling() -> None:

@@ -11,8 +11,9 @@ An open section (a dataclass with the fields ``extra`` and ``written``: the envi
 serving section) is one whose keys vary by record: it names the keys readers read and keeps every
 other key in ``extra``, and ``written`` holds the keys in the order the record had them, so it is
 written again with the same keys in the same order. A named key whose value is not what its type
-says (an object, an array) is kept in ``extra`` too (its attribute reads as None). An open section
-built in code (``written`` None) writes every named key, then ``extra``.
+says (an object with the keys its type requires, an array of such objects) is kept in ``extra``
+too, and its attribute reads as its default. An open section built in code (``written`` None)
+writes every named key, then ``extra``.
 """
 
 from __future__ import annotations
@@ -111,16 +112,32 @@ def _is_open(cls: type) -> bool:
 
 def _fits(kind: Any, raw: Any) -> bool:
     """Whether ``raw`` is the JSON value a field of type ``kind`` holds, as far as decoding goes:
-    an object for a dataclass or a dict, an array for a list (anything for other types)."""
+    an object with every required key for a dataclass, an object for a dict, an array for a list
+    (of such objects for a list of dataclasses); anything for other types."""
     origin = typing.get_origin(kind)
     if origin is typing.Union or origin is types.UnionType:
         members = [k for k in typing.get_args(kind) if k is not type(None)]
         return len(members) != 1 or _fits(members[0], raw)
-    if origin is dict or (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return isinstance(raw, Mapping) and _required(kind) <= raw.keys()
+    if origin is dict:
         return isinstance(raw, Mapping)
     if origin is list:
-        return isinstance(raw, list)
+        (item,) = typing.get_args(kind)
+        return isinstance(raw, list) and (
+            not dataclasses.is_dataclass(item) or all(_fits(item, v) for v in raw)
+        )
     return True
+
+
+@functools.cache
+def _required(cls: type) -> frozenset[str]:
+    """The fields a ``cls`` cannot be built without (no default)."""
+    return frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
 
 
 @functools.cache
