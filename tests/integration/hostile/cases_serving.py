@@ -50,7 +50,7 @@ def _recorded(ws: Workspace, outcome: Any) -> list[str]:
         stored = runs[0].result
     written = Result.load(ws.paths["result"])
     problems = [] if written.run_id == stored.run_id else ["--out holds another run than the store"]
-    if written.serving is None or len(written.serving["traces"]) != 3:
+    if written.serving is None or len(written.serving.traces) != 3:
         problems.append("--out holds no serving section with the 3 requests' traces")
     return problems
 
