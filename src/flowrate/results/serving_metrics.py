@@ -41,7 +41,6 @@ import numpy as np
 from flowrate.results.serving import RequestTrace
 
 DEFINITIONS = ("flowrate", "vllm", "genai_perf")
-LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
 
 
 def apportion(weights: list[int], n: int) -> list[int]:
