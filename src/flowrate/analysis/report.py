@@ -19,6 +19,7 @@ from typing import Any
 
 from flowrate._version import __version__
 from flowrate.analysis import plots_estimate, plots_history, plots_serving, report_oracle, report_plots
+from flowrate.analysis.estimate_drift import Pricer
 from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
 from flowrate.errors import FlowrateError
@@ -251,8 +252,11 @@ _SECTIONS = [
 ]
 
 
-def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate report") -> str:
-    """The report on ``runs`` (in the order given) as one HTML document."""
+def render_report(
+    runs: Sequence[StoredRun | Result], *, title: str = "flowrate report", reprice: Pricer | None = None
+) -> str:
+    """The report on ``runs`` (in the order given) as one HTML document; ``reprice`` prices, for
+    the estimate section, runs that recorded no prediction (flowrate.estimate.reprice)."""
     if not runs:
         raise FlowrateError("no runs to report: record some with `flowrate run` or `flowrate sweep`")
     stored = [r if isinstance(r, StoredRun) else StoredRun.from_result(r) for r in runs]
@@ -264,7 +268,7 @@ def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate 
         "energy": report_plots.energy(stored),
         "rates": report_plots.rates(stored),
         "history": plots_history.section([r.result for r in stored]),
-        "estimate": plots_estimate.section(stored),
+        "estimate": plots_estimate.section(stored, reprice),
         "serving": plots_serving.section([r.result for r in stored]),
         "environment": _environments(stored),
         "warnings": _warnings(stored),

@@ -35,7 +35,7 @@ class Destination:
         as_json: bool,
     ) -> Destination:
         from flowrate.errors import ConfigError
-        from flowrate.execution.distributed import is_primary
+        from flowrate.execution.launch import is_primary
         from flowrate.results.store import Store
 
         if no_store and (store or tags):

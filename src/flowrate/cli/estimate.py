@@ -148,10 +148,11 @@ def _check(
 ) -> None:
     import json
 
-    from flowrate.analysis.estimate_drift import drift, recompute_with_calibration
+    from flowrate.analysis.estimate_drift import drift
     from flowrate.cli import console
     from flowrate.cli.estimate_text import CHECK_HEADER, DRIFT_HEADER, check_rows, drift_json, drift_tables
     from flowrate.cli.select import select_runs
+    from flowrate.estimate.reprice import recompute_with_calibration
     from flowrate.results.store import RunFilter
 
     stray = [

@@ -42,6 +42,7 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
     from flowrate.cli.paths import check_out
     from flowrate.cli.select import pop_filter, select_runs
     from flowrate.errors import ConfigError
+    from flowrate.estimate.reprice import recompute_with_calibration
     from flowrate.io import STDOUT, write_atomic
     from flowrate.units import counted
 
@@ -49,7 +50,8 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
         raise ConfigError("out", f"a report is one HTML page: name it .html or .htm, not {Path(out).name}")
     check_out(out)
     runs = select_runs(store, refs, pop_filter(flags))
-    page = render_report(runs, title=title or f"flowrate report: {counted(len(runs), 'run')}")
+    title = title or f"flowrate report: {counted(len(runs), 'run')}"
+    page = render_report(runs, title=title, reprice=recompute_with_calibration())
     path = Path(out)
     write_atomic(path, page)
     console.status(f"report written to {path} ({counted(len(runs), 'run')})")

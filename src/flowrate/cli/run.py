@@ -65,7 +65,7 @@ def command(
     from flowrate.cli.progress import LiveProgress
     from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError
-    from flowrate.execution.distributed import is_primary, launched
+    from flowrate.execution.launch import is_primary, launched
     from flowrate.harness.api import run_config
 
     config, problem = resolve_run(flags, sample_shape, out)

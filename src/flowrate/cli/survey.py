@@ -71,7 +71,7 @@ def command(
     from flowrate.cli.paths import check_out
     from flowrate.config import Precision
     from flowrate.errors import ConfigError, RunFailed
-    from flowrate.execution.distributed import launched
+    from flowrate.execution.launch import launched
     from flowrate.harness.survey import SurveyConfig, run_survey
     from flowrate.harness.survey_bands import load_bands, outside
 
