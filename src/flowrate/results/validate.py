@@ -156,6 +156,14 @@ TOP_OPTIONAL = {
     "kind": Kind(lambda v: v in {k.value for k in RecordKind}, " or ".join(map(repr, map(str, RecordKind)))),
 }
 
+# The section each kind alone writes: a record of that kind has it and no other kind's
+OWN_SECTION = {
+    RecordKind.CHECK: "fidelity",
+    RecordKind.GENERATE: "generation",
+    RecordKind.SERVE: "serving",
+    RecordKind.SURVEY: "survey",
+}
+
 # Inside the free-form sections: the values that listing, filtering, plots and reports read.
 CONFIG_TEXT = ["problem", "size", "mode", "precision", "execution", "device", "optimizer"]
 NESTED = {
@@ -203,10 +211,22 @@ def validate_record(data: Mapping[str, Any], newest_version: int) -> None:
         inside = data.get(section)
         if isinstance(inside, dict) and name in inside:
             _expect(f"{section}.{name}", inside[name], kind)
+    if "kind" in data:
+        _check_kind_sections(RecordKind(data["kind"]), data)
     device = data["environment"].get("device")
     if isinstance(device, dict):
         _check_fields("environment.device", device, DEVICE, frozenset())
     check_run_id(data.get("run_id", ""))
+
+
+def _check_kind_sections(kind: RecordKind, data: Mapping[str, Any]) -> None:
+    """A record is of one kind: it holds that kind's own section, and no other kind's."""
+    own = OWN_SECTION.get(kind)
+    if own is not None and data.get(own) is None:
+        raise InvalidResult(f"a {kind} record must have its {own!r} section, and this one has none")
+    for other, section in OWN_SECTION.items():
+        if other != kind and data.get(section) is not None:
+            raise InvalidResult(f"a {kind} record must not hold a {other} record's {section!r} section")
 
 
 def check_run_id(run_id: object) -> None:
