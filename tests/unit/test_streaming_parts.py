@@ -207,3 +207,14 @@ def test_an_arena_is_pinned_only_when_the_rounding_leaves_room_for_the_blocks_st
     tight = placed(pinned_size(size) + size)
     assert pins == [False, False, True, True]
     assert "2 of 4 streamed blocks keep their host memory pageable" in " ".join(tight.warnings)
+
+
+def test_gpt2s_conv1d_weights_travel_in_the_compute_dtype_as_autocast_runs_them() -> None:
+    from transformers.pytorch_utils import Conv1D
+
+    from flowrate.execution.flat_params import cast_by_autocast
+
+    model = nn.Sequential(Conv1D(24, 8), nn.LayerNorm(24), nn.Linear(24, 8))
+    assert cast_by_autocast(model) == {id(model[0].weight), id(model[2].weight)}
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what makes it right: addmm runs in bf16
+        assert model[0](torch.randn(2, 8)).dtype == torch.bfloat16
