@@ -1,7 +1,7 @@
 """One schema per configuration: RunConfig, whose fields each carry a Setting (help, flags, bounds,
 unit, whether a sweep may vary it), and the one reader of values given as text.
 
-- ``run``: RunConfig and its validation, one concern at a time.
+- ``run``: RunConfig; ``run_checks``: its validation, one concern at a time.
 - ``setting``: the Setting a field declares, ``settings(cls)`` to read them, ``reference(cls)``
   for the docs' table.
 - ``bounds``: the numbers a numeric setting may take.
