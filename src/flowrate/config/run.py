@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from flowrate.choices import Execution, FreedMemory, Mode, OptimizerName, Precision
-from flowrate.config.bounds import COUNT, MAX_STEPS, POSITIVE, SECONDS, STEPS, Bounds
+from flowrate.config.bounds import COUNT, MAX_STEPS, POSITIVE, SECONDS, SEED, STEPS, THREADS, Bounds
 from flowrate.config.run_checks import CHECKS, check_problem
 from flowrate.config.setting import setting, setting_of, settings
 from flowrate.config.values import AUTO, BadValue, to_batch
@@ -150,14 +150,14 @@ class RunConfig:
     seed: int = setting(
         0,
         help="Seed of weights and synthetic data.",
-        bounds=Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)"),
+        bounds=SEED,
     )
     """Seeds the model's weights, the batches and the loader's shuffle (each data-parallel rank adds
     its rank)."""
     threads: int | None = setting(
         None,
         help="CPU threads for PyTorch (torch.set_num_threads).",
-        bounds=Bounds("a positive integer", 1, 1024),
+        bounds=THREADS,
         unit="threads",
         default_help="PyTorch's",
     )
@@ -360,14 +360,15 @@ class _BoundsTable(Mapping[str, Bounds]):
 BOUNDS: Mapping[str, Bounds] = _BoundsTable()
 
 
-def parse_batch_size(value: int | str | None) -> int | str | None:
-    """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None)."""
+def parse_batch_size(value: int | str | None, config: type = RunConfig) -> int | str | None:
+    """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None),
+    within the bounds of ``config``'s batch_size."""
     if isinstance(value, str):
         try:
             value = to_batch(value)
         except BadValue:
             raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {value!r}") from None
-    setting_of(RunConfig, "batch_size").check(value)
+    setting_of(config, "batch_size").check(value)
     return value
 
 
