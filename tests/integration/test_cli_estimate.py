@@ -241,3 +241,29 @@ def test_calibrate_warns_when_the_machine_changed_speed_while_it_measured(
     assert load_calibrations()[made.device].speed_moved == moved  # saved either way, as measured
     report = run_cli("estimate", *DEBUG, "--device", "cpu")
     assert (note in report.stdout) is warned  # every estimate priced with it says so
+
+
+def test_calibrate_and_save_calibrates_with_the_threads_asked_and_saves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from flowrate.estimate import calibrating
+    from flowrate.estimate.calibration import load_calibrations
+
+    made = cpu_calibration()
+    threads_inside: list[int] = []
+
+    def fake(device: torch.device, **_: object) -> object:
+        threads_inside.append(torch.get_num_threads())
+        return made
+
+    monkeypatch.setattr(calibrating, "calibrate", fake)
+    before = torch.get_num_threads()
+    started: list[tuple[str, int]] = []
+    calibration, path = calibrating.calibrate_and_save(
+        "cpu", 1, on_start=lambda device, threads: started.append((device, threads))
+    )
+    assert calibration is made and started == [("cpu", 1)] and threads_inside == [1]
+    assert torch.get_num_threads() == before  # PyTorch's own again after
+    assert load_calibrations(path)[made.device] == made
