@@ -42,9 +42,11 @@ class GenerateConfig:
     problem: str = setting(
         "transformer", help="A causal LM: transformer or hf:ARCH.", flags=("-p", "--problem")
     )
+    """A causal language model: a zoo decoder (transformer, gpt2, …) or an hf: model."""
     size: str | None = setting(
         None, help="Named size (zoo) or preset (hf:), e.g. debug.", default_help="the family's"
     )
+    """Named size of the zoo family, or an hf: model's preset; None takes the family default."""
     problem_options: dict[str, int | str] = setting(
         factory=dict,
         help="Zoo shape option.",
@@ -54,6 +56,7 @@ class GenerateConfig:
         metavar="KEY=N",
         own_option=False,
     )
+    """Overrides of the model's shape (-O), and an hf: model's config values (--hf-config, as text)."""
     batch_size: int | str = setting(
         1,
         help="Sequences generated together, or auto: as many as the free memory holds.",
@@ -62,10 +65,13 @@ class GenerateConfig:
         bounds=COUNT,
         unit="sequences",
     )
+    """Sequences generated together; "auto": as many as the free memory holds, at most max_batch_size."""
     max_batch_size: int = setting(256, help="The most auto takes.", bounds=COUNT, unit="sequences")
+    """The largest batch "auto" takes."""
     prompt_len: int | None = setting(
         None, help="Prompt tokens.", bounds=COUNT, unit="tokens", default_help="min(128, context/2)"
     )
+    """Prompt tokens per sequence; None: min(128, half the model's context)."""
     new_tokens: int | None = setting(
         None,
         help="Output tokens, exactly.",
@@ -73,6 +79,8 @@ class GenerateConfig:
         unit="tokens",
         default_help="min(128, the rest of the context)",
     )
+    """Tokens generated per sequence, exactly (no end-of-sequence stop); None: the rest of the
+    context, at most 128."""
     repeats: int = setting(
         5,
         help="Timed generations.",
@@ -83,23 +91,29 @@ class GenerateConfig:
     duration_s: float | None = setting(
         None, help="Keep generating this many seconds.", flags=("--duration",), bounds=SECONDS, unit="s"
     )
+    """Keep generating until this many seconds have passed (and repeats are done); None: repeats alone."""
     warmup: int = setting(
         1,
         help="Untimed generations first.",
         bounds=Bounds("an integer 0 or more", 0, MAX_REPEATS),
         unit="generations",
     )
+    """Untimed generations before the timed ones."""
     precision: str = setting("fp32", help="Weights and cache: fp32, bf16 or fp16.", spell=_generate_precision)
     """The weights' (and so the cache's) dtype: no autocast, as served (GENERATE_PRECISIONS)."""
     device: str = setting(AUTO, help="auto, cpu, cuda or cuda:N.")
+    """Where it runs: "auto" (cuda when present, else cpu), "cpu", "cuda" or "cuda:N"."""
     seed: int = setting(0, help="Seed of weights and prompts.", bounds=SEED)
+    """Seeds the model's weights and the synthetic prompts."""
     threads: int | None = setting(
         None, help="CPU threads for PyTorch.", bounds=THREADS, unit="threads", default_help="PyTorch's"
     )
+    """torch.set_num_threads for the CPU; None leaves PyTorch's choice."""
     prefill_logits: PrefillLogits = setting(
         PrefillLogits.LAST,
         help="The prompt positions the prefill computes logits for: the last, as servers do, or all.",
     )
+    """The prompt positions the prefill computes logits for (PrefillLogits)."""
     freed_memory: FreedMemory = setting(
         FreedMemory.RELEASE,
         help="Host memory a step frees: release, the C library's default (as a plain process), or "
