@@ -23,9 +23,8 @@ from flowrate.campaigns.sweep.spec import (
     parse_grid_flags,
     plan_points,
 )
-from flowrate.config import RunConfig
+from flowrate.config import GenerateConfig, RunConfig
 from flowrate.errors import ConfigError
-from flowrate.harness.generate import GenerateConfig
 from flowrate.results.schema import Result
 from flowrate.results.sections import Generation, Kind, LatencyStats
 from flowrate.results.store import Store
