@@ -118,7 +118,7 @@ class DevicePeak:
     name: str
     # Lowercase strings that must all occur, as whole words, in the lowercased device name.
     match: tuple[str, ...]
-    # Precision key -> dense FLOP/s; an absent key means the device has no such units.
+    # Precision key -> dense FLOP/s; an absent key: the table has no figure (no such units, or unwritten).
     dense_flops: Mapping[str, float]
     # Device memory, bytes/s.
     memory_bandwidth: float | None
