@@ -50,10 +50,12 @@ async def _stream(request: web.Request, *parts: bytes, done: bool = True) -> web
 
 
 def prompt_tokens(body: dict[str, Any], mode: str) -> int:
-    """The server's count of a prompt: a BOS token and one a word; in mode ``words`` a word of
-    n letters is ceil(n / 3) tokens ("the" 1, "quick" 2), a tokenizer whose words differ."""
+    """The server's count of a prompt (every message's, on the chat endpoint): a BOS token and
+    one a word; in mode ``words`` a word of n letters is ceil(n / 3) tokens ("the" 1, "quick" 2),
+    a tokenizer whose words differ."""
     messages = body.get("messages") or [{}]
-    words = str(body.get("prompt") or messages[0].get("content", "")).split()
+    text = body.get("prompt") or " ".join(str(m.get("content", "")) for m in messages)
+    words = str(text).split()
     return 1 + sum(-(-len(w) // 3) if mode == "words" else 1 for w in words)
 
 
@@ -108,7 +110,9 @@ async def answer(request: web.Request) -> web.StreamResponse:
         async with request.app[SERVER].one_at_a_time():
             await asyncio.sleep(QUEUE_SERVICE_S)
             return await _good(request, max_tokens, prompt_tokens(body, mode))
-    if mode in ("ok", "words", "queue", "metrics", "garbled") or (
+    if mode == "turns" and not probe:  # answers as ok does, keeping what each request sent
+        request.app[SERVER].bodies.append(body)
+    if mode in ("ok", "words", "queue", "metrics", "garbled", "turns") or (
         probe and mode in ("gone", "stall", "slow")
     ):
         return await _good(request, max_tokens, prompt_tokens(body, mode))
@@ -222,6 +226,7 @@ class FaultServer:
         self.posts = 0  # requests answered, every mode: a test can see that nothing was sent
         self.answered = 0  # mode metrics's requests (not its probes): what /metrics counts
         self.lock: asyncio.Lock | None = None  # mode queue's, made in the server's loop
+        self.bodies: list[dict[str, Any]] = []  # mode turns's requests (not its probes), as sent
 
     def one_at_a_time(self) -> asyncio.Lock:
         if self.lock is None:

@@ -28,6 +28,18 @@ class Rate(click.FloatRange):
         return number
 
 
+class Loads(click.ParamType):
+    """A load, or a comma-separated list of them: a sweep, one point a load, in the order given."""
+
+    def __init__(self, one: click.ParamType) -> None:
+        self.one, self.name = one, one.name
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        return tuple(self.one.convert(part.strip(), param, ctx) for part in str(value).split(","))
+
+
 @click.command("serve-bench")
 @click.option("--url", required=True, help="The server's base URL, e.g. http://127.0.0.1:8000.")
 @click.option("--model", required=True, help="The model name the server expects.")
@@ -83,8 +95,9 @@ class Rate(click.FloatRange):
 )
 @click.option(
     "--rate",
-    type=Rate(min=0, min_open=True),
-    help="Arrival rate, requests/s (open loop); inf sends every request at once.",
+    type=Loads(Rate(min=0, min_open=True)),
+    help="Arrival rate, requests/s (open loop); inf sends every request at once. A list (0.5,1,2) "
+    "sweeps the rates in turn: each a run of its own, then their curve.",
 )
 @click.option(
     "--arrivals",
@@ -104,7 +117,19 @@ class Rate(click.FloatRange):
     "--ramp-up", type=FiniteRange(min=0), default=0.0, show_default=True, help="Seconds to reach --rate."
 )
 @click.option(
-    "--concurrency", type=click.IntRange(1), help="Fixed concurrency (closed loop) instead of a rate."
+    "--concurrency",
+    type=Loads(click.IntRange(1)),
+    help="Fixed concurrency (closed loop) instead of a rate. A list (1,4,16) sweeps them in turn.",
+)
+@click.option(
+    "--turns",
+    help="Multi-turn conversations (--endpoint chat): turns per conversation, a spec as --input-len "
+    "takes; -n counts conversations, each turn is sent with the earlier turns' prompts and answers.",
+)
+@click.option(
+    "--think-time",
+    type=FiniteRange(min=0),
+    help="--turns: seconds between an answer and the conversation's next turn. [default: 0]",
 )
 @click.option(
     "--replay", type=click.Path(dir_okay=False), help="JSONL trace: {time, prompt_len, output_len}."
@@ -120,7 +145,8 @@ class Rate(click.FloatRange):
 @click.option(
     "--budget",
     type=Duration(),
-    help="--find-max-rate's time limit, e.g. 3m, 90s, 1h: no point starts that would not fit. [default: 10m]",
+    help="--find-max-rate's time limit, e.g. 3m, 90s, 1h: no point starts that would not fit. [default: 10m] "
+    "A sweep's: no point starts once it is spent, the running one is cut at its end.",
 )
 @click.option(
     "--slo-percentile",
@@ -210,6 +236,12 @@ def command(
     from flowrate.serving import plan as serving_plan
 
     plan = serving_plan.resolve(flags)
+    if plan.loads is not None:
+        for given, flag in ((out, "--out"), (as_json, "--json")):
+            if given:
+                raise ConfigError(
+                    flag, "a sweep records each load as a run of its own: read them from the store"
+                )
     if out:
         check_out(out)
     if flags["plot_path"]:
@@ -217,6 +249,9 @@ def command(
         _plot_format(flags["plot_path"])
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status(plan.start_line(), quiet)
+    if plan.loads is not None:
+        _sweep(plan, destination, flags, quiet)
+        return
     result = serving_plan.execute(plan, sys.argv, lambda line: console.status(line, quiet))
     section = result.serving or {}
     title = f"flowrate serve-bench {result.run_id}"
@@ -235,6 +270,47 @@ def command(
     failure = serve_bench_text.failure(section, flags["max_error_rate"])
     if failure:
         raise RunFailed(failure)
+
+
+def _sweep(plan: Any, destination: Any, flags: dict[str, Any], quiet: bool) -> None:
+    """Each point recorded as its run, the curve's table, its figure; exit 130 when cut by
+    Ctrl-C, 1 when a point failed as a single load fails (serve_bench_text.failure)."""
+    import sys
+
+    from flowrate.cli import console, serve_bench_text
+    from flowrate.errors import RunFailed
+    from flowrate.serving import sweep_run
+
+    done = sweep_run.execute_sweep(plan, sys.argv, lambda line: console.status(line, quiet))
+    destination.record_all(done.results)
+    if not quiet:
+        header, rows = serve_bench_text.curve_table(done.curve, [r.run_id for r in done.results])
+        console.grid(
+            f"serve-bench sweep ({done.stopped})",
+            header,
+            rows,
+            right_aligned=range(1, 6),
+            to_stdout=False,
+            whole=(0, 7),
+        )
+    if flags["plot_path"]:
+        from flowrate.analysis.plots import render
+        from flowrate.analysis.plots_serving import sweep_figure
+        from flowrate.io import write_atomic
+
+        figure = sweep_figure(done.curve, plan.slo or {}, f"serve-bench sweep at {plan.target.url}")
+        write_atomic(flags["plot_path"], render(figure, _plot_format(flags["plot_path"])))
+        console.status(f"plot written to {flags['plot_path']}", quiet)
+    if any(point["cut"] == "interrupted" for point in done.curve) or done.stopped == "interrupted":
+        raise KeyboardInterrupt  # the points are recorded, the cut one partial: exit 130
+    failures = [
+        f"{point['load']}: {why}"
+        for point, result in zip(done.curve, done.results, strict=True)
+        if not point["partial"]
+        and (why := serve_bench_text.failure(result.serving or {}, flags["max_error_rate"]))
+    ]
+    if failures:
+        raise RunFailed("; ".join(failures))
 
 
 def _plot_format(path: str) -> str:

@@ -49,6 +49,16 @@ def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
             out.append(
                 (f"[{title}] goodput req/s", f"{m['goodput']:.3f} ({m['slo_attainment']:.1%} met the SLO)")
             )
+    for turn in section.get("per_turn") or []:
+        ttft, context = turn["ttft_ms_median"], turn["prompt_tokens_median"]
+        out.append(
+            (
+                f"turn {turn['turn'] + 1}",
+                f"{turn['completed']} of {turn['requests']} completed, TTFT median "
+                + ("—" if ttft is None else f"{ttft:.2f} ms")
+                + ("" if context is None else f" at {context:g} prompt tokens (the server's count)"),
+            )
+        )
     sources = section.get("token_count_sources")
     if sources:
         out.append(("output tokens counted by", ", ".join(f"{k} x{v}" for k, v in sources.items())))
@@ -85,6 +95,37 @@ def _point(point: dict[str, Any]) -> str:
     achieved = point.get("request_throughput")
     done = "" if achieved is None else f"; {achieved:.4g} req/s achieved"
     return f"{point['verdict']}: {figures}{done}"
+
+
+CURVE_HEADER = ("load", "req/s", "out tok/s", "TTFT p50/p99", "TPOT p50/p99", "E2E p50/p99", "SLO", "run")
+
+
+def curve_table(curve: list[dict[str, Any]], run_ids: list[str]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """A sweep's curve, one row a point: its load, the requests/s and output tokens/s achieved,
+    TTFT, TPOT and E2E p50/p99 in ms (flowrate's definitions), its --slo verdict, its run."""
+
+    def number(value: float | None, digits: int) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"
+
+    rows = []
+    for point, run_id in zip(curve, run_ids, strict=True):
+        latency = point["latency"]
+        spans = [
+            f"{number(latency[k]['p50'], 1)} / {number(latency[k]['p99'], 1)}"
+            for k in ("ttft_ms", "tpot_ms", "e2e_ms")
+        ]
+        verdict = f"cut ({point['cut']}): partial" if point["partial"] else point["verdict"] or "—"
+        rows.append(
+            [
+                point["load"],
+                number(point["request_throughput"], 3),
+                number(point["output_token_throughput"], 1),
+                *spans,
+                verdict,
+                run_id,
+            ]
+        )
+    return CURVE_HEADER, rows
 
 
 def failure(section: dict[str, Any], max_error_rate: float) -> str | None:

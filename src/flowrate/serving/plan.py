@@ -14,12 +14,13 @@ import numpy as np
 from flowrate.errors import ConfigError, RunFailed
 from flowrate.results.schema import SCHEMA_VERSION, Result
 from flowrate.results.validate import InvalidResult, validate_record
-from flowrate.serving import bench, capacity, lengths, load, prompts, server_metrics
+from flowrate.serving import bench, capacity, conversations, lengths, load, prompts, server_metrics, sweep
 from flowrate.serving.bounds import MAX_PROMPT_TOKENS, MAX_TOKENS
 from flowrate.serving.metrics import Slo
 from flowrate.serving.prompts import LocalTokenizer, Prompt, SharedPrefix
 from flowrate.serving.result import build_result, serving_section
 from flowrate.serving.search import INTERRUPTED, SearchSettings
+from flowrate.serving.trace import RequestTrace
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -84,6 +85,10 @@ class Plan:
     warmup: list[Prompt] = field(default_factory=list)  # --warmup's prompts, sent first
     prefix: SharedPrefix | None = None  # --shared-prefix-len
     server_metrics: bool = False  # --server-metrics: scrape the server's /metrics around the load
+    loads: list[sweep.Load] | None = None  # a sweep's loads (--rate or --concurrency lists)
+    budget_s: float | None = None  # a sweep's --budget
+    verdicts: sweep.Verdicts | None = None  # a sweep's points held to --slo
+    conversations: bench.Conversations | None = None  # --turns
 
     def start_line(self) -> str:
         s = self.settings
@@ -92,7 +97,12 @@ class Plan:
             return "\n".join([head, *capacity.plan_lines(self.search)])
         how = f"at {s['rate']} req/s" if s["rate"] else f"at concurrency {s['concurrency']}"
         how = "replaying a trace" if s["replay"] else how
-        return f"serve-bench: {len(self.prompts)} requests to {self.target.url} ({self.target.model}) {how}"
+        if self.loads is not None:
+            how = "at " + ", ".join(load.label for load in self.loads) + ", in turn"
+        sent = f"{len(self.prompts)} requests"
+        if self.conversations is not None:
+            sent = f"{len(self.conversations.turns)} conversations ({len(self.prompts)} turns)"
+        return f"serve-bench: {sent} to {self.target.url} ({self.target.model}) {how}"
 
 
 def _load(flags: dict[str, Any]) -> tuple[float | None, int, str | None]:
@@ -129,14 +139,36 @@ def _arrivals(flags: dict[str, Any]) -> str:
     return "poisson" if flags["burstiness"] == 1.0 else "gamma"
 
 
+def _one_load(flags: dict[str, Any]) -> tuple[dict[str, Any], list[sweep.Load] | None]:
+    """--rate and --concurrency as lists: the flags with the first load, and a sweep's loads."""
+    rates, concurrencies = _listed(flags["rate"]), _listed(flags["concurrency"])
+    loads = sweep.loads_from(rates, concurrencies)
+    if loads is not None:
+        sweep.check_flags(flags)
+    first = {
+        "rate": rates[0] if rates else None,
+        "concurrency": concurrencies[0] if concurrencies else None,
+    }
+    return {**flags, **first}, loads
+
+
+def _listed(value: Any) -> tuple[Any, ...] | None:
+    if value is None:
+        return None
+    return tuple(value) if isinstance(value, tuple | list) else (value,)
+
+
 def resolve(flags: dict[str, Any]) -> Plan:
     """Check every option before anything is sent."""
     bench.split_url(flags["url"])
     slo = parse_slo(flags["slo"])
+    flags, loads = _one_load(flags)
     rate, concurrency, scenario = _load(flags)
-    search = capacity.settings_from(flags, rate, slo)
+    search = capacity.settings_from(flags, rate, slo, sweep=loads is not None)
     tokenizer = prompts.load_tokenizer(Path(flags["tokenizer"])) if flags["tokenizer"] else None
     n, seed, warmup = flags["num_requests"], flags["seed"], flags.get("warmup") or 0
+    talks = conversations.from_flags(flags, n, seed)
+    n = n if talks is None else sum(talks.turns)  # the requests: every conversation's turns
     if warmup and search is not None:
         raise ConfigError("--warmup", "not with --find-max-rate (each point is measured whole)")
     if flags.get("server_metrics") and search is not None:
@@ -170,16 +202,19 @@ def resolve(flags: dict[str, Any]) -> Plan:
                 )
             chosen = prompts.synthetic(n, (1, 1), (1, 1), tokenizer, seed, fixed=pairs, prefix=prefix)
             warm = prompts.synthetic(warmup, (1, 1), (1, 1), tokenizer, seed, fixed=warm_pairs, prefix=prefix)
+        starts = n if talks is None else len(talks.turns)  # with --turns the load starts conversations
         times = (
             None
             if rate is None
             else load.arrival_times(
-                n, rate, flags["burstiness"], flags["ramp_up"], seed, flags["arrivals"] == "constant"
+                starts, rate, flags["burstiness"], flags["ramp_up"], seed, flags["arrivals"] == "constant"
             )
         )
     _check_total(chosen)
     context = flags["max_model_len"] or (tokenizer.context if tokenizer else None)
     prompts.check_context(chosen, context)
+    if talks is not None:
+        conversations.check_context(chosen, talks, context)
     target = bench.Target(
         flags["url"].rstrip("/"),
         flags["model"],
@@ -219,6 +254,11 @@ def resolve(flags: dict[str, Any]) -> Plan:
         "shared_prefix_len": prefix.tokens if prefix else None,
         "prefix_groups": prefix.groups if prefix else None,
         "server_device": _server_device(flags.get("server_device")),
+        # --turns: the spec of each conversation's turns (-n counts conversations) and the
+        # seconds between an answer and the next turn; None for single-turn requests
+        "turns": flags.get("turns") if talks else None,
+        "conversations": len(talks.turns) if talks else None,
+        "think_time_s": talks.think_time_s if talks else None,
     }
     return Plan(
         target,
@@ -234,6 +274,14 @@ def resolve(flags: dict[str, Any]) -> Plan:
         warmup=warm,
         prefix=prefix,
         server_metrics=bool(flags.get("server_metrics")),
+        loads=loads,
+        budget_s=flags.get("budget"),
+        verdicts=None
+        if loads is None or not slo
+        else sweep.Verdicts(
+            slo, (flags.get("slo_percentile") or 99.0) / 100, flags.get("confidence") or 0.95
+        ),
+        conversations=talks,
     )
 
 
@@ -260,7 +308,7 @@ def _draw(
     return list(zip(drawn_in, output_len.draw(n, rng), strict=True))
 
 
-def _calibrate(plan: Plan) -> None:
+def calibrate(plan: Plan) -> None:
     """Size the synthetic prompts by the server's own counts (prompts.py says how), recorded as
     the settings' prompt_calibration; the probes' time comes out of --deadline."""
     begin = time.perf_counter()
@@ -290,11 +338,17 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     client = collect_environment(torch.device("cpu"), argv)  # first: a search ends soon after its budget
     slo = Slo(**plan.slo) if plan.slo else None
     if plan.calibrate:
-        _calibrate(plan)
+        calibrate(plan)
     settings, search, partial = plan.settings, None, False
     if plan.search is not None:
         runner = capacity.Runner(
-            plan.target, plan.prompts, plan.settings, plan.search, plan.deadline_s, plan.tokenizer
+            plan.target,
+            plan.prompts,
+            plan.settings,
+            plan.search.requests,
+            list(plan.search.slo),
+            plan.deadline_s,
+            plan.tokenizer,
         )
         outcome, rate, search = capacity.run_search(runner, plan.search, say, plan.started)
         settings = {**plan.settings, "rate": rate}  # the headline point's load
@@ -314,6 +368,7 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
             tokenizer=plan.tokenizer,
             warmup=plan.warmup,
             observe=observe if plan.server_metrics else None,
+            conversations=plan.conversations,
         )
         partial = outcome.partial
         if plan.server_metrics:
@@ -322,9 +377,14 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
     section = serving_section(outcome.traces, slo, settings, partial)
     if search is not None:
         section["search"] = search
+    return record(outcome.traces, section, client)
+
+
+def record(traces: list[RequestTrace], section: dict[str, Any], client: dict[str, Any]) -> Result:
+    """The Result of one load's traces, checked to read back before anything is written."""
     config = {"device": "remote", "precision": None, "size": None}
     environment = server_environment(client, section)
-    result = build_result(outcome.traces, section, config, environment)
+    result = build_result(traces, section, config, environment)
     try:  # what readers refuse is never written: check the record before anything is
         validate_record(result.to_dict(), SCHEMA_VERSION)
     except InvalidResult as error:
