@@ -6,9 +6,11 @@ how it answers (``url("500")`` is http://127.0.0.1:PORT/500, and serve-bench the
 misbehave only under load (``gone``, ``stall``, ``slow``), so they reach the load. Answers
 count the prompt's tokens (``prompt_tokens``) so serve-bench can size its prompts. ``silent_url()``
 is a socket that takes connections (the kernel completes the handshake) and never answers.
-Mode ``queue`` serves one request at a time, each taking QUEUE_SERVICE_S before its first token,
-so its TTFT grows with the offered rate (a rate search has a capacity to find: about
-1 / QUEUE_SERVICE_S requests/s).
+Mode ``turns`` keeps each request's body (``bodies``); ``second-turn-500`` refuses a chat request
+holding history; ``hold-after-N`` (any suffix after N: a name of its own) answers N requests,
+then holds the rest as ``held`` does. Mode ``queue`` serves one request at a time, each taking
+QUEUE_SERVICE_S before its first token, so its TTFT grows with the offered rate (a rate search
+has a capacity to find: about 1 / QUEUE_SERVICE_S requests/s).
 
 The sockets are bound and listening as soon as a URL is asked for, so cases may name URLs when
 they are declared; ``start()`` (idempotent) serves them.
@@ -112,7 +114,15 @@ async def answer(request: web.Request) -> web.StreamResponse:
             return await _good(request, max_tokens, prompt_tokens(body, mode))
     if mode == "turns" and not probe:  # answers as ok does, keeping what each request sent
         request.app[SERVER].bodies.append(body)
-    if mode in ("ok", "words", "queue", "metrics", "garbled", "turns") or (
+    if mode.startswith("hold-after-"):  # hold-after-N[-tag]: probes and the first N answered
+        seen = request.app[SERVER].seen
+        seen[mode] = seen.get(mode, 0) + (not probe)
+        if probe or seen[mode] <= int(mode.split("-")[2]):
+            return await _good(request, max_tokens, prompt_tokens(body, mode))
+        mode = "held"
+    if mode == "second-turn-500" and len(body.get("messages") or []) >= 3:  # a conversation's 2nd turn
+        return web.json_response({"detail": "no second turns"}, status=500)
+    if mode in ("ok", "words", "queue", "metrics", "garbled", "turns", "second-turn-500") or (
         probe and mode in ("gone", "stall", "slow")
     ):
         return await _good(request, max_tokens, prompt_tokens(body, mode))
@@ -227,6 +237,7 @@ class FaultServer:
         self.answered = 0  # mode metrics's requests (not its probes): what /metrics counts
         self.lock: asyncio.Lock | None = None  # mode queue's, made in the server's loop
         self.bodies: list[dict[str, Any]] = []  # mode turns's requests (not its probes), as sent
+        self.seen: dict[str, int] = {}  # each hold-after-N mode's requests (not its probes)
 
     def one_at_a_time(self) -> asyncio.Lock:
         if self.lock is None:

@@ -49,14 +49,14 @@ def rows(section: dict[str, Any]) -> list[tuple[str, str]]:
             out.append(
                 (f"[{title}] goodput req/s", f"{m['goodput']:.3f} ({m['slo_attainment']:.1%} met the SLO)")
             )
-    for turn in section.get("per_turn") or []:
+    for turn in section.get("per_turn") or []:  # the context each turn carries, and its TTFT
         ttft, context = turn["ttft_ms_median"], turn["prompt_tokens_median"]
+        tokens = "" if context is None else f"{context:g} prompt tokens: "
+        median = "—" if ttft is None else f"{ttft:.2f} ms"
         out.append(
             (
                 f"turn {turn['turn'] + 1}",
-                f"{turn['completed']} of {turn['requests']} completed, TTFT median "
-                + ("—" if ttft is None else f"{ttft:.2f} ms")
-                + ("" if context is None else f" at {context:g} prompt tokens (the server's count)"),
+                f"{tokens}TTFT median {median}, {turn['completed']} of {turn['requests']} completed",
             )
         )
     sources = section.get("token_count_sources")

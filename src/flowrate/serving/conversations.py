@@ -39,14 +39,15 @@ def from_flags(flags: dict[str, Any], n: int, seed: int) -> Conversations | None
 
 def check_context(prompts: list[Prompt], conversations: Conversations, context: int | None) -> None:
     """Refuse, before sending anything, a conversation whose prompts and answers (each at its
-    max_tokens) exceed the model's context by its last turn (when the lengths are known)."""
+    max_tokens) exceed the model's context by its last turn (each prompt's length by the
+    tokenizer, else as asked: a dataset's prompts without a tokenizer are not checked)."""
     if context is None:
         return
     for number, (first, count) in enumerate(zip(conversations.firsts(), conversations.turns, strict=True)):
-        turns = prompts[first : first + count]
-        if any(p.tokens is None for p in turns):
+        sizes = [(p.tokens if p.tokens is not None else p.asked) for p in prompts[first : first + count]]
+        if any(size is None for size in sizes):
             continue
-        total = sum((p.tokens or 0) + p.max_tokens for p in turns)
+        total = sum(size or 0 for size in sizes) + sum(p.max_tokens for p in prompts[first : first + count])
         if total > context:
             raise ConfigError(
                 "--turns",
