@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from flowrate.config.serve import ServeConfig
 from flowrate.errors import ConfigError
 from flowrate.serving import bench, load
 from flowrate.serving.metrics import per_request, summarize
@@ -41,14 +42,14 @@ def process_start() -> float:
 
 
 def settings_from(
-    flags: dict[str, Any], rate: float | None, slo: dict[str, float] | None, sweep: bool = False
+    config: ServeConfig, rate: float | None, slo: dict[str, float] | None, sweep: bool = False
 ) -> SearchSettings | None:
-    """The search's settings from serve-bench's flags (None without --find-max-rate, whose own
+    """The search's settings from serve-bench's config (None without --find-max-rate, whose own
     flags are then refused, but for those a ``sweep`` of loads takes too: --budget, and with --slo
     --slo-percentile and --confidence); a budget the first point cannot fit is refused before
     anything is sent."""
-    given = [name for name in OWN if flags.get(name) is not None]
-    if not flags["find_max_rate"]:
+    given = [name for name in OWN if getattr(config, name) is not None]
+    if not config.find_max_rate:
         shared = ("budget", "slo_percentile", "confidence") if sweep and slo else ("budget",) if sweep else ()
         given = [name for name in given if name not in shared]
         if given:
@@ -61,10 +62,10 @@ def settings_from(
     settings = SearchSettings(
         start_rate=rate,
         slo=slo,
-        percentile=(flags.get("slo_percentile") or 99.0) / 100,
-        confidence=flags.get("confidence") or 0.95,
-        resolution=flags.get("resolution") or 0.05,
-        budget_s=flags.get("budget") or DEFAULT_BUDGET_S,
+        percentile=(config.slo_percentile or 99.0) / 100,
+        confidence=config.confidence or 0.95,
+        resolution=config.resolution or 0.05,
+        budget_s=config.budget or DEFAULT_BUDGET_S,
     )
     first = settings.point_s(rate, settings.first_drain_s())
     if first > settings.budget_s - FINISH_S:

@@ -4,10 +4,9 @@ number of turns is drawn from the --turns spec (a length spec: N, LOW:HIGH, norm
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from flowrate.config.serve import Endpoint, ServeConfig
 from flowrate.errors import ConfigError
 from flowrate.serving import lengths
 from flowrate.serving.bench import Conversations
@@ -16,20 +15,20 @@ from flowrate.serving.prompts import Prompt
 MAX_TURNS = 1000  # turns in one conversation
 
 
-def from_flags(flags: dict[str, Any], n: int, seed: int) -> Conversations | None:
+def from_config(config: ServeConfig, n: int, seed: int) -> Conversations | None:
     """The conversations' turns, drawn from --turns with a generator of their own (so the prompts'
     lengths do not depend on it); None without --turns. Refuses what multi-turn cannot carry."""
-    spec, think = flags.get("turns"), flags.get("think_time")
+    spec, think = config.turns, config.think_time
     if spec is None:
         if think is not None:
             raise ConfigError("--think-time", "only with --turns (the pause between a conversation's turns)")
         return None
-    if flags["endpoint"] != "chat":
+    if config.endpoint != Endpoint.CHAT:
         raise ConfigError(
             "--turns", "multi-turn conversations need --endpoint chat (the history is messages)"
         )
     for other in ("replay", "find_max_rate"):
-        if flags.get(other):
+        if getattr(config, other):
             raise ConfigError("--turns", f"not with --{other.replace('_', '-')}")
     turns = lengths.parse(spec, "--turns").draw(n, np.random.default_rng([seed, 4]))
     if max(turns) > MAX_TURNS:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowrate.config.serve import ServeConfig
 from flowrate.errors import ConfigError
 from flowrate.serving.capacity import FINISH_S, Runner
 from flowrate.serving.search import BUDGET, INTERRUPTED, Measured, verdict
@@ -59,10 +60,10 @@ def _unique(flag: str, values: tuple[float, ...] | tuple[int, ...]) -> None:
 NOT_WITH = ("find_max_rate", "warmup", "server_metrics", "ramp_up")  # each measures one load
 
 
-def check_flags(flags: dict[str, Any]) -> None:
+def check_config(config: ServeConfig) -> None:
     """Refuse what a sweep does not combine with (each point is one load, measured whole)."""
     for name in NOT_WITH:
-        if flags.get(name):
+        if getattr(config, name):
             raise ConfigError(
                 "--" + name.replace("_", "-"), "not with a sweep of loads (--rate or --concurrency lists)"
             )
