@@ -113,6 +113,8 @@ def load_label(result: Result) -> str:
         parts.append(f"dataset {section['dataset']}")
     elif section.get("input_len") is not None:
         parts.append(f"in {section['input_len']} / out {section.get('output_len')} tokens")
+    if section.get("turns"):
+        parts.append(f"{section['turns']} turns")
     return ", ".join(parts)
 
 
