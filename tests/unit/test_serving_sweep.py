@@ -11,7 +11,16 @@ import pytest
 from flowrate.cli.serve_bench_text import curve_table
 from flowrate.errors import ConfigError
 from flowrate.serving.search import BUDGET, INTERRUPTED, Measured
-from flowrate.serving.sweep import DONE, Load, Point, Verdicts, curve_point, loads_from, run_sweep
+from flowrate.serving.sweep import (
+    DONE,
+    Load,
+    Percentiles,
+    Point,
+    Verdicts,
+    curve_point,
+    loads_from,
+    run_sweep,
+)
 
 
 class FakeRunner:
@@ -122,8 +131,9 @@ def test_the_curve_table_has_a_row_a_load() -> None:
     whole = Point(Load(rate=1.0), Measured({}, 0.0), "pass")
     cut = Point(Load(rate=2.0), Measured({}, 0.0, INTERRUPTED))
     curve = [curve_point(whole, _section(1.0, 30.0)), curve_point(cut, _section(2.0, 40.0))]
-    assert curve[0]["latency"]["ttft_ms"] == {"p50": 30.0, "p99": 60.0}
-    assert curve[0]["latency"]["e2e_ms"] == {"p50": None, "p99": None}
+    assert curve[0].latency_ms["ttft_ms"] == Percentiles(30.0, 60.0)
+    assert curve[0].latency_ms["e2e_ms"] == Percentiles(None, None)
+    assert not curve[0].partial and curve[1].partial
     header, rows = curve_table(curve, ["run1", "run2"])
     assert header[0] == "load" and header[-1] == "run"
     assert rows == [

@@ -18,6 +18,7 @@ from flowrate.errors import FlowrateError
 from flowrate.results.identity import load_label
 from flowrate.results.schema import Result
 from flowrate.serving.metrics import DEFINITIONS, per_request
+from flowrate.serving.sweep import LATENCIES, CurvePoint
 from flowrate.serving.trace import RequestTrace, measured
 
 TITLES = {
@@ -104,26 +105,28 @@ def search_curve(search: dict[str, Any], key: str) -> list[tuple[float, float, f
     return sorted(out)
 
 
-def sweep_figure(curve: list[dict[str, Any]], slo: dict[str, float], title: str) -> Figure:
-    """A sweep's latency–throughput curves (serving.sweep.curve_point each), drawn as the rate
-    search's are: p50 on the left, p99 on the right with --slo's lines; a cut point is not drawn."""
+def sweep_figure(curve: list[CurvePoint], slo: dict[str, float], title: str) -> Figure:
+    """A sweep's latency–throughput curves, drawn as the rate search's are: p50 on the left, p99
+    on the right with --slo's lines; a cut point is not drawn."""
     fig = canvas.new_figure()
     axes = fig.subplots(1, 2)
-    keys = ("ttft_ms", "tpot_ms", "e2e_ms")
     for ax, name in zip(axes, ("p50", "p99"), strict=True):
         points = [
             {
-                "rate": p["rate"],
-                "partial": p["partial"],
-                "request_throughput": p["request_throughput"],
-                "latency_ms": {k: {"quantile": p["latency"][k][name], "upper": None} for k in keys},
+                "rate": p.load.rate,
+                "partial": p.partial,
+                "request_throughput": p.request_throughput,
+                "latency_ms": {
+                    key: {"quantile": getattr(figures, name), "upper": None}
+                    for key, figures in p.latency_ms.items()
+                },
             }
             for p in curve
         ]
-        limits = {k: slo.get(k) if name == "p99" else None for k in keys}
+        limits = {key: slo.get(key) if name == "p99" else None for key in LATENCIES}
         _search_panel(ax, {"points": points, "percentile": float(name[1:])}, limits)
     fig.suptitle(canvas.plain(title), fontsize="medium")
-    loads = ", ".join(p["load"] for p in curve)
+    loads = ", ".join(p.load.label for p in curve)
     canvas.footnote(fig, f"one point a load ({loads}); failed requests are left out of the percentiles")
     return fig
 

@@ -85,6 +85,7 @@ def _sweep(plan: Any, destination: Any, config: ServeConfig, quiet: bool) -> Non
     from flowrate.cli import console, serve_bench_text
     from flowrate.errors import RunFailed
     from flowrate.serving import sweep_run
+    from flowrate.serving.search import INTERRUPTED
 
     done = sweep_run.execute_sweep(plan, sys.argv, lambda line: console.status(line, quiet))
     destination.record_all(done.results)
@@ -106,12 +107,12 @@ def _sweep(plan: Any, destination: Any, config: ServeConfig, quiet: bool) -> Non
         figure = sweep_figure(done.curve, plan.slo or {}, f"serve-bench sweep at {plan.target.url}")
         write_atomic(config.plot_path, render(figure, _plot_format(config.plot_path)))
         console.status(f"plot written to {config.plot_path}", quiet)
-    if any(point["cut"] == "interrupted" for point in done.curve) or done.stopped == "interrupted":
+    if done.stopped == INTERRUPTED:
         raise KeyboardInterrupt  # the points are recorded, the cut one partial: exit 130
     failures = [
-        f"{point['load']}: {why}"
+        f"{point.load.label}: {why}"
         for point, result in zip(done.curve, done.results, strict=True)
-        if not point["partial"]
+        if not point.partial
         and (why := serve_bench_text.failure(result.serving or {}, config.max_error_rate))
     ]
     if failures:

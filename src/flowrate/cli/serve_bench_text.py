@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowrate.serving.client import SHED
+from flowrate.serving.sweep import CurvePoint
 
 DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
 
@@ -100,7 +101,7 @@ def _point(point: dict[str, Any]) -> str:
 CURVE_HEADER = ("load", "req/s", "out tok/s", "TTFT p50/p99", "TPOT p50/p99", "E2E p50/p99", "SLO", "run")
 
 
-def curve_table(curve: list[dict[str, Any]], run_ids: list[str]) -> tuple[tuple[str, ...], list[list[str]]]:
+def curve_table(curve: list[CurvePoint], run_ids: list[str]) -> tuple[tuple[str, ...], list[list[str]]]:
     """A sweep's curve, one row a point: its load, the requests/s and output tokens/s achieved,
     TTFT, TPOT and E2E p50/p99 in ms (flowrate's definitions), its --slo verdict, its run."""
 
@@ -109,17 +110,13 @@ def curve_table(curve: list[dict[str, Any]], run_ids: list[str]) -> tuple[tuple[
 
     rows = []
     for point, run_id in zip(curve, run_ids, strict=True):
-        latency = point["latency"]
-        spans = [
-            f"{number(latency[k]['p50'], 1)} / {number(latency[k]['p99'], 1)}"
-            for k in ("ttft_ms", "tpot_ms", "e2e_ms")
-        ]
-        verdict = f"cut ({point['cut']}): partial" if point["partial"] else point["verdict"] or "—"
+        spans = [f"{number(p.p50, 1)} / {number(p.p99, 1)}" for p in point.latency_ms.values()]
+        verdict = f"cut ({point.cut}): partial" if point.partial else point.verdict or "—"
         rows.append(
             [
-                point["load"],
-                number(point["request_throughput"], 3),
-                number(point["output_token_throughput"], 1),
+                point.load.label,
+                number(point.request_throughput, 3),
+                number(point.output_token_throughput, 1),
                 *spans,
                 verdict,
                 run_id,

@@ -133,25 +133,46 @@ def run_sweep(
     return sweep
 
 
-def curve_point(point: Point, section: dict[str, Any]) -> dict[str, Any]:
-    """What a sweep's table and figure read of one point: its load, throughputs and latency
-    percentiles (flowrate's definitions, ms), its SLO verdict, and whether it was cut."""
+@dataclass(frozen=True)
+class Percentiles:
+    p50: float | None  # ms; None: no request completed
+    p99: float | None
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """What a sweep's table and figure read of one point (flowrate's definitions)."""
+
+    load: Load
+    cut: str | None  # INTERRUPTED or BUDGET: partial, not drawn
+    requests: int
+    completed: int
+    request_throughput: float | None  # achieved requests/s
+    output_token_throughput: float | None
+    latency_ms: dict[str, Percentiles]  # ttft_ms, tpot_ms, e2e_ms
+    verdict: str | None  # --slo's: pass, fail, undecided
+
+    @property
+    def partial(self) -> bool:
+        return self.cut is not None
+
+
+LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def curve_point(point: Point, section: dict[str, Any]) -> CurvePoint:
+    """One point of the curve, from its serving section's figures."""
     ours = section["metrics"]["flowrate"]
-    latency = {
-        key: {"p50": (ours[key] or {}).get("median"), "p99": (ours[key] or {}).get("p99")}
-        for key in ("ttft_ms", "tpot_ms", "e2e_ms")
-    }
-    return {
-        "load": point.load.label,
-        "rate": point.load.rate,
-        "concurrency": point.load.concurrency,
-        "partial": point.cut is not None,
-        "cut": point.cut,
-        "requests": section["requests"],
-        "completed": ours["completed"],
-        "request_throughput": ours["request_throughput"],
-        "output_token_throughput": ours["output_token_throughput"],
-        "latency": latency,
-        "verdict": point.verdict,
-        "slo_latency_ms": point.latency_ms or None,
-    }
+    return CurvePoint(
+        load=point.load,
+        cut=point.cut,
+        requests=section["requests"],
+        completed=ours["completed"],
+        request_throughput=ours["request_throughput"],
+        output_token_throughput=ours["output_token_throughput"],
+        latency_ms={
+            key: Percentiles((ours[key] or {}).get("median"), (ours[key] or {}).get("p99"))
+            for key in LATENCIES
+        },
+        verdict=point.verdict,
+    )

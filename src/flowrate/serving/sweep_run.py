@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from flowrate.results.schema import Result
 from flowrate.serving import capacity, sweep
@@ -17,10 +16,10 @@ from flowrate.serving.search import INTERRUPTED
 
 @dataclass(frozen=True)
 class SweepResults:
-    """A sweep's points, each a Result of its own, and its curve (sweep.curve_point each)."""
+    """A sweep's points, each a Result of its own, and its curve."""
 
     results: list[Result]
-    curve: list[dict[str, Any]]
+    curve: list[sweep.CurvePoint]
     stopped: str
 
 
