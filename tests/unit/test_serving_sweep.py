@@ -129,12 +129,16 @@ def _section(rate: float, ttft_p50: float) -> dict[str, Any]:
 
 def test_the_curve_table_has_a_row_a_load() -> None:
     whole = Point(Load(rate=1.0), Measured({}, 0.0), "pass")
+    slow = Point(Load(rate=4.0), Measured({}, 0.0), "fail")
     cut = Point(Load(rate=2.0), Measured({}, 0.0, INTERRUPTED))
-    curve = [curve_point(whole, _section(1.0, 30.0)), curve_point(cut, _section(2.0, 40.0))]
+    curve = [
+        curve_point(p, _section(r, t))
+        for p, r, t in ((whole, 1.0, 30.0), (cut, 2.0, 40.0), (slow, 4.0, 99.96))
+    ]
     assert curve[0].latency_ms["ttft_ms"] == Percentiles(30.0, 60.0)
     assert curve[0].latency_ms["e2e_ms"] == Percentiles(None, None)
     assert not curve[0].partial and curve[1].partial
-    header, rows = curve_table(curve, ["run1", "run2"])
+    header, rows = curve_table(curve, ["run1", "run2", "run3"])
     assert header[0] == "load" and header[-1] == "run"
     assert rows == [
         ["1 req/s", "0.900", "90.0", "30.0 / 60.0", "5.0 / 10.0", "— / —", "pass", "run1"],
@@ -148,4 +152,5 @@ def test_the_curve_table_has_a_row_a_load() -> None:
             "cut (interrupted): partial",
             "run2",
         ],
+        ["4 req/s", "3.600", "360.0", "100.0 / 200", "5.0 / 10.0", "— / —", "fail", "run3"],
     ]

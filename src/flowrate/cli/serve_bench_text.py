@@ -103,14 +103,18 @@ CURVE_HEADER = ("load", "req/s", "out tok/s", "TTFT p50/p99", "TPOT p50/p99", "E
 
 def curve_table(curve: list[CurvePoint], run_ids: list[str]) -> tuple[tuple[str, ...], list[list[str]]]:
     """A sweep's curve, one row a point: its load, the requests/s and output tokens/s achieved,
-    TTFT, TPOT and E2E p50/p99 in ms (flowrate's definitions), its --slo verdict, its run."""
+    TTFT, TPOT and E2E p50/p99 in ms (flowrate's definitions; whole ms from 100), its --slo
+    verdict, its run."""
 
     def number(value: float | None, digits: int) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
+    def ms(value: float | None) -> str:  # whole milliseconds from 100 on: the table stays narrow
+        return number(value, 0 if value is not None and value >= 100 else 1)
+
     rows = []
     for point, run_id in zip(curve, run_ids, strict=True):
-        spans = [f"{number(p.p50, 1)} / {number(p.p99, 1)}" for p in point.latency_ms.values()]
+        spans = [f"{ms(p.p50)} / {ms(p.p99)}" for p in point.latency_ms.values()]
         verdict = f"cut ({point.cut}): partial" if point.partial else point.verdict or "—"
         rows.append(
             [
