@@ -72,6 +72,37 @@ def test_a_concurrency_sweep_runs_each_closed_loop_in_turn(run_cli: Any, tmp_pat
     assert all(s["metrics"]["flowrate"]["completed"] == 4 for s in sections)
 
 
+def test_a_sweep_of_conversations_and_a_point_that_fails(run_cli: Any, tmp_path: Path) -> None:
+    """Each point sends every conversation (-n 2, 2 turns: 4 requests); a point with no request
+    completed fails the command (exit 1) once every point is recorded."""
+    store = tmp_path / "t.db"
+    chat = ("--endpoint", "chat", "--turns", "2", "-n", "2", "--concurrency", "1,2", "--store", str(store))
+    outcome = run_cli("serve-bench", "--url", fault_server.url("ok"), "--model", "m", *chat)
+    assert outcome.code == 0, outcome.stderr
+    sections = [r.serving or {} for r in _runs(store)]
+    assert [len(s["traces"]) for s in sections] == [4, 4] and [s["concurrency"] for s in sections] == [1, 2]
+    assert all([t["turn"] for t in s["traces"]] == [0, 1, 0, 1] for s in sections)
+    failing = tmp_path / "f.db"
+    outcome = run_cli(
+        "serve-bench", "--url", fault_server.url("500"), *LOAD, "--rate", "20,40", "--store", str(failing)
+    )
+    assert outcome.code == 1 and len(_runs(failing)) == 2, outcome.stderr
+    assert "error: 20 req/s: no request completed (HTTP 500 x4)" in outcome.stderr
+    assert "; 40 req/s: no request completed" in outcome.stderr
+
+
+def test_a_budget_spent_before_the_first_load_sends_nothing(run_cli: Any) -> None:
+    """--budget counts from the process's start: this test process started more than 1 s ago."""
+    posts = fault_server.server().posts
+    argv = ("--rate", "1,2", "--budget", "1s", "--no-store")
+    outcome = run_cli("serve-bench", "--url", fault_server.url("ok"), *LOAD, *argv)
+    assert (
+        outcome.code == 1
+        and "--budget was spent before the first load (budget); no load was sent" in outcome.stderr
+    )
+    assert fault_server.server().posts == posts + 37  # the prompt-length probes only: 1 + 2 × 18 words
+
+
 @pytest.mark.parametrize(
     ("args", "flag", "says"),
     [

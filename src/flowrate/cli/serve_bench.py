@@ -88,6 +88,10 @@ def _sweep(plan: Any, destination: Any, config: ServeConfig, quiet: bool) -> Non
     from flowrate.serving.search import INTERRUPTED
 
     done = sweep_run.execute_sweep(plan, sys.argv, lambda line: console.status(line, quiet))
+    if not done.results:
+        if done.stopped == INTERRUPTED:
+            raise KeyboardInterrupt
+        raise RunFailed(f"--budget was spent before the first load ({done.stopped}); no load was sent")
     destination.record_all(done.results)
     if not quiet:
         header, rows = serve_bench_text.curve_table(done.curve, [r.run_id for r in done.results])
