@@ -45,6 +45,9 @@ class RequestTrace:
     # load's clock, so they are negative
     warmup: bool = False
     prefix_group: int | None = None  # the --shared-prefix-len prefix its prompt starts with
+    # --turns: the conversation it belongs to and its turn in it (0 first), None for single turns
+    conversation: int | None = None
+    turn: int | None = None
 
     @property
     def ok(self) -> bool:
