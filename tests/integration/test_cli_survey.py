@@ -21,17 +21,25 @@ def test_survey_records_shows_and_strict_passes(run_cli) -> None:  # type: ignor
     assert names == [
         "matmul fp32",
         "matmul bf16",
+        "attention fp32",
+        "attention bf16",
         "copy",
         "h2d pinned",
         "d2h pinned",
+        "h2d pageable",
+        "d2h pageable",
+        "duplex pinned",
         "launch",
+        "allreduce busbw",
         "train transformer/debug",
+        "infer transformer/debug",
+        "generate transformer/debug",
+        "power",
     ]
     values = {f["name"]: f["value"] for f in data["survey"]["figures"]}
-    assert all(
-        values[n] > 0 for n in ("matmul fp32", "matmul bf16", "copy", "launch", "train transformer/debug")
-    )
-    assert values["h2d pinned"] is None
+    measured = ("matmul", "attention", "copy", "launch", "train", "infer", "generate")
+    assert all(values[n] > 0 for n in names if n.split()[0] in measured)
+    assert all(values[n] is None for n in names if n.split()[0] in ("h2d", "d2h", "duplex", "allreduce"))
     assert "recorded as run" in out.stderr
 
     shown = run_cli("show", data["run_id"])
