@@ -106,3 +106,45 @@ def test_survey_refuses_torchrun() -> None:
     )
     assert done.returncode == 2
     assert "survey: measures one device and runs without torchrun" in done.stderr
+
+
+def test_two_surveys_compare_side_by_side_and_draw_a_card(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    small = (*TINY, "--no-model", "--precision", "fp32", "--quiet")
+    card = tmp_path / "card.html"
+    first = run_cli("survey", *small, "--json", "--html", str(card))
+    assert first.code == 0, first.stderr
+    page = card.read_text()
+    assert page.startswith("<!DOCTYPE html>") and '<table id="figures">' in page
+    assert page.count("<tr") == page.count("</tr>") and "<b>attention fp32</b>" in page
+    second = run_cli("survey", *small, "--json")
+    assert second.code == 0, second.stderr
+    a, b = first.json(), second.json()
+
+    out = run_cli("compare", a["run_id"], b["run_id"], "--format", "json")
+    assert out.code == 0, out.stderr
+    compared = json.loads(out.stdout)
+    assert (compared["a"], compared["b"]) == (a["run_id"], b["run_id"])
+    values_a = {f["name"]: f["value"] for f in a["survey"]["figures"]}
+    values_b = {f["name"]: f["value"] for f in b["survey"]["figures"]}
+    assert [f["name"] for f in compared["figures"]] == list(values_a)
+    for row in compared["figures"]:
+        assert (row["a"], row["b"]) == (values_a[row["name"]], values_b[row["name"]])
+        if row["a"]:
+            assert row["ratio"] == values_b[row["name"]] / values_a[row["name"]]
+    table = run_cli("compare", a["run_id"], b["run_id"])
+    assert table.code == 0, table.stderr
+    assert "matmul fp32" in table.stdout and "B/A" in table.stdout
+    assert "B/A: survey B's figure over A's" in table.stderr
+
+    run = run_cli("run", "-p", "fc_mnist", "--size", "debug", "--steps", "2", "--preheat", "1", "--json")
+    assert run.code == 0, run.stderr
+    mixed = run_cli("compare", a["run_id"], run.json()["run_id"])
+    assert mixed.code == 2
+    assert mixed.stderr.count("\n") == 1 and "surveys are compared with surveys only" in mixed.stderr
+
+
+def test_the_card_must_be_an_html_file(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = run_cli("survey", "--html", str(tmp_path / "card.txt"))
+    assert out.code == 2
+    assert "html: a survey card is one HTML page: name it .html or .htm, not card.txt" in out.stderr
+    assert out.stderr.count("\n") == 1

@@ -11,12 +11,22 @@ import pytest
 import torch
 
 from factories import make_result
+from flowrate.analysis.survey_card import render_card
+from flowrate.analysis.survey_values import paired
+from flowrate.cli.compare_survey import compare_surveys
 from flowrate.cli.measured_max import against_survey
 from flowrate.cli.run_text import summary_rows
 from flowrate.cli.runs_text import show_rows
-from flowrate.cli.survey_text import figure_line, outside_message, survey_rows
+from flowrate.cli.survey_text import (
+    comparison_dict,
+    comparison_notes,
+    comparison_table,
+    figure_line,
+    outside_message,
+    survey_rows,
+)
 from flowrate.config import RunConfig
-from flowrate.errors import ConfigError
+from flowrate.errors import ConfigError, FlowrateError
 from flowrate.harness.generate import GenerateConfig
 from flowrate.harness.survey import SurveyConfig, matmul_max, run_survey
 from flowrate.harness.survey_bands import (
@@ -310,3 +320,70 @@ def test_mfu_against_a_survey_of_the_same_machine() -> None:
     assert against_survey(fp32, [survey]) == fp32  # the survey has no fp32 matmul
     measured = dataclasses.replace(run, flops=dataclasses.replace(flops, measured_peak_flops=1e15))
     assert against_survey(measured, [survey]) == measured  # --measure-peak ran: its GEMM stands
+
+
+def test_two_surveys_pair_row_by_row_with_the_ratio() -> None:
+    other = Survey(
+        device="NVIDIA H200",
+        figures=[
+            make_figure("launch", 5e-6, "s", band=LAUNCH_BAND),
+            make_figure("matmul bf16", 870.1e12, "FLOP/s", datasheet=989e12),
+            make_figure("copy", 4.1e12, "B/s"),
+        ],
+    )
+    pairs = paired(SURVEY, other)
+    assert [(p.name, p.ratio) for p in pairs] == [
+        ("matmul bf16", pytest.approx(1.1)),
+        ("launch", pytest.approx(2.0)),
+        ("h2d pinned", None),  # A has no value, B no row
+        ("copy", None),  # only B has it
+    ]
+    header, rows = comparison_table(pairs, (SURVEY, other), ("aaaa", "bbbb"))
+    assert header == ["figure", "NVIDIA H100 80GB HBM3 (aaaa)", "NVIDIA H200 (bbbb)", "B/A"]
+    assert rows == [
+        ["matmul bf16", "791 TFLOP/s", "870 TFLOP/s", "1.1"],
+        ["launch", "2.5 µs", "5 µs", "2"],
+        ["h2d pinned", "—", "—", "—"],
+        ["copy", "—", "4.1 TB/s", "—"],
+    ]
+    assert comparison_notes(SURVEY, other)[1] == (
+        "the surveys were timed differently (A: quick, 0.5 s each; B: 0 s each)"
+    )
+    assert comparison_dict(pairs, ("aaaa", "bbbb"))["figures"][1] == {
+        "name": "launch",
+        "unit": "s",
+        "a": 2.5e-6,
+        "b": 5e-6,
+        "ratio": pytest.approx(2.0),
+    }
+
+
+def test_a_survey_is_compared_with_a_survey_only() -> None:
+    survey = _survey_record(make_result(1.0).environment)
+    run = make_result(1.0)
+    with pytest.raises(ConfigError, match="surveys are compared with surveys only: B holds run records"):
+        compare_surveys([survey], [run], ("A", "B"), "table")
+    with pytest.raises(ConfigError, match="A names 2 surveys: name one survey a side"):
+        compare_surveys([survey, survey], [survey], ("A", "B"), "table")
+
+
+def test_the_survey_card_escapes_and_marks_the_figures_outside_their_band() -> None:
+    hostile = dataclasses.replace(
+        SURVEY,
+        device="<script>alert(1)</script>",
+        figures=[
+            *SURVEY.figures,
+            make_figure("copy", 0.5e12, "B/s", datasheet=3.35e12, band=FRACTION_BAND, detail="<b>x</b>"),
+        ],
+    )
+    record = dataclasses.replace(_survey_record(make_result(1.0).environment), survey=hostile)
+    page = render_card(record)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    assert page.count('<tr class="outside">') == 1  # the copy at 0.15 of its datasheet
+    assert '<span class="bar" style="width:80px"></span>0.80' in page  # matmul bf16
+    assert '<span class="bar off" style="width:15px"></span>0.15' in page
+    assert "<dt>outside their band</dt><dd>1</dd>" in page
+    assert "<dt>figures</dt><dd>3 of 4 measured</dd>" in page
+    with pytest.raises(FlowrateError, match="is not a survey"):
+        render_card(make_result(1.0))

@@ -198,7 +198,7 @@ def _warnings(runs: Sequence[StoredRun]) -> str:
 
 # --- the page ------------------------------------------------------------------------------------
 
-_CSS = """
+CSS = """
 :root { color-scheme: light; --muted: #5f6b7a; --line: #d9dee5; --accent: #2c5d9c; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
@@ -283,7 +283,7 @@ def render_report(
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="flowrate {e(__version__)}">'
-        f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>{e(title)}</h1>"
         f'<p class="generated">Generated {e(now)} by flowrate {e(__version__)}. samples/s is GlobalRate: '
         "samples over seconds of the whole timed window.</p>"

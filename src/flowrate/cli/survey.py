@@ -48,6 +48,11 @@ def _shapes(
     help="A JSON file of figure name to [low, high], replacing those figures' default bands.",
 )
 @click.option("--strict", is_flag=True, help="Exit 1 when a figure falls outside its band, naming it.")
+@click.option(
+    "--html",
+    type=click.Path(dir_okay=False),
+    help="Also write the survey as one self-contained HTML page (the machine's report card).",
+)
 @output_options
 def command(
     store: str | None,
@@ -58,6 +63,7 @@ def command(
     quiet: bool,
     bands: str | None,
     strict: bool,
+    html: str | None,
     no_model: bool,
     **flags: Any,
 ) -> None:
@@ -66,9 +72,10 @@ def command(
     against its datasheet value and a plausibility band."""
     import sys
 
+    from flowrate.analysis.survey_values import figure_value
     from flowrate.cli import console, survey_text
     from flowrate.cli.destination import Destination
-    from flowrate.cli.paths import check_out
+    from flowrate.cli.paths import check_html, check_out
     from flowrate.config import Precision
     from flowrate.errors import ConfigError, RunFailed
     from flowrate.execution.launch import launched
@@ -93,15 +100,23 @@ def command(
     )
     if out:
         check_out(out)
+    if html:
+        check_html(html)
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status("surveying this machine" + (" (quick)" if config.quick else ""), quiet)
     result = run_survey(
         config,
         argv=sys.argv,
-        on_figure=lambda f: console.status(f"{f.name}: {survey_text.figure_value(f)}", quiet),
+        on_figure=lambda f: console.status(f"{f.name}: {figure_value(f)}", quiet),
     )
     assert result.survey is not None  # run_survey always writes it
     destination.report(result, f"flowrate survey {result.run_id}", survey_text.survey_rows(result.survey))
+    if html:
+        from flowrate.analysis.survey_card import render_card
+        from flowrate.io import write_atomic
+
+        write_atomic(html, render_card(result))
+        console.status(f"survey card written to {html}", quiet)
     off = outside(result.survey.figures)
     if strict and off:
         raise RunFailed(survey_text.outside_message(off))
