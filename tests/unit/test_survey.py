@@ -12,7 +12,7 @@ import torch
 
 from factories import make_result
 from flowrate.analysis.survey_card import render_card
-from flowrate.analysis.survey_values import paired
+from flowrate.analysis.survey_values import FigurePair, paired
 from flowrate.cli.compare_survey import compare_surveys
 from flowrate.cli.measured_max import against_survey
 from flowrate.cli.run_text import summary_rows
@@ -173,6 +173,10 @@ def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does
     )
     assert figures["h2d pinned"].value is None and "CUDA" in (figures["h2d pinned"].reason or "")
     assert figures["duplex pinned"].value is None and "CUDA" in (figures["duplex pinned"].reason or "")
+    spread = make_result(100.0).summary.cv  # each measurement's own spread comes with its figure
+    assert spread is not None and spread > 0
+    assert [figures[n].cv for n in ("matmul fp32", "attention fp32", "copy", "launch")] == [spread] * 4
+    assert figures["train fc_mnist/default"].cv == spread
     assert figures["launch"].value == pytest.approx(0.01)  # 1 / 100 calls per second
     assert figures["launch"].within_band is False  # 10 ms per call: outside [0.2 µs, 500 µs]
     assert figures["allreduce busbw"].value is None
@@ -339,14 +343,14 @@ def test_two_surveys_pair_row_by_row_with_the_ratio() -> None:
         ("copy", None),  # only B has it
     ]
     header, rows = comparison_table(pairs, (SURVEY, other), ("aaaa", "bbbb"))
-    assert header == ["figure", "NVIDIA H100 80GB HBM3 (aaaa)", "NVIDIA H200 (bbbb)", "B/A"]
+    assert header == ["figure", "NVIDIA H100 80GB HBM3 (aaaa)", "NVIDIA H200 (bbbb)", "B/A", "within spread"]
     assert rows == [
-        ["matmul bf16", "791 TFLOP/s", "870 TFLOP/s", "1.1"],
-        ["launch", "2.5 µs", "5 µs", "2"],
-        ["h2d pinned", "—", "—", "—"],
-        ["copy", "—", "4.1 TB/s", "—"],
+        ["matmul bf16", "791 TFLOP/s", "870 TFLOP/s", "1.1", "—"],  # no spread recorded
+        ["launch", "2.5 µs", "5 µs", "2", "—"],
+        ["h2d pinned", "—", "—", "—", "—"],
+        ["copy", "—", "4.1 TB/s", "—", "—"],
     ]
-    assert comparison_notes(SURVEY, other)[1] == (
+    assert comparison_notes(SURVEY, other)[2] == (
         "the surveys were timed differently (A: quick, 0.5 s each; B: 0 s each)"
     )
     assert comparison_dict(pairs, ("aaaa", "bbbb"))["figures"][1] == {
@@ -355,7 +359,19 @@ def test_two_surveys_pair_row_by_row_with_the_ratio() -> None:
         "a": 2.5e-6,
         "b": 5e-6,
         "ratio": pytest.approx(2.0),
+        "within_spread": None,
     }
+
+
+def test_two_surveys_agree_within_twice_their_combined_spread() -> None:
+    """|B/A - 1| <= 2 sqrt(cv_A² + cv_B²): with CVs of 3% and 4%, within 10%."""
+    a = make_figure("copy", 100.0, "B/s", cv=0.03)
+    near = FigurePair("copy", "B/s", a, make_figure("copy", 109.9, "B/s", cv=0.04))
+    far = FigurePair("copy", "B/s", a, make_figure("copy", 110.1, "B/s", cv=0.04))
+    slower = FigurePair("copy", "B/s", a, make_figure("copy", 90.1, "B/s", cv=0.04))
+    unknown = FigurePair("copy", "B/s", a, make_figure("copy", 100.0, "B/s"))
+    assert [p.within_spread for p in (near, far, slower, unknown)] == [True, False, True, None]
+    assert figure_line(a) == "100 B/s (CV 3.0%)"
 
 
 def test_a_survey_is_compared_with_a_survey_only() -> None:

@@ -6,12 +6,14 @@ Pure functions shared by the terminal (flowrate.cli.survey_text) and the HTML ca
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from flowrate.results.sections import Survey, SurveyFigure
 from flowrate.units import si
 
 DASH = "—"
+SPREADS = 2  # two surveys agree when their ratio is within this many combined CVs of 1
 
 
 def figure_value(figure: SurveyFigure) -> str:
@@ -64,8 +66,13 @@ class FigurePair:
         return self.b.value / self.a.value
 
     @property
-    def lower_is_better(self) -> bool:
-        return self.unit == "s"  # seconds per call; every other figure is a rate
+    def within_spread(self) -> bool | None:
+        """Whether the two figures agree within their own spread: |B/A - 1| <= 2 sqrt(cv_A² +
+        cv_B²), each cv its measurement's over its intervals; None where a cv or value is missing."""
+        ratio = self.ratio
+        if ratio is None or self.a is None or self.b is None or self.a.cv is None or self.b.cv is None:
+            return None
+        return abs(ratio - 1) <= SPREADS * math.hypot(self.a.cv, self.b.cv)
 
 
 def paired(a: Survey, b: Survey) -> list[FigurePair]:

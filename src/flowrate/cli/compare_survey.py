@@ -48,6 +48,6 @@ def compare_surveys(
     if output_format == "md":
         console.data(survey_text.markdown(header, rows))
     else:
-        console.grid(f"survey {a.run_id} → {b.run_id}", header, rows, right_aligned=(1, 2, 3))
+        console.grid(f"survey {a.run_id} → {b.run_id}", header, rows, right_aligned=(1, 2, 3, 4))
     for line in survey_text.comparison_notes(a.survey, b.survey):
         console.status(line)

@@ -3,14 +3,21 @@ returning lines."""
 
 from __future__ import annotations
 
-from flowrate.analysis.survey_values import FigurePair, band_text, figure_value, value_text, verdict
+from flowrate.analysis.survey_values import (
+    SPREADS,
+    FigurePair,
+    band_text,
+    figure_value,
+    value_text,
+    verdict,
+)
 from flowrate.results.sections import Survey, SurveyFigure
 from flowrate.units import si
 
 
 def figure_line(figure: SurveyFigure, shared: str | None = None) -> str:
     """'758 TFLOP/s  0.77 of 989 TFLOP/s datasheet  band [0.3, 1] of datasheet: ok  (best of …)'."""
-    parts = [figure_value(figure)]
+    parts = [figure_value(figure) + (f" (CV {figure.cv:.1%})" if figure.cv is not None else "")]
     if figure.fraction is not None and figure.datasheet:
         parts.append(f"{figure.fraction:.2f} of {si(figure.datasheet, figure.unit)} datasheet")
     band = band_text(figure)
@@ -50,14 +57,17 @@ def outside_message(figures: list[SurveyFigure]) -> str:
 def comparison_table(
     pairs: list[FigurePair], surveys: tuple[Survey, Survey], run_ids: tuple[str, str]
 ) -> tuple[list[str], list[list[str]]]:
-    """Two surveys' figures side by side: the header and one row per figure (name, A, B, B/A)."""
-    header = ["figure", *(f"{s.device or '?'} ({r})" for s, r in zip(surveys, run_ids, strict=True)), "B/A"]
+    """Two surveys' figures side by side: the header and one row per figure (name, A, B, B/A,
+    whether they agree within their spread)."""
+    devices = (f"{s.device or '?'} ({r})" for s, r in zip(surveys, run_ids, strict=True))
+    header = ["figure", *devices, "B/A", "within spread"]
     rows = [
         [
             p.name,
             value_text(p.a.value if p.a else None, p.unit),
             value_text(p.b.value if p.b else None, p.unit),
             f"{p.ratio:.3g}" if p.ratio is not None else "—",
+            {True: "yes", False: "NO", None: "—"}[p.within_spread],
         ]
         for p in pairs
     ]
@@ -66,7 +76,10 @@ def comparison_table(
 
 def comparison_notes(a: Survey, b: Survey) -> list[str]:
     """What to keep in mind reading the ratios."""
-    notes = ["B/A: survey B's figure over A's; launch rows are seconds per call (under 1: B is faster)"]
+    notes = [
+        "B/A: survey B's figure over A's; launch rows are seconds per call (under 1: B is faster)",
+        f"within spread: |B/A - 1| <= {SPREADS} x the two measurements' CVs combined (root sum of squares)",
+    ]
     if a.quick != b.quick or a.seconds_per_measurement != b.seconds_per_measurement:
         timed = [f"{'quick, ' if s.quick else ''}{s.seconds_per_measurement or 0:g} s each" for s in (a, b)]
         notes.append(f"the surveys were timed differently (A: {timed[0]}; B: {timed[1]})")
@@ -85,6 +98,7 @@ def comparison_dict(pairs: list[FigurePair], run_ids: tuple[str, str]) -> dict[s
                 "a": p.a.value if p.a else None,
                 "b": p.b.value if p.b else None,
                 "ratio": p.ratio,
+                "within_spread": p.within_spread,
             }
             for p in pairs
         ],

@@ -74,6 +74,7 @@ def make_figure(
     reason: str | None = None,
     detail: str | None = None,
     band: Band | None = None,
+    cv: float | None = None,
 ) -> SurveyFigure:
     """The figure, its fraction of ``datasheet`` and whether it lies in ``band`` (module docstring:
     the band holds the fraction where there is a datasheet value, else the value)."""
@@ -91,6 +92,7 @@ def make_figure(
         within_band=within,
         reason=reason,
         detail=detail,
+        cv=cv,
     )
 
 

@@ -117,7 +117,7 @@ class KernelFigures:
         name = f"matmul {precision}"
         peak = peak_for(self.timing.name, precision)
         shapes = shapes or SHAPES[(self.timing.device.type, self.timing.quick)]
-        best: tuple[float, Shape] | None = None
+        best: tuple[float, Shape, float | None] | None = None
         failures: list[str] = []
         for m, n, k in shapes:
             try:
@@ -127,12 +127,14 @@ class KernelFigures:
                 continue
             rate = result.summary.model_flops_per_sec
             if best is None or rate > best[0]:
-                best = (rate, (m, n, k))
+                best = (rate, (m, n, k), result.summary.cv)
         if best is None:
             return self.figure(name, None, "FLOP/s", reason="; ".join(failures))
         m, n, k = best[1]
         tried = f"best of {len(shapes) - len(failures)} shapes: {m}x{n}x{k} (m x n x k)"
-        return self.figure(name, best[0], "FLOP/s", datasheet=peak.flops, reason=peak.reason, detail=tried)
+        return self.figure(
+            name, best[0], "FLOP/s", datasheet=peak.flops, reason=peak.reason, detail=tried, cv=best[2]
+        )
 
     def attention(self, precision: str, matmul: float | None) -> SurveyFigure:
         name = f"attention {precision}"
@@ -147,7 +149,8 @@ class KernelFigures:
         if matmul:
             detail += f", {rate / matmul:.2f} of the matmul {precision} max"
         peak = peak_for(self.timing.name, precision)
-        return self.figure(name, rate, "FLOP/s", datasheet=peak.flops, reason=peak.reason, detail=detail)
+        found = {"reason": peak.reason, "detail": detail, "cv": result.summary.cv}
+        return self.figure(name, rate, "FLOP/s", datasheet=peak.flops, **found)
 
     def copy(self) -> SurveyFigure:
         t = self.timing
@@ -165,6 +168,7 @@ class KernelFigures:
             datasheet=peak.memory_bandwidth,
             reason=reason,
             detail=f"{mib} MiB, read + write",
+            cv=result.summary.cv,
         )
 
     def link(self, problem: str, pinned: bool) -> SurveyFigure:
@@ -182,8 +186,8 @@ class KernelFigures:
         link = peak.host_link_bandwidth * directions if peak.host_link_bandwidth else None
         reason = None if link else peak.reason or f"no host link figure for {self.timing.name}"
         detail = f"{LINK_MIB} MiB" + (" each way, both directions at once" if directions == 2 else "")
-        rate = result.flops.bytes_per_sec
-        return self.figure(name, rate, "B/s", datasheet=link, reason=reason, detail=detail)
+        rate, cv = result.flops.bytes_per_sec, result.summary.cv
+        return self.figure(name, rate, "B/s", datasheet=link, reason=reason, detail=detail, cv=cv)
 
     def launch(self, wait: bool) -> SurveyFigure:
         name = "launch to completion" if wait else "launch"
@@ -192,7 +196,8 @@ class KernelFigures:
         except FlowrateError as error:
             return self.figure(name, None, "s", reason=str(error))
         per_call = 1 / result.summary.median_samples_per_sec
-        return self.figure(name, per_call, "s", detail="seconds per call, median interval")
+        detail = "seconds per call, median interval"
+        return self.figure(name, per_call, "s", detail=detail, cv=result.summary.cv)
 
     def allreduce(self) -> SurveyFigure:
         return self.figure("allreduce busbw", None, "B/s", reason=COLLECTIVE_HOWTO)

@@ -85,7 +85,13 @@ class ModelFigures:
         f = result.flops
         detail = f"{result.summary.samples_per_sec:.4g} samples/s, batch {ref.batch}, {ref.precision}"
         return self.kernels.figure(
-            name, f.model_flops_per_sec, "FLOP/s", datasheet=f.peak_flops, reason=f.reason, detail=detail
+            name,
+            f.model_flops_per_sec,
+            "FLOP/s",
+            datasheet=f.peak_flops,
+            reason=f.reason,
+            detail=detail,
+            cv=result.summary.cv,
         )
 
     def train(self) -> SurveyFigure:

@@ -191,6 +191,7 @@ SURVEY_FIGURE = {
     **dict.fromkeys(["value", "datasheet", "fraction"], _optional(AT_LEAST_0)),
     **dict.fromkeys(["band_low", "band_high"], _optional(NUMBER)),
     "within_band": _optional(FLAG),
+    "cv": _optional(AT_LEAST_0),
     **dict.fromkeys(["reason", "detail"], _optional(TEXT)),
 }
 _TYPED = ("summary", "intervals", "losses")  # checked field by field; _check_values walks the rest
