@@ -12,7 +12,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_the_survey_measures_every_cuda_figure() -> None:
-    config = SurveyConfig(device="cuda", quick=True, seconds=0.3, precisions=("bf16",))
+    config = SurveyConfig(device="cuda", quick=True, seconds=0.2, precisions=("bf16",))
     result = run_survey(config)
     assert result.survey is not None
     figures = {f.name: f for f in result.survey.figures}

@@ -93,11 +93,28 @@ def test_bad_input_is_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore
     assert shapes.code == 2 and "is not MxNxK" in shapes.stderr
 
 
-def test_survey_refuses_torchrun() -> None:
+def test_survey_under_torchrun_measures_the_allreduce() -> None:
+    """Two gloo ranks: the record holds the all-reduce's bus bandwidth alone, printed once."""
+    survey = ("survey", "--quick", "--seconds", "0.1", "--no-store", "--json")
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "flowrate", *survey],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout)["survey"]["figures"]
+    assert [f["name"] for f in figures] == ["allreduce busbw"]
+    assert figures[0]["value"] > 0 and "2 ranks (gloo)" in figures[0]["detail"]
+    assert done.stderr.count("allreduce busbw:") == 1  # rank 0 alone speaks
+
+
+def test_a_device_flag_under_torchrun_is_refused() -> None:
     # a subprocess: a failed rank leaves through os._exit (cli/boundary.py), which would end pytest
     launch = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "flowrate", "survey", "--quick"],
+        [sys.executable, "-m", "flowrate", "survey", "--quick", "--shapes", "64x64x64"],
         env={**os.environ, **launch},
         capture_output=True,
         text=True,
@@ -105,7 +122,7 @@ def test_survey_refuses_torchrun() -> None:
         timeout=120,
     )
     assert done.returncode == 2
-    assert "survey: measures one device and runs without torchrun" in done.stderr
+    assert "shapes: applies without torchrun (under it the survey measures the collectives)" in done.stderr
 
 
 def test_two_surveys_compare_side_by_side_and_draw_a_card(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -180,8 +180,8 @@ def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does
     assert figures["launch"].value == pytest.approx(0.01)  # 1 / 100 calls per second
     assert figures["launch"].within_band is False  # 10 ms per call: outside [0.2 µs, 500 µs]
     assert figures["allreduce busbw"].value is None
-    assert "torchrun --nproc-per-node N -m flowrate run -p allreduce" in (
-        figures["allreduce busbw"].reason or ""
+    assert figures["allreduce busbw"].reason == (
+        "collectives run under torchrun: `torchrun --nproc-per-node N -m flowrate survey`"
     )
     assert [(c.problem, c.mode.value) for c in seen if c.problem == "fc_mnist"] == [
         ("fc_mnist", "train"),
@@ -403,3 +403,21 @@ def test_the_survey_card_escapes_and_marks_the_figures_outside_their_band() -> N
     assert "<dt>figures</dt><dd>3 of 4 measured</dd>" in page
     with pytest.raises(FlowrateError, match="is not a survey"):
         render_card(make_result(1.0))
+
+
+def test_under_torchrun_the_survey_measures_the_allreduce_busbw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """busbw = algbw x 2(n-1)/n, algbw the merged bytes/s over the ranks (nccl-tests' definitions)."""
+    launch = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    for name, value in launch.items():
+        monkeypatch.setenv(name, value)
+    seen: list[RunConfig] = []
+    config = SurveyConfig(device="cpu", quick=True, seconds=0.1)
+    result = run_survey(config, measure=_fake_measure(seen), generate=_fake_generate([]))
+    assert result.survey is not None
+    [figure] = result.survey.figures  # the device's own figures would be summed over the ranks
+    assert [(c.problem, c.problem_options, c.device) for c in seen] == [
+        ("allreduce", {"bytes": 2**24}, "cpu")
+    ]
+    assert (figure.name, figure.value, figure.unit) == ("allreduce busbw", 2e9 / 4 * 1.5, "B/s")
+    assert figure.detail == "16 MiB a call, 4 ranks (?), algbw 500 MB/s"
+    assert figure.datasheet is None and figure.reason is not None and "no datasheet value" in figure.reason

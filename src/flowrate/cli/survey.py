@@ -68,8 +68,10 @@ def command(
     **flags: Any,
 ) -> None:
     """Measure what this machine can do: the maximum matmul FLOP/s per precision (a shape search),
-    memory and host-link bandwidth, launch latency and a reference model's training step, each
-    against its datasheet value and a plausibility band."""
+    attention, memory and host-link bandwidth, launch latency, and a reference model's training
+    and inference steps, generation and power, each against its datasheet value and a
+    plausibility band. Under torchrun it measures the all-reduce's bus bandwidth across the
+    ranks instead."""
     import sys
 
     from flowrate.analysis.survey_values import figure_value
@@ -78,16 +80,15 @@ def command(
     from flowrate.cli.paths import check_html, check_out
     from flowrate.config import Precision
     from flowrate.errors import ConfigError, RunFailed
-    from flowrate.execution.launch import launched
+    from flowrate.execution.launch import is_primary, launched
     from flowrate.harness.survey import SurveyConfig, run_survey
     from flowrate.harness.survey_bands import load_bands, outside
 
-    if launched() is not None:  # each rank's figures would be summed as a data-parallel run's
-        raise ConfigError(
-            "survey",
-            "measures one device and runs without torchrun; collectives' bus bandwidth: "
-            "`torchrun --nproc-per-node N -m flowrate run -p allreduce`",
-        )
+    launch = launched()
+    device_only = {"precision": flags["precisions"], "shapes": flags["shapes"], "no-model": no_model}
+    for flag, given in device_only.items():
+        if launch is not None and given:  # the device's own figures would be summed over the ranks
+            raise ConfigError(flag, "applies without torchrun (under it the survey measures the collectives)")
     config = SurveyConfig(
         device=flags["device"],
         quick=flags["quick"],
@@ -102,8 +103,10 @@ def command(
         check_out(out)
     if html:
         check_html(html)
+    quiet = quiet or not is_primary()
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
-    console.status("surveying this machine" + (" (quick)" if config.quick else ""), quiet)
+    where = f"the collectives of {launch.world_size} ranks" if launch else "this machine"
+    console.status(f"surveying {where}" + (" (quick)" if config.quick else ""), quiet)
     result = run_survey(
         config,
         argv=sys.argv,
@@ -111,7 +114,7 @@ def command(
     )
     assert result.survey is not None  # run_survey always writes it
     destination.report(result, f"flowrate survey {result.run_id}", survey_text.survey_rows(result.survey))
-    if html:
+    if html and is_primary():
         from flowrate.analysis.survey_card import render_card
         from flowrate.io import write_atomic
 

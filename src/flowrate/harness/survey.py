@@ -8,6 +8,10 @@ power drawn while it trained (flowrate.harness.survey_model).
 
 A figure that cannot be measured here (a CUDA-only one on a CPU, a shape that does not fit) keeps
 its name with an empty value and the reason. Bands: flowrate.harness.survey_bands.
+
+Launched by torchrun, the survey measures the collectives alone (every rank runs the all-reduce,
+each on the device a data-parallel run gives it; a device's own figures would be summed over the
+ranks): every rank returns the same record.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass, field
 import torch
 
 from flowrate._version import __version__
+from flowrate.config import RunConfig
+from flowrate.execution.launch import launched
 from flowrate.harness.api import run_config
 from flowrate.harness.survey_bands import Band
 from flowrate.harness.survey_figures import LINKS, KernelFigures, Measure, Shape, Timing
@@ -67,6 +73,9 @@ def run_survey(
 ) -> Result:
     """Measure every figure in turn (``measure`` runs one RunConfig, ``generate`` one generation)
     and return the survey record."""
+    launch = launched()
+    if launch is not None:
+        return _collectives(config, launch.world_size, measure, on_figure)
     device = resolve_device(config.device)
     environment = collect_environment(device, argv)
     name = (environment.get("device") or {}).get("name") or device.type
@@ -107,8 +116,30 @@ def matmul_max(survey: Survey, precision: str) -> float | None:
     return None
 
 
+def _collectives(
+    config: SurveyConfig, world: int, measure: Measure, on_figure: Callable[[SurveyFigure], None] | None
+) -> Result:
+    """The survey under torchrun: the all-reduce's bus bandwidth across the ranks."""
+    kind = "cpu" if config.device == "cpu" or not torch.cuda.is_available() else "cuda"
+    timing = Timing(torch.device(kind), kind, config.timed_s, config.quick, config.threads, config.bands)
+    measured: list[Result] = []
+
+    def keep(run: RunConfig) -> Result:
+        measured.append(measure(run))
+        return measured[-1]
+
+    figure = KernelFigures(timing, keep).allreduce(world, config.device)
+    if on_figure is not None:
+        on_figure(figure)
+    environment = measured[-1].environment if measured else {}
+    name = (environment.get("device") or {}).get("name") or kind
+    timed = config.timed_s
+    section = Survey(device=name, quick=config.quick, seconds_per_measurement=timed, figures=[figure])
+    return _record(section, config, config.device, environment)
+
+
 def _record(
-    section: Survey, config: SurveyConfig, device: torch.device, environment: dict[str, object]
+    section: Survey, config: SurveyConfig, device: torch.device | str, environment: dict[str, object]
 ) -> Result:
     summary = RunSummary(
         samples_per_sec=0.0,

@@ -10,8 +10,9 @@
 - h2d, d2h pinned and pageable, duplex (both directions at once, pinned): the host link, against
   its theoretical rate per direction (twice that for duplex; CUDA only);
 - launch: seconds per eager op call (dispatch) and, on CUDA, launch to completion;
-- allreduce busbw: measured by the collectives problem under torchrun, which the survey does not
-  run under; the figure says how to measure it.
+- allreduce busbw: under torchrun (and only there: the survey then measures the collectives
+  alone), an all-reduce across the ranks, its bus bandwidth as nccl-tests defines it
+  (flowrate.problems.kernels.collectives); without torchrun the figure says how to measure it.
 
 A figure that cannot be measured here keeps its name with an empty value and the reason.
 """
@@ -27,8 +28,10 @@ from flowrate.config import Precision, RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.harness.survey_bands import Band, default_band, make_figure
 from flowrate.measure.peaks import peak_for
+from flowrate.problems.kernels.collectives import collective_bandwidths
 from flowrate.results.schema import Result
 from flowrate.results.sections import SurveyFigure
+from flowrate.units import si
 
 Shape = tuple[int, int, int]  # m, n, k: (m x k) @ (k x n)
 Measure = Callable[[RunConfig], Result]
@@ -67,10 +70,15 @@ LINKS: tuple[tuple[str, bool], ...] = (
     ("d2h", False),
     ("duplex", True),
 )
-COLLECTIVE_HOWTO = (
-    "collectives run under torchrun, which the survey does not: "
-    "`torchrun --nproc-per-node N -m flowrate run -p allreduce -O bytes=1073741824` prints its busbw"
-)
+# the all-reduce's size (nccl-tests' S) by device type and quick: large enough for the bus
+# bandwidth's plateau on NVLink or PCIe; a CPU's gloo plateaus far sooner
+COLLECTIVE_BYTES = {
+    ("cuda", False): 2**30,
+    ("cuda", True): 2**28,
+    ("cpu", False): 2**26,
+    ("cpu", True): 2**24,
+}
+COLLECTIVE_HOWTO = "collectives run under torchrun: `torchrun --nproc-per-node N -m flowrate survey`"
 
 
 @dataclass(frozen=True)
@@ -92,13 +100,15 @@ class KernelFigures:
         self.timing = timing
         self.measure = measure
 
-    def run(self, problem: str, precision: str = "fp32", **options: object) -> Result:
+    def run(
+        self, problem: str, precision: str = "fp32", device: str | None = None, **options: object
+    ) -> Result:
         t = self.timing
         return self.measure(
             RunConfig(
                 problem=problem,
                 precision=Precision.parse(precision),
-                device=str(t.device),
+                device=device or str(t.device),
                 threads=t.threads,
                 preheat_steps=1 if t.quick else 2,
                 min_steps=2,
@@ -199,5 +209,19 @@ class KernelFigures:
         detail = "seconds per call, median interval"
         return self.figure(name, per_call, "s", detail=detail, cv=result.summary.cv)
 
-    def allreduce(self) -> SurveyFigure:
-        return self.figure("allreduce busbw", None, "B/s", reason=COLLECTIVE_HOWTO)
+    def allreduce(self, world: int | None = None, device: str = "auto") -> SurveyFigure:
+        """The all-reduce's bus bandwidth across ``world`` ranks (torchrun's), each on ``device`` as
+        a data-parallel run places it; without a world, the figure says how to measure it."""
+        name = "allreduce busbw"
+        if world is None:
+            return self.figure(name, None, "B/s", reason=COLLECTIVE_HOWTO)
+        size = COLLECTIVE_BYTES[(self.timing.device.type, self.timing.quick)]
+        try:
+            result = self.run("allreduce", device=device, problem_options={"bytes": size})
+        except FlowrateError as error:
+            return self.figure(name, None, "B/s", reason=str(error))
+        algbw, busbw = collective_bandwidths("allreduce", result.flops.bytes_per_sec or 0.0, world)
+        backend = result.distributed.backend if result.distributed else None
+        detail = f"{size // 2**20} MiB a call, {world} ranks ({backend or '?'}), algbw {si(algbw, 'B/s')}"
+        reason = "busbw has no datasheet value: read it against the link between the ranks"
+        return self.figure(name, busbw, "B/s", reason=reason, detail=detail, cv=result.summary.cv)

@@ -74,8 +74,9 @@ class ModelFigures:
         ref = self.reference
         name = f"{mode} {ref.label}"
         try:
-            options = {"size": ref.size, "mode": mode, "batch_size": ref.batch}
-            result = self.kernels.run(ref.problem, ref.precision, **options)
+            result = self.kernels.run(
+                ref.problem, ref.precision, size=ref.size, mode=mode, batch_size=ref.batch
+            )
         except FlowrateError as error:
             if mode == "train":
                 self.train_reason = f"the training step failed: {error}"

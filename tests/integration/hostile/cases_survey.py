@@ -62,10 +62,10 @@ CASES = [
         watch={"card": "same"},
     ),
     Case(
-        "survey-under-torchrun",
+        "survey-under-torchrun-with-a-device-flag",
         SURVEY,
         (FAILED, USAGE),  # torchrun's own exit code for a rank that exits 2
-        ("measures one device and runs without torchrun",),
+        ("precision", "applies without torchrun"),
         driver="torchrun",
         timeout_s=180,
     ),
