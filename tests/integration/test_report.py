@@ -25,8 +25,9 @@ from factories import make_result
 from flowrate.analysis.report import render_report
 from flowrate.analysis.report_plots import MAX_RATE_PLOTS
 from flowrate.estimate.calibration import save_calibration
+from flowrate.harness.survey_bands import make_figure
 from flowrate.results.schema import Result
-from flowrate.results.sections import Census, FormatFigures, Operators
+from flowrate.results.sections import Census, FormatFigures, Kind, Operators, Survey
 from flowrate.results.store import Store, StoredRun
 
 SCRIPT_TAG = "<script>alert(1)</script>"
@@ -327,6 +328,26 @@ def test_report_runs_accepts_stored_runs_and_results_alike() -> None:
     as_stored = render_report([StoredRun.from_result(result, ["x"])], title="t")
     for page in (as_result, as_stored):
         assert '<code id="run-feedfacecafe">' in page
+
+
+def test_surveys_get_a_section_of_their_own_and_stay_out_of_the_runs() -> None:
+    run = make_result(run_id="feedfacecafe")
+    figures = [
+        make_figure("matmul bf16", 791e12, "FLOP/s", datasheet=989e12, band=(0.3, 1.0)),
+        make_figure("copy", 0.5e12, "B/s", datasheet=3.35e12, band=(0.3, 1.0)),
+    ]
+    survey = replace(
+        make_result(1.0, run_id="5urvey000001"),
+        kind=Kind.SURVEY,
+        survey=Survey(device="<i>H100</i>", quick=True, figures=figures),
+        config={"problem": "survey"},
+    )
+    page = render_report([run, survey], title="t")
+    assert '<code id="run-feedfacecafe">' in page and '<code id="run-5urvey000001">' not in page
+    assert '<section id="surveys"><h2>Machine surveys</h2>' in page
+    assert "<h3>&lt;i&gt;H100&lt;/i&gt;: survey 5urvey000001, " in page
+    assert '<table id="survey-5urvey000001">' in page and page.count('<tr class="outside">') == 1
+    assert "Machine surveys" not in render_report([run], title="t")
 
 
 def test_the_runs_table_shows_each_runs_precision_census() -> None:

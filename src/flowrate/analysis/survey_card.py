@@ -11,54 +11,9 @@ from __future__ import annotations
 from flowrate._version import __version__
 from flowrate.analysis.html import MISSING, e, table, when
 from flowrate.analysis.report import CSS, _environment_rows
-from flowrate.analysis.survey_values import band_text, figure_value, value_text, verdict
+from flowrate.analysis.survey_table import figures_table
 from flowrate.errors import FlowrateError
 from flowrate.results.schema import Result
-from flowrate.results.sections import SurveyFigure
-
-_CARD_CSS = """
-.bar { display: inline-block; height: 0.8em; background: var(--accent); vertical-align: baseline;
-       margin-right: 6px; border-radius: 2px; }
-.bar.off { background: #b3261e; }
-tr.outside td { background: #fdecea; }
-td.verdict { font-weight: 600; white-space: nowrap; }
-"""
-
-HEADER = ("figure", "value", "datasheet", "fraction", "band", "verdict", "how / why")
-
-
-def _fraction_cell(figure: SurveyFigure) -> str:
-    if figure.fraction is None:
-        return MISSING
-    width = max(0.0, min(figure.fraction, 1.0)) * 100  # the bar: 100 px is the datasheet value
-    off = " off" if figure.within_band is False else ""
-    return f'<span class="bar{off}" style="width:{width:.0f}px"></span>{figure.fraction:.2f}'
-
-
-def _how(figure: SurveyFigure) -> str:
-    parts = [figure.detail, figure.reason]
-    return "; ".join(e(p) for p in parts if p) or MISSING
-
-
-def figure_rows(figures: list[SurveyFigure]) -> list[list[str]]:
-    """The card's table cells (HTML, escaped) for ``figures``."""
-    return [
-        [
-            f"<b>{e(f.name)}</b>",
-            e(figure_value(f)),
-            e(value_text(f.datasheet, f.unit)),
-            _fraction_cell(f),
-            e(band_text(f)) or MISSING,
-            e(verdict(f)) or MISSING,
-            _how(f),
-        ]
-        for f in figures
-    ]
-
-
-def _table(figures: list[SurveyFigure]) -> str:
-    outside = ["outside" if f.within_band is False else "" for f in figures]
-    return table(HEADER, figure_rows(figures), table_id="figures", numeric=(1, 2, 3), row_classes=outside)
 
 
 def render_card(result: Result, *, title: str | None = None) -> str:
@@ -86,13 +41,13 @@ def render_card(result: Result, *, title: str | None = None) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="flowrate {e(__version__)}">'
-        f"<title>{e(heading)}</title><style>{CSS}{_CARD_CSS}</style></head><body>"
+        f"<title>{e(heading)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>{e(heading)}</h1>"
         f'<p class="generated">flowrate {e(__version__)}. Each figure against its datasheet value '
         "where the peak table has the device, and its plausibility band (of the datasheet value "
         "where there is one, else of the value itself); a bar of 100 px is the datasheet value.</p>"
         f'<dl class="facts">{items}</dl></header>'
-        f'<main><section id="card"><h2>Figures</h2>{_table(survey.figures)}</section>'
+        f'<main><section id="card"><h2>Figures</h2>{figures_table(survey.figures)}</section>'
         f'<section id="environment"><h2>Environment</h2>{environment}</section></main>'
         "</body></html>\n"
     )
