@@ -40,7 +40,11 @@ def _shapes(
     help="A matmul precision to survey (repeatable). [default: every one the device computes in]",
 )
 @click.option("--shapes", callback=_shapes, help="The matmul shape search, MxNxK,… [default: the device's]")
-@click.option("--no-model", is_flag=True, help="Leave out the reference model's training step.")
+@click.option(
+    "--no-model",
+    is_flag=True,
+    help="Leave out the reference model: its train, infer, generate and power figures.",
+)
 @click.option("--threads", type=click.IntRange(1, 4096), help="CPU threads for PyTorch. [default: PyTorch's]")
 @click.option(
     "--bands",
