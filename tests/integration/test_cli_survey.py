@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 TINY = ("--quick", "--seconds", "0.05", "--shapes", "64x64x64,128x64x32", "--threads", "1")
 
@@ -165,3 +168,50 @@ def test_the_card_must_be_an_html_file(run_cli, tmp_path: Path) -> None:  # type
     assert out.code == 2
     assert "html: a survey card is one HTML page: name it .html or .htm, not card.txt" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+# rank 1: `flowrate survey` that dies (os._exit) a second after its process group is up
+DIES = """
+import os, runpy, sys, threading, time
+import torch.distributed as dist
+def die():
+    while not dist.is_initialized():
+        time.sleep(0.05)
+    time.sleep(1.0)
+    os._exit(1)
+threading.Thread(target=die, daemon=True).start()
+sys.argv = ["flowrate", "survey", "--quick", "--seconds", "30", "--no-store"]
+runpy.run_module("flowrate", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_stops_the_survey_with_one_line() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launch = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    survey = [sys.executable, "-m", "flowrate", "survey", "--quick", "--seconds", "30", "--no-store"]
+    ranks = [
+        subprocess.Popen(
+            command,
+            env={**os.environ, **launch, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank, command in enumerate([survey, [sys.executable, "-c", DIES]])
+    ]
+    try:
+        _, stderr = ranks[0].communicate(timeout=200)  # the guard, not a timing: rank 0 stops on its own
+    finally:
+        for rank in ranks:
+            rank.kill()
+            rank.wait()
+    assert ranks[0].returncode == 1
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: the data-parallel run stopped on rank 0: rank 1 stopped responding (its connection "
+        "closed: it died or was killed; see its output)"
+    ]
+    assert "Traceback" not in stderr

@@ -211,15 +211,13 @@ class KernelFigures:
 
     def allreduce(self, world: int | None = None, device: str = "auto") -> SurveyFigure:
         """The all-reduce's bus bandwidth across ``world`` ranks (torchrun's), each on ``device`` as
-        a data-parallel run places it; without a world, the figure says how to measure it."""
+        a data-parallel run places it; without a world, the figure says how to measure it. A rank
+        that fails fails the survey (RunFailed, one line): it is the survey's one figure."""
         name = "allreduce busbw"
         if world is None:
             return self.figure(name, None, "B/s", reason=COLLECTIVE_HOWTO)
         size = COLLECTIVE_BYTES[(self.timing.device.type, self.timing.quick)]
-        try:
-            result = self.run("allreduce", device=device, problem_options={"bytes": size})
-        except FlowrateError as error:
-            return self.figure(name, None, "B/s", reason=str(error))
+        result = self.run("allreduce", device=device, problem_options={"bytes": size})
         algbw, busbw = collective_bandwidths("allreduce", result.flops.bytes_per_sec or 0.0, world)
         backend = result.distributed.backend if result.distributed else None
         detail = f"{size // 2**20} MiB a call, {world} ranks ({backend or '?'}), algbw {si(algbw, 'B/s')}"
