@@ -22,6 +22,7 @@ from flowrate.cli.survey_text import (
     comparison_notes,
     comparison_table,
     figure_line,
+    markdown,
     outside_message,
     survey_rows,
 )
@@ -350,6 +351,7 @@ def test_two_surveys_pair_row_by_row_with_the_ratio() -> None:
         ["h2d pinned", "—", "—", "—", "—"],
         ["copy", "—", "4.1 TB/s", "—", "—"],
     ]
+    assert markdown(["figure", "A"], [["a|b", "1 µs"]]) == "| figure | A |\n|---|---|\n| a\\|b | 1 µs |"
     assert comparison_notes(SURVEY, other)[2] == (
         "the surveys were timed differently (A: quick, 0.5 s each; B: 0 s each)"
     )
