@@ -29,7 +29,7 @@ from flowrate.cli.survey_text import (
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.harness.generate import GenerateConfig
-from flowrate.harness.survey import SurveyConfig, matmul_max, run_survey
+from flowrate.harness.survey import SurveyConfig, device_precisions, matmul_max, run_survey
 from flowrate.harness.survey_bands import (
     FRACTION_BAND,
     LAUNCH_BAND,
@@ -423,3 +423,17 @@ def test_under_torchrun_the_survey_measures_the_allreduce_busbw(monkeypatch: pyt
     assert (figure.name, figure.value, figure.unit) == ("allreduce busbw", 2e9 / 4 * 1.5, "B/s")
     assert figure.detail == "16 MiB a call, 4 ranks (?), algbw 500 MB/s"
     assert figure.datasheet is None and figure.reason is not None and "no datasheet value" in figure.reason
+
+
+AMPERE = ("fp32", "tf32", "bf16", "fp16")
+
+
+@pytest.mark.parametrize(
+    ("capability", "precisions"), [((9, 0), AMPERE), ((8, 0), AMPERE), ((7, 0), ("fp32", "fp16"))]
+)
+def test_a_gpu_before_ampere_is_surveyed_without_bf16_or_tf32(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], precisions: tuple[str, ...]
+) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert device_precisions(torch.device("cuda", 0)) == precisions
+    assert device_precisions(torch.device("cpu")) == ("fp32", "bf16")

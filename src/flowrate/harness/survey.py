@@ -55,12 +55,13 @@ class SurveyConfig:
 
 
 def device_precisions(device: torch.device) -> tuple[str, ...]:
-    """The matmul precisions of a device: fp32 and bf16 everywhere; tf32 and fp16 on CUDA, and
-    bf16 there only where the GPU has it."""
+    """The matmul precisions of a device: fp32 and bf16 on a CPU; fp32 and fp16 on CUDA, and tf32
+    and bf16 there from compute capability 8.0 (Ampere) on: below it torch emulates bf16, far
+    slower, and tf32 does not exist (flowrate.execution.precision refuses bf16 there)."""
     if device.type != "cuda":
         return ("fp32", "bf16")
-    bf16 = ("bf16",) if torch.cuda.is_bf16_supported() else ()
-    return ("fp32", "tf32", *bf16, "fp16")
+    major, _ = torch.cuda.get_device_capability(device)
+    return ("fp32", "tf32", "bf16", "fp16") if major >= 8 else ("fp32", "fp16")
 
 
 def run_survey(
