@@ -3,7 +3,13 @@ completion, attention, the reference model's figures and NVML power. `pytest -m 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+import torch
 
 from flowrate.harness.survey import SurveyConfig, run_survey
 from flowrate.measure.peaks import peak_for
@@ -44,3 +50,20 @@ def test_the_survey_measures_every_cuda_figure() -> None:
     if result.environment["device"].get("nvml", {}).get("available"):
         assert power.value is not None and power.value > 0, power.reason
         assert power.fraction is not None and power.fraction <= 1.05
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs: an all-reduce needs two ranks")
+def test_the_survey_under_torchrun_measures_the_nccl_allreduce(tmp_path: Path) -> None:
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    done = subprocess.run(
+        [*launch, "-m", "flowrate", "survey", "--quick", "--seconds", "0.5", "--json", "--no-store", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    [figure] = json.loads(done.stdout)["survey"]["figures"]
+    assert figure["name"] == "allreduce busbw" and figure["value"] > 1e9  # NVLink or PCIe: GB/s
+    assert "2 ranks (nccl)" in figure["detail"]

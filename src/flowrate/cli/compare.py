@@ -127,6 +127,9 @@ def command(
     recorded in the store (flowrate.cli.compare_live); with --rev REV_A --rev REV_B too, each
     side runs at its own git revision.
 
+    Two surveys (`flowrate survey`) are compared figure by figure: each figure of both, B/A, and
+    whether the two agree within their own spread. A survey is never compared with a run.
+
     Exit codes: 0 compared; 1 B is significantly slower than --fail-if-slower allows, or a run
     could not be read (or, with --run, failed); 2 bad input, including runs of different problems
     or machines without --force; 130 interrupted (with --run: the verdict so far is shown first).
