@@ -63,7 +63,8 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      (flowrate.results.sections) and a section a record predates reads with every field None; a
 #      generation's problem keeps the model's shape under problem.settings. Earlier records are
 #      brought to this layout by flowrate.results.migrate.upgrade, with the numbers they hold.
-#      Also the survey kind and section (`flowrate survey`; records without it read with it empty).
+#      Also the survey kind and section (`flowrate survey`; records without it read with it empty;
+#      a figure without its cv reads with it None).
 SCHEMA_VERSION = 7
 
 

@@ -179,6 +179,21 @@ NESTED = {
     ("fidelity", "final_loss"): _optional(NUMBER),
 }
 DEVICE = {"name": _optional(TEXT), "type": _optional(TEXT)}
+# `flowrate survey`'s section (Survey) and each of its figures (SurveyFigure), every field optional
+SURVEY = {
+    "device": _optional(TEXT),
+    "quick": FLAG,
+    "seconds_per_measurement": _optional(AT_LEAST_0),
+    "figures": LIST,
+}
+SURVEY_FIGURE = {
+    **dict.fromkeys(["name", "unit"], TEXT),
+    **dict.fromkeys(["value", "datasheet", "fraction"], _optional(AT_LEAST_0)),
+    **dict.fromkeys(["band_low", "band_high"], _optional(NUMBER)),
+    "within_band": _optional(FLAG),
+    "cv": _optional(AT_LEAST_0),
+    **dict.fromkeys(["reason", "detail"], _optional(TEXT)),
+}
 _TYPED = ("summary", "intervals", "losses")  # checked field by field; _check_values walks the rest
 _ATTEMPT = {"batch_size": POSITIVE, "fits": FLAG}  # one try of --batch-size auto
 _SUMMARY_REQUIRED = SUMMARY.keys() - SUMMARY_LATER.keys()
@@ -207,6 +222,8 @@ def validate_record(data: Mapping[str, Any], newest_version: int) -> None:
     for n, attempt in enumerate(data.get("batch_size_search", [])):
         _expect(f"batch_size_search[{n}]", attempt, OBJECT)
         _check_fields(f"batch_size_search[{n}]", attempt, _ATTEMPT, _ATTEMPT.keys())
+    if isinstance(survey := data.get("survey"), dict):
+        _check_survey(survey)
     for (section, name), kind in NESTED.items():
         inside = data.get(section)
         if isinstance(inside, dict) and name in inside:
@@ -227,6 +244,13 @@ def _check_kind_sections(kind: RecordKind, data: Mapping[str, Any]) -> None:
     for other, section in OWN_SECTION.items():
         if other != kind and data.get(section) is not None:
             raise InvalidResult(f"a {kind} record must not hold a {other} record's {section!r} section")
+
+
+def _check_survey(survey: dict[str, Any]) -> None:
+    _check_fields("survey", survey, SURVEY, frozenset())
+    for n, figure in enumerate(survey.get("figures", [])):
+        _expect(f"survey.figures[{n}]", figure, OBJECT)
+        _check_fields(f"survey.figures[{n}]", figure, SURVEY_FIGURE, frozenset())
 
 
 def check_run_id(run_id: object) -> None:
