@@ -49,6 +49,8 @@ def resolve_run(
         check_out(out)
     if config.checkpoint_dir is not None:
         check_folder(config.checkpoint_dir, "checkpoint_dir")
+    if config.profile_dir is not None:
+        check_folder(config.profile_dir, "profile")
     _warn_oversubscribed(config)
     return config, problem
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from flowrate.cli.profile_text import cost_rows, profile_rows
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
 from flowrate.units import count, counted, gib, rate, short_duration, si
@@ -149,6 +150,10 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
     if result.batch_size_search:
         tried = ", ".join(f"{a.batch_size} {'fits' if a.fits else 'OOM'}" for a in result.batch_size_search)
         rows.append(("batch search", tried))
+    if result.cost is not None:
+        rows += cost_rows(result.cost)
+    if result.profile is not None:
+        rows += profile_rows(result.profile)
     return rows
 
 

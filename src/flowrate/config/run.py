@@ -291,6 +291,39 @@ class RunConfig:
     """Seconds a collective may wait for the other ranks before the run stops with an error (a
     rank that died or hangs), and how long start-up waits for every rank."""
 
+    # --- where the time and the money go (after the timed run; never part of its identity) ---
+    profile_dir: str | None = setting(
+        None,
+        help="After the timed run, profile a few steps with torch.profiler: the trace, the operator "
+        "table against the roofline and the cost model, and the step breakdown go into DIR.",
+        flags=("--profile",),
+        kind="folder",
+        metavar="DIR",
+        sweepable=False,
+    )
+    """A folder for the profile taken after the timed run (flowrate.harness.profiling): the Chrome
+    trace, the operator table (JSON and CSV) and the step breakdown; None takes no profile."""
+    price_per_hour: float | None = setting(
+        None,
+        help="What the machine costs per hour (your price): samples per dollar and dollars per "
+        "million tokens.",
+        bounds=POSITIVE,
+        unit="$/h",
+        metavar="DOLLARS",
+        sweepable=False,
+    )
+    """The machine's price per hour, in the user's currency (flowrate.results.cost)."""
+    energy_price_per_kwh: float | None = setting(
+        None,
+        help="What a kWh costs (your price): the measured energy's cost, added to --price-per-hour.",
+        flags=("--energy-price",),
+        bounds=POSITIVE,
+        unit="$/kWh",
+        metavar="DOLLARS",
+        sweepable=False,
+    )
+    """The price of a kilowatt-hour, in the user's currency: prices the measured joules."""
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place
         if self.mode is not None:

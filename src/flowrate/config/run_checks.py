@@ -47,6 +47,8 @@ class Checked(Protocol):
     def keep_checkpoints(self) -> int | None: ...
     @property
     def data_dir(self) -> str | None: ...
+    @property
+    def profile_dir(self) -> str | None: ...
 
 
 def check_problem(config: Checked) -> None:
@@ -114,6 +116,12 @@ def check_loader(config: Checked) -> None:
                 raise ConfigError(name, "applies with --data DIR only (synthetic batches need no loader)")
 
 
+def check_profile(config: Checked) -> None:
+    """--profile steps the run's executor again after the timed loop: a resident one only."""
+    if config.profile_dir is not None and config.execution is not Execution.RESIDENT:
+        raise ConfigError("profile_dir", "applies to --execution resident only")
+
+
 # in field order, after the problem and the batch size's spelling (the batch checks read it)
 CHECKS: tuple[Callable[[Checked], None], ...] = (
     check_numbers,
@@ -122,6 +130,7 @@ CHECKS: tuple[Callable[[Checked], None], ...] = (
     check_device,
     check_checkpoints,
     check_loader,
+    check_profile,
 )
 
 

@@ -14,7 +14,9 @@ from typing import Any
 from flowrate.errors import PathError
 from flowrate.io import write_atomic
 from flowrate.results.codec import decode, encode
+from flowrate.results.cost import Cost
 from flowrate.results.migrate import upgrade
+from flowrate.results.profile import Profile
 from flowrate.results.sections import (
     BatchSizeTry,
     Compile,
@@ -65,6 +67,9 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      brought to this layout by flowrate.results.migrate.upgrade, with the numbers they hold.
 #      Also the survey kind and section (`flowrate survey`; records without it read with it empty;
 #      a figure without its cv reads with it None).
+#      Also the profile section (--profile DIR) and the cost section (--price-per-hour,
+#      --energy-price): records without them read with them empty, and readers that predate them
+#      leave them out.
 SCHEMA_VERSION = 7
 
 
@@ -175,6 +180,11 @@ class Result:
     serving: dict[str, Any] | None = None
     # `flowrate survey`: the machine's achievable figures against its datasheet (None otherwise)
     survey: Survey | None = None
+    # --profile DIR: the profiled steps' breakdown and the operators losing most time (None: none
+    # taken; records without it read with it empty)
+    profile: Profile | None = None
+    # --price-per-hour / --energy-price: samples per dollar and the like (None: no price given)
+    cost: Cost | None = None
     kind: Kind = Kind.RUN
     run_id: str = ""
     created_at: str = ""

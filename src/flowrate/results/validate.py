@@ -147,6 +147,8 @@ SECTIONS = [
     "generation",  # `flowrate generate` (optional: records without it read with it empty)
     "serving",  # `flowrate serve-bench` (version 5)
     "survey",  # `flowrate survey` (optional: records without it read with it empty)
+    "profile",  # --profile DIR (optional: records without it read with it empty)
+    "cost",  # --price-per-hour / --energy-price (optional, likewise)
 ]
 TOP_OPTIONAL = {
     **dict.fromkeys(["intervals", "warnings", "batch_size_search"], LIST),
