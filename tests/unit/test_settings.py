@@ -206,6 +206,8 @@ def test_flag_names_are_the_flags_that_differ_from_their_field() -> None:
         "target_interval_s": "target_interval",
         "data_dir": "data",
         "dist_timeout_s": "dist_timeout",
+        "profile_dir": "profile",
+        "energy_price_per_kwh": "energy_price",
     }
 
 
