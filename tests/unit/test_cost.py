@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from factories import make_result
 
+from factories import make_result
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.harness.api import priced

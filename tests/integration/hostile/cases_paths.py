@@ -196,10 +196,11 @@ CASES = [
     # --profile: an unusable folder refused before the run
     Case(
         "profile-is-a-file",
-        (*RUN_TINY, "--profile", "{blocker}"),
+        (*MARKED_RUN, "--profile", "{blocker}"),
         USAGE,
         ("--profile",),
-        setup=plain_file("blocker"),
+        setup=combine(user_problem, plain_file("blocker")),
+        before_measuring=True,
     ),
     Case(
         "profile-read-only",
