@@ -7,13 +7,16 @@ import dataclasses
 import pytest
 
 from factories import make_result
+from flowrate.cli.profile_text import solution_line
 from flowrate.config import RunConfig
+from flowrate.config.amount import parse_amount
 from flowrate.errors import ConfigError
 from flowrate.harness.api import priced
 from flowrate.results.cost import Cost, cost_of
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
 from flowrate.results.sections import Energy
+from flowrate.results.solution import Solution, project
 
 
 def test_no_price_no_cost() -> None:
@@ -91,3 +94,51 @@ def test_a_price_must_be_finite_and_above_zero(field: str, value: float, says: s
     with pytest.raises(ConfigError) as refused:
         RunConfig(**{field: value})
     assert (refused.value.field, refused.value.message) == (field, says)
+
+
+@pytest.mark.parametrize(
+    ("text", "amount", "unit"),
+    [("2e12tokens", 2e12, "tokens"), ("1e6 samples", 1e6, "samples"), ("1_000 Sample", 1000.0, "samples")],
+)
+def test_a_job_size_reads_as_an_amount_and_a_unit(text: str, amount: float, unit: str) -> None:
+    assert parse_amount("to_solution", text) == (amount, unit)
+
+
+@pytest.mark.parametrize(
+    "text", ["2e12", "tokens", "2e12 epochs", "0tokens", "-1samples", "1e999tokens", "nan tokens"]
+)
+def test_a_job_size_without_a_positive_amount_and_a_known_unit_is_refused(text: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        RunConfig(to_solution=text)
+    assert refused.value.field == "to_solution"
+    assert refused.value.message == (
+        f"must be a positive amount and a unit, e.g. 2e12tokens or 1e6samples, got {text!r}"
+    )
+
+
+def test_time_to_solution_at_the_measured_rate_and_the_given_prices() -> None:
+    # 2e12 tokens at 1e6 tokens/s: 2e6 s; at 3.6 $/h (0.001 $/s) 2000 $
+    assert project(2e12, "tokens", 1000.0, 1e6, 0.001) == Solution(
+        amount=2e12,
+        unit="tokens",
+        rate_per_sec=1e6,
+        seconds=2e6,
+        dollars=pytest.approx(2000.0),
+        rests_on="GlobalRate 1e+06 tokens/s of this run's timed window, 0.001 $/s at the given prices",
+    )
+    samples = project(1e6, "samples", 250.0, None, None)
+    assert (samples.seconds, samples.dollars, samples.reason) == (4000.0, None, None)
+    assert project(1e6, "tokens", 250.0, None, None) == Solution(
+        1e6, "tokens", reason="--to-solution: the problem has no tokens"
+    )
+
+
+def test_a_run_projects_its_time_to_solution_and_prints_it() -> None:
+    run = priced(make_result(samples_per_sec=200.0), RunConfig(to_solution="1e6samples", price_per_hour=3.6))
+    assert run.solution is not None
+    assert (run.solution.seconds, run.solution.dollars) == (5000.0, pytest.approx(5.0))
+    assert Result.from_json(run.to_json()).solution == run.solution
+    assert solution_line(run.solution) == (
+        "1e+06 samples: 1 h 23 min, 5 $ (at GlobalRate 200 samples/s of this run's timed window, "
+        "0.001 $/s at the given prices)"
+    )

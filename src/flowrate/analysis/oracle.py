@@ -72,6 +72,7 @@ PROCEDURE = frozenset(
         "profile_dir",
         "price_per_hour",
         "energy_price_per_kwh",
+        "to_solution",
     }
 )
 PROPORTIONAL = {"tokens_per_sec": "samples_per_sec"}  # same spread: a constant times the other

@@ -1,11 +1,12 @@
-"""The summary's rows for a run's profile (--profile DIR) and its cost (--price-per-hour,
---energy-price): pure functions of the record's sections."""
+"""The summary's rows for a run's profile (--profile DIR), its cost (--price-per-hour,
+--energy-price) and its time to solution (--to-solution): pure functions of the record's sections."""
 
 from __future__ import annotations
 
 from flowrate.results.cost import Cost
 from flowrate.results.profile import Profile, ProfileOp, StepBreakdown
-from flowrate.units import si
+from flowrate.results.solution import Solution
+from flowrate.units import duration, si
 
 _BREAKDOWN = (
     ("compute_s", "compute"),
@@ -74,3 +75,12 @@ def cost_rows(cost: Cost) -> list[tuple[str, str]]:
     if cost.reason:
         rows.append(("", cost.reason))
     return rows
+
+
+def solution_line(solution: Solution) -> str:
+    """A job's projected wall time (and cost) at the measured rate, and what it rests on."""
+    job = f"{solution.amount:g} {solution.unit}"
+    if solution.seconds is None:
+        return f"{job}: — ({solution.reason})"
+    dollars = f", {solution.dollars:.4g} $" if solution.dollars is not None else ""
+    return f"{job}: {duration(solution.seconds)}{dollars} (at {solution.rests_on})"

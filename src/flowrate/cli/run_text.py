@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flowrate.cli.profile_text import cost_rows, profile_rows
+from flowrate.cli.profile_text import cost_rows, profile_rows, solution_line
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
 from flowrate.units import count, counted, gib, rate, short_duration, si
@@ -152,6 +152,8 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("batch search", tried))
     if result.cost is not None:
         rows += cost_rows(result.cost)
+    if result.solution is not None:
+        rows.append(("to solution", solution_line(result.solution)))
     if result.profile is not None:
         rows += profile_rows(result.profile)
     return rows

@@ -323,6 +323,16 @@ class RunConfig:
         sweepable=False,
     )
     """The price of a kilowatt-hour, in the user's currency: prices the measured joules."""
+    to_solution: str | None = setting(
+        None,
+        help="Project the wall time (and cost, at your prices) of a job of this size at the measured "
+        "GlobalRate, e.g. 2e12tokens or 1e6samples.",
+        kind="text",
+        metavar="AMOUNT",
+        sweepable=False,
+    )
+    """A job's size, a positive amount of tokens or samples (flowrate.config.amount), whose wall time
+    and cost the result projects at the measured rate (flowrate.results.solution)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from flowrate.choices import Execution, Mode, Precision
+from flowrate.config.amount import parse_amount
 from flowrate.config.bounds import OPTION_BOUNDS
 from flowrate.config.setting import settings
 from flowrate.config.values import AUTO
@@ -49,6 +50,8 @@ class Checked(Protocol):
     def data_dir(self) -> str | None: ...
     @property
     def profile_dir(self) -> str | None: ...
+    @property
+    def to_solution(self) -> str | None: ...
 
 
 def check_problem(config: Checked) -> None:
@@ -117,9 +120,12 @@ def check_loader(config: Checked) -> None:
 
 
 def check_profile(config: Checked) -> None:
-    """--profile steps the run's executor again after the timed loop: a resident one only."""
+    """--profile steps the run's executor again after the timed loop (a resident one only);
+    --to-solution's amount reads as one."""
     if config.profile_dir is not None and config.execution is not Execution.RESIDENT:
         raise ConfigError("profile_dir", "applies to --execution resident only")
+    if config.to_solution is not None:
+        parse_amount("to_solution", config.to_solution)
 
 
 # in field order, after the problem and the batch size's spelling (the batch checks read it)

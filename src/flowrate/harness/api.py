@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from flowrate.config import Precision, RunConfig
+from flowrate.config.amount import parse_amount
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.distributed import check_data_parallel_config, data_parallel
 from flowrate.harness.run import Hooks, RunObserver, run_process
@@ -22,6 +23,7 @@ from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.cost import cost_of
 from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.solution import project
 from flowrate.results.tensorboard import TensorBoardWriter
 
 
@@ -99,7 +101,8 @@ def run_config(
 
 
 def priced(result: Result, config: RunConfig) -> Result:
-    """``result`` with its cost section at the config's prices (flowrate.results.cost), where any."""
+    """``result`` with its cost at the config's prices (flowrate.results.cost) and its projected
+    time to solution (flowrate.results.solution), where asked for."""
     summary, energy = result.summary, result.energy
     cost = cost_of(
         config.price_per_hour,
@@ -109,7 +112,12 @@ def priced(result: Result, config: RunConfig) -> Result:
         energy.joules,
         energy.average_watts,
     )
-    return result if cost is None else dataclasses.replace(result, cost=cost)
+    solution = None
+    if config.to_solution is not None:
+        amount, unit = parse_amount("to_solution", config.to_solution)
+        per_sec = cost.dollars_per_sec if cost is not None else None
+        solution = project(amount, unit, summary.samples_per_sec, summary.tokens_per_sec, per_sec)
+    return dataclasses.replace(result, cost=cost, solution=solution)
 
 
 # Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.

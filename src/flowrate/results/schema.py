@@ -35,6 +35,7 @@ from flowrate.results.sections import (
     Streaming,
     Survey,
 )
+from flowrate.results.solution import Solution
 from flowrate.results.validate import InvalidResult, validate_record
 
 # History of the result format (bump on any change a reader must know about):
@@ -67,9 +68,9 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      brought to this layout by flowrate.results.migrate.upgrade, with the numbers they hold.
 #      Also the survey kind and section (`flowrate survey`; records without it read with it empty;
 #      a figure without its cv reads with it None).
-#      Also the profile section (--profile DIR) and the cost section (--price-per-hour,
-#      --energy-price): records without them read with them empty, and readers that predate them
-#      leave them out.
+#      Also the profile section (--profile DIR), the cost section (--price-per-hour,
+#      --energy-price) and the solution section (--to-solution): records without them read with
+#      them empty, and readers that predate them leave them out.
 SCHEMA_VERSION = 7
 
 
@@ -185,6 +186,8 @@ class Result:
     profile: Profile | None = None
     # --price-per-hour / --energy-price: samples per dollar and the like (None: no price given)
     cost: Cost | None = None
+    # --to-solution: a job's projected wall time and cost at the measured rate (None: not asked)
+    solution: Solution | None = None
     kind: Kind = Kind.RUN
     run_id: str = ""
     created_at: str = ""

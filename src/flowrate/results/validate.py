@@ -149,6 +149,7 @@ SECTIONS = [
     "survey",  # `flowrate survey` (optional: records without it read with it empty)
     "profile",  # --profile DIR (optional: records without it read with it empty)
     "cost",  # --price-per-hour / --energy-price (optional, likewise)
+    "solution",  # --to-solution (optional, likewise)
 ]
 TOP_OPTIONAL = {
     **dict.fromkeys(["intervals", "warnings", "batch_size_search"], LIST),

@@ -124,6 +124,16 @@ CASES = [
             ("word", "dear"),
         )
     ),
+    # --to-solution: a positive amount and a unit
+    *(
+        _case("--to-solution", label, value)
+        for label, value in (
+            ("no-unit", "2e12"),
+            ("bad-unit", "3epochs"),
+            ("zero", "0tokens"),
+            ("inf", "inftokens"),
+        )
+    ),
     # --loader-workers (0 is valid: read in the training thread)
     _case("--loader-workers", "negative", "-1"),
     _case("--loader-workers", "zero-is-valid", "0", code=OK),
