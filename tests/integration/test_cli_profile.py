@@ -14,6 +14,7 @@ import flowrate
 from flowrate.harness import profiling
 from flowrate.harness.profile_table import profiler_name
 from flowrate.harness.profiling import PROFILED_STEPS, TABLE_CSV, TABLE_JSON, TRACE
+from flowrate.measure import env
 from flowrate.measure.peaks import DevicePeak, registered_peaks
 from flowrate.results.schema import IntervalRecord, Result
 
@@ -113,6 +114,7 @@ def test_the_profile_comes_after_the_timed_run_and_changes_no_figure(tmp_path: P
 def _fake_cpu(monkeypatch: pytest.MonkeyPatch) -> DevicePeak:
     """A roof of 1 GFLOP/s and 100 MB/s (ridge 10 FLOP/B) for this CPU, in the profile alone."""
     monkeypatch.setattr(profiling, "device_name", lambda device: "Fake Profiled CPU")
+    monkeypatch.setattr(env, "device_name", lambda device: "Fake Profiled CPU")  # the cost model's
     return DevicePeak(
         name="Fake Profiled CPU",
         match=("fake", "profiled", "cpu"),
@@ -149,3 +151,6 @@ def test_gemms_are_compute_bound_and_layer_norms_memory_bound(
     rows = {row["op"]: row for row in _table(tmp_path)["operators"]}
     assert rows[op]["bound"] == bound
     assert rows[op]["flops"] == (2 * 256**3 * PROFILED_STEPS if problem == "gemm" else 0)
+    if problem == "gemm":  # the cost model's datasheet device: 80% of the peak, 12 µs per kernel inferring
+        assert result.profile.cost_model_reason is None
+        assert rows[op]["predicted_s"] == pytest.approx(PROFILED_STEPS * (2 * 256**3 / 0.8e9 + 12e-6))

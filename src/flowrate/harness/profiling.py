@@ -13,8 +13,10 @@ distort the profiled times. Into DIR go:
 Operator time is self CPU time on a CPU, self device time on a GPU. The roof is the device's
 datasheet peaks where the peak table has both its FLOP/s and its memory bandwidth, else a
 calibration's achieved rates (`flowrate estimate --calibrate`), else none: the bound is unknown,
-never guessed. The cost model (flowrate.estimate) prices each operator of its traced step where
-it has a model of the device; where it has none its reason is recorded.
+never guessed. The cost model (flowrate.estimate) prices each operator of its traced step as
+estimate_step does (its roofline and dispatch; the framework's per-module, autograd and per-step
+terms belong to no operator) where it has a model of the device; where it has none its reason is
+recorded.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError, PathError
 from flowrate.estimate.cost import op_cost
 from flowrate.estimate.devices import local_device
+from flowrate.estimate.reference import bytes_per_kernel
 from flowrate.estimate.report import trace_for
 from flowrate.harness.profile_table import (
     BETWEEN_OPERATORS,
@@ -173,11 +176,13 @@ def _predicted(target: ProfileTarget) -> tuple[dict[str, float] | None, str | No
     try:
         model = local_device(target.device)
         trace = trace_for(target.config, target.problem, target.batch_size, model)
+        model = model.at_working_set(bytes_per_kernel(trace))  # as estimate_step prices the step
         mode = target.config.settled_mode.value
         seconds: dict[str, float] = {}
         for op in trace.ops:
             name = profiler_name(op.name)
-            seconds[name] = seconds.get(name, 0.0) + op_cost(op, model, mode).seconds * PROFILED_STEPS
+            cost = op_cost(op, model, mode, trace.saved_bytes).seconds
+            seconds[name] = seconds.get(name, 0.0) + cost * PROFILED_STEPS
     except FlowrateError as error:
         return None, f"the cost model cannot price this run: {error}"
     return seconds, None
