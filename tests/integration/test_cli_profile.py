@@ -154,3 +154,10 @@ def test_gemms_are_compute_bound_and_layer_norms_memory_bound(
     if problem == "gemm":  # the cost model's datasheet device: 80% of the peak, 12 µs per kernel inferring
         assert result.profile.cost_model_reason is None
         assert rows[op]["predicted_s"] == pytest.approx(PROFILED_STEPS * (2 * 256**3 / 0.8e9 + 12e-6))
+
+
+def test_profile_with_repeat_is_refused_before_any_run(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    done = run_cli("run", *TINY, "--repeat", "2", "--profile", str(tmp_path / "p"), "--no-store")
+    assert done.code == 2
+    assert done.stderr == "error: --profile: profiles the steps of one run: give it without --repeat\n"
+    assert not (tmp_path / "p").exists()

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate._version import __version__
-from flowrate.analysis import plots_estimate, plots_history, plots_serving, report_oracle, report_plots
+from flowrate.analysis import (
+    plots_estimate,
+    plots_history,
+    plots_serving,
+    report_oracle,
+    report_plots,
+    report_profile,
+)
 from flowrate.analysis.estimate_drift import Pricer
 from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
@@ -252,6 +259,7 @@ _SECTIONS = [
     ("rates", "Rate and GlobalRate over time"),
     ("history", "History and steps"),
     ("estimate", "Estimate against measurement"),
+    ("profile", "Where the time goes"),
     ("serving", "Serving"),
     ("surveys", "Machine surveys"),
     ("environment", "Environment"),
@@ -278,6 +286,7 @@ def render_report(
         "rates": report_plots.rates(stored),
         "history": plots_history.section([r.result for r in stored]),
         "estimate": plots_estimate.section(stored, reprice),
+        "profile": report_profile.section(stored),
         "serving": plots_serving.section([r.result for r in stored]),
         "surveys": surveys_section(surveys),
         "environment": _environments(stored),

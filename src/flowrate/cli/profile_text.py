@@ -6,7 +6,7 @@ from __future__ import annotations
 from flowrate.results.cost import Cost
 from flowrate.results.profile import Profile, ProfileOp, StepBreakdown
 from flowrate.results.solution import Solution
-from flowrate.units import duration, si
+from flowrate.units import duration, seconds, si
 
 _BREAKDOWN = (
     ("compute_s", "compute"),
@@ -21,7 +21,7 @@ _BREAKDOWN = (
 
 def profile_rows(profile: Profile) -> list[tuple[str, str]]:
     """Where the profiled steps' time went, the roof, and the operators losing the most time."""
-    steps = f"{profile.steps} steps in {si(profile.seconds, 's')} after {profile.warmup_steps} warm-up"
+    steps = f"{profile.steps} steps in {seconds(profile.seconds)} after {profile.warmup_steps} warm-up"
     rows = [("profile", f"{steps} ({profile.time_kind}): {profile.directory}")]
     rows.append(("breakdown", breakdown_line(profile.breakdown, profile.seconds)))
     if profile.peak_flops is not None and profile.peak_bandwidth is not None:
@@ -39,7 +39,7 @@ def profile_rows(profile: Profile) -> list[tuple[str, str]]:
     return rows
 
 
-def breakdown_line(breakdown: StepBreakdown, seconds: float) -> str:
+def breakdown_line(breakdown: StepBreakdown, total_s: float) -> str:
     """Each kind of work's seconds and share of the profiled steps; a dash where not measurable."""
     parts = []
     for name, label in _BREAKDOWN:
@@ -47,17 +47,17 @@ def breakdown_line(breakdown: StepBreakdown, seconds: float) -> str:
         if value is None:
             parts.append(f"{label} —")
         else:
-            share = f" ({value / seconds:.0%})" if seconds > 0 else ""
-            parts.append(f"{label} {si(value, 's')}{share}")
+            share = f" ({value / total_s:.0%})" if total_s > 0 else ""
+            parts.append(f"{label} {seconds(value)}{share}")
     return ", ".join(parts)
 
 
 def lost_line(op: ProfileOp) -> str:
     """One operator: its time, its bound's, the time lost and the cost model's price."""
-    predicted = f", predicted {si(op.predicted_s, 's')}" if op.predicted_s is not None else ""
+    predicted = f", predicted {seconds(op.predicted_s)}" if op.predicted_s is not None else ""
     return (
-        f"{op.op} {si(op.seconds, 's')} ({op.bound}-bound, bound {si(op.bound_s, 's')}, "
-        f"lost {si(op.lost_s, 's')}{predicted}, {op.calls} calls)"
+        f"{op.op} {seconds(op.seconds)} ({op.bound}-bound, bound {seconds(op.bound_s)}, "
+        f"lost {seconds(op.lost_s)}{predicted}, {op.calls} calls)"
     )
 
 

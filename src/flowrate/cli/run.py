@@ -71,6 +71,8 @@ def command(
     config, problem = resolve_run(flags, sample_shape, out)
     if tensorboard is not None:
         check_folder(tensorboard, "tensorboard")
+    if config.profile_dir is not None and repeat > 1:
+        raise ConfigError("profile", "profiles the steps of one run: give it without --repeat")
     launch = launched()
     if launch is not None and repeat > 1:
         raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")
