@@ -108,7 +108,7 @@ def breakdown(rows: Sequence[ProfileOp], roofed: bool, device_type: str, synthet
         notes["host_to_device_s"] = "not measurable: on a CPU the batches are already in host memory"
         notes["idle_s"] = "not measurable on a CPU: the host runs the operators itself"
     else:
-        why = "not derived from this trace: open trace.json in Perfetto or HolisticTraceAnalysis"
+        why = "not derived here: open the trace in Perfetto or HolisticTraceAnalysis"
         notes["host_to_device_s"] = notes["idle_s"] = why
     input_wait = 0.0 if synthetic else None
     if synthetic:

@@ -6,7 +6,8 @@ PROFILED_STEPS steps it records, each ended by a device sync. Then flowrate's di
 (flowrate.measure.op_counter) counts as many steps again, apart: its Python dispatch would
 distort the profiled times. Into DIR go:
 
-- trace.json: the Chrome trace (`export_chrome_trace`), which Perfetto and TensorBoard open;
+- trace.pt.trace.json: the Chrome trace (`export_chrome_trace`), which Perfetto opens, and
+  TensorBoard's PyTorch profiler view finds by its name (`tensorboard --logdir DIR`);
 - operators.json and operators.csv: the operator table (flowrate.harness.profile_table) with
   the roof it was placed under and the step breakdown.
 
@@ -57,7 +58,7 @@ from flowrate.results.profile import Profile, ProfileOp
 
 WARMUP_STEPS = 1
 PROFILED_STEPS = 3
-TRACE = "trace.json"
+TRACE = "trace.pt.trace.json"
 TABLE_JSON = "operators.json"
 TABLE_CSV = "operators.csv"
 _STEP = "ProfilerStep*"  # the profiler's own event around each step, as key_averages names it
