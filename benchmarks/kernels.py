@@ -58,7 +58,7 @@ def measure(problem: str, precision: str, options: dict[str, int], seconds: floa
         "fraction_of_peak": f.mfu if f.model_flops_per_sample else f.bandwidth_fraction,
         "bytes_per_sec": f.bytes_per_sec,
         "reason": f.reason if f.model_flops_per_sample else None,
-        "device": result.environment["device"].get("name"),
+        "device": result.environment.device_name,
     }
 
 

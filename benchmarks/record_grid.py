@@ -227,8 +227,8 @@ def _median_cv(points: list[dict[str, Any]], spread: str) -> float | None:
 def _cpu_model(store: Path) -> str:
     """The CPU as the runs recorded it."""
     with Store(store) as db:
-        cpu = db.runs()[0].result.environment.get("cpu") or {}
-    return str(cpu.get("model") or "unknown CPU")
+        cpu = db.runs()[0].result.environment.cpu
+    return str((cpu.model if cpu else None) or "unknown CPU")
 
 
 if __name__ == "__main__":

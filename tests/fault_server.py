@@ -6,9 +6,11 @@ how it answers (``url("500")`` is http://127.0.0.1:PORT/500, and serve-bench the
 misbehave only under load (``gone``, ``stall``, ``slow``), so they reach the load. Answers
 count the prompt's tokens (``prompt_tokens``) so serve-bench can size its prompts. ``silent_url()``
 is a socket that takes connections (the kernel completes the handshake) and never answers.
-Mode ``queue`` serves one request at a time, each taking QUEUE_SERVICE_S before its first token,
-so its TTFT grows with the offered rate (a rate search has a capacity to find: about
-1 / QUEUE_SERVICE_S requests/s).
+Mode ``turns`` keeps each request's body (``bodies``); ``second-turn-500`` refuses a chat request
+holding history; ``hold-after-N`` (any suffix after N: a name of its own) answers N requests,
+then holds the rest as ``held`` does. Mode ``queue`` serves one request at a time, each taking
+QUEUE_SERVICE_S before its first token, so its TTFT grows with the offered rate (a rate search
+has a capacity to find: about 1 / QUEUE_SERVICE_S requests/s).
 
 The sockets are bound and listening as soon as a URL is asked for, so cases may name URLs when
 they are declared; ``start()`` (idempotent) serves them.
@@ -50,10 +52,12 @@ async def _stream(request: web.Request, *parts: bytes, done: bool = True) -> web
 
 
 def prompt_tokens(body: dict[str, Any], mode: str) -> int:
-    """The server's count of a prompt: a BOS token and one a word; in mode ``words`` a word of
-    n letters is ceil(n / 3) tokens ("the" 1, "quick" 2), a tokenizer whose words differ."""
+    """The server's count of a prompt (every message's, on the chat endpoint): a BOS token and
+    one a word; in mode ``words`` a word of n letters is ceil(n / 3) tokens ("the" 1, "quick" 2),
+    a tokenizer whose words differ."""
     messages = body.get("messages") or [{}]
-    words = str(body.get("prompt") or messages[0].get("content", "")).split()
+    text = body.get("prompt") or " ".join(str(m.get("content", "")) for m in messages)
+    words = str(text).split()
     return 1 + sum(-(-len(w) // 3) if mode == "words" else 1 for w in words)
 
 
@@ -108,7 +112,17 @@ async def answer(request: web.Request) -> web.StreamResponse:
         async with request.app[SERVER].one_at_a_time():
             await asyncio.sleep(QUEUE_SERVICE_S)
             return await _good(request, max_tokens, prompt_tokens(body, mode))
-    if mode in ("ok", "words", "queue", "metrics", "garbled") or (
+    if mode == "turns" and not probe:  # answers as ok does, keeping what each request sent
+        request.app[SERVER].bodies.append(body)
+    if mode.startswith("hold-after-"):  # hold-after-N[-tag]: probes and the first N answered
+        seen = request.app[SERVER].seen
+        seen[mode] = seen.get(mode, 0) + (not probe)
+        if probe or seen[mode] <= int(mode.split("-")[2]):
+            return await _good(request, max_tokens, prompt_tokens(body, mode))
+        mode = "held"
+    if mode == "second-turn-500" and len(body.get("messages") or []) >= 3:  # a conversation's 2nd turn
+        return web.json_response({"detail": "no second turns"}, status=500)
+    if mode in ("ok", "words", "queue", "metrics", "garbled", "turns", "second-turn-500") or (
         probe and mode in ("gone", "stall", "slow")
     ):
         return await _good(request, max_tokens, prompt_tokens(body, mode))
@@ -222,6 +236,8 @@ class FaultServer:
         self.posts = 0  # requests answered, every mode: a test can see that nothing was sent
         self.answered = 0  # mode metrics's requests (not its probes): what /metrics counts
         self.lock: asyncio.Lock | None = None  # mode queue's, made in the server's loop
+        self.bodies: list[dict[str, Any]] = []  # mode turns's requests (not its probes), as sent
+        self.seen: dict[str, int] = {}  # each hold-after-N mode's requests (not its probes)
 
     def one_at_a_time(self) -> asyncio.Lock:
         if self.lock is None:

@@ -1,5 +1,6 @@
-"""The choices a run's fields take (mode, precision, optimizer, execution, freed memory), each
-with the one parser that reads its spellings and names the valid ones when it cannot."""
+"""The choices a run's and a generation's fields take (mode, precision, optimizer, execution, freed
+memory, the prefill's logits), each with the one parser that reads its spellings and names the
+valid ones when it cannot."""
 
 from __future__ import annotations
 
@@ -103,3 +104,18 @@ class FreedMemory(enum.StrEnum):
             return cls(str(value).lower())
         except ValueError:
             raise ConfigError("freed_memory", f"unknown setting {value!r}; use keep or release") from None
+
+
+class PrefillLogits(enum.StrEnum):
+    """The prompt positions a generation's prefill computes logits for: the last (the one the
+    first token is sampled from, as transformers' generate() and serving engines do), or all."""
+
+    LAST = "last"
+    ALL = "all"
+
+    @classmethod
+    def parse(cls, value: str | PrefillLogits) -> PrefillLogits:
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise ConfigError("prefill_logits", f"is last or all, not {value!r}") from None

@@ -63,6 +63,13 @@ def short_duration(duration_s: float) -> str:
     return f"{duration_s * 1e9:.3g} ns"
 
 
+def seconds(duration_s: float | None) -> str:
+    """short_duration for a time that may be absent (a dash) or nothing at all ("0 s")."""
+    if duration_s is None:
+        return "—"
+    return short_duration(duration_s) if duration_s > 0 else "0 s"
+
+
 def duration(duration_s: float) -> str:
     """A wait as people say it: 42 s, 3 min 05 s, 1 h 02 min."""
     whole = max(round(duration_s), 0)

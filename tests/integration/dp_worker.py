@@ -19,8 +19,9 @@ import time
 import torch
 
 from flowrate.config import Mode, OptimizerName, Precision, RunConfig
-from flowrate.execution.distributed import DataParallel, data_parallel, unwrap
+from flowrate.execution.distributed import DataParallel, data_parallel
 from flowrate.execution.precision import PrecisionPolicy
+from flowrate.execution.replicated import unwrap
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor
 from flowrate.harness.api import gemm_peak_run

@@ -286,3 +286,27 @@ def test_analyze_input_against_the_cost_model_of_a_target(run_cli, mnist_data: P
     assert analysis["consumption_samples_per_sec"] == priced.json()["estimate"]["samples_per_sec"]
     out = run_cli(*base, "--target", "h100", "--consumption-rate", "5", *fast)
     assert out.code == 2 and "--target: give --target or --consumption-rate, not both" in out.stderr
+
+
+def test_advise_tells_its_listener_each_stage_in_order(mnist_data: Path) -> None:
+    from flowrate.config import RunConfig
+    from flowrate.harness.analyze_input import PipelinePoint
+    from flowrate.harness.input_advice import InputSetup, advise, set_up
+
+    heard: list[tuple[object, ...]] = []
+
+    class Listener:
+        def measuring(self, setup: InputSetup) -> None:
+            heard.append(("measuring", setup.batch_size))
+
+        def planned(self, rate: float, source: str, configurations: int) -> None:
+            heard.append(("planned", rate, source, configurations))
+
+        def point(self, point: PipelinePoint) -> None:
+            heard.append(("point", point.workers, point.prefetch))
+
+    config = RunConfig(problem="fc_mnist", size="debug", data_dir=str(mnist_data), batch_size=4, device="cpu")
+    setup = set_up(config, get_problem("fc_mnist", "debug"))
+    analysis = advise(setup, Listener(), given_rate=300.0, max_workers=1, depths=[2], seconds_each=0.05)
+    assert heard == [("planned", 300.0, "given (--consumption-rate)", 2), ("point", 0, None), ("point", 1, 2)]
+    assert [(p.workers, p.prefetch) for p in analysis.points] == [(0, None), (1, 2)]

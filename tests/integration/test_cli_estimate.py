@@ -122,9 +122,10 @@ def test_validate_suggests_a_batch_size_that_fits(run_cli) -> None:  # type: ign
 def test_validate_checks_the_precision_on_a_target(run_cli) -> None:  # type: ignore[no-untyped-def]
     out = run_cli("validate", *DEBUG, "--target", "v100-sxm2", "--precision", "bf16")
     assert out.code == 1
-    assert "NVIDIA Tesla V100 SXM2 has no bf16 units (its datasheet lists fp32, fp16)" in " ".join(
-        out.stderr.split()
-    )
+    assert (
+        "--precision: the peak table has no bf16 figure for NVIDIA Tesla V100 SXM2 (it lists fp32, fp16): "
+        "if its datasheet gives one, add it with FLOWRATE_PEAKS=peaks.json"
+    ) in " ".join(out.stderr.split())
 
 
 def test_validate_checks_streamings_host_memory(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -240,3 +241,29 @@ def test_calibrate_warns_when_the_machine_changed_speed_while_it_measured(
     assert load_calibrations()[made.device].speed_moved == moved  # saved either way, as measured
     report = run_cli("estimate", *DEBUG, "--device", "cpu")
     assert (note in report.stdout) is warned  # every estimate priced with it says so
+
+
+def test_calibrate_and_save_calibrates_with_the_threads_asked_and_saves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from flowrate.estimate import calibrating
+    from flowrate.estimate.calibration import load_calibrations
+
+    made = cpu_calibration()
+    threads_inside: list[int] = []
+
+    def fake(device: torch.device, **_: object) -> object:
+        threads_inside.append(torch.get_num_threads())
+        return made
+
+    monkeypatch.setattr(calibrating, "calibrate", fake)
+    before = torch.get_num_threads()
+    started: list[tuple[str, int]] = []
+    calibration, path = calibrating.calibrate_and_save(
+        "cpu", 1, on_start=lambda device, threads: started.append((device, threads))
+    )
+    assert calibration is made and started == [("cpu", 1)] and threads_inside == [1]
+    assert torch.get_num_threads() == before  # PyTorch's own again after
+    assert load_calibrations(path)[made.device] == made

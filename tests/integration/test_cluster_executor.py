@@ -167,7 +167,7 @@ def test_cli_bad_executor_input_is_one_line_before_any_run(  # type: ignore[no-u
 
 
 def test_a_generation_job_writes_its_result_with_the_generation(tmp_path: Path) -> None:
-    from flowrate.harness.generate import GenerateConfig
+    from flowrate.config import GenerateConfig
 
     config = GenerateConfig(size="debug", device="cpu", batch_size=2, prompt_len=4, new_tokens=3, repeats=1)
     out = tmp_path / "point.json"

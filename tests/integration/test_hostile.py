@@ -30,6 +30,7 @@ from hostile import (
     cases_serving,
     cases_signals,
     cases_stores,
+    cases_survey,
     cases_user_code,
 )
 from hostile.case import Case, Workspace, params
@@ -53,6 +54,7 @@ CASES: list[Case] = [
     *cases_explore.CASES,
     *cases_disks.CASES,
     *cases_grids.CASES,
+    *cases_survey.CASES,
 ]
 
 

@@ -8,11 +8,13 @@ unless FLOWRATE_REQUIRE_BROWSER=1 (CI sets it, so there it fails instead).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import struct
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,9 @@ from factories import make_result
 from flowrate.analysis.report import render_report
 from flowrate.analysis.report_plots import MAX_RATE_PLOTS
 from flowrate.estimate.calibration import save_calibration
+from flowrate.harness.survey_bands import make_figure
 from flowrate.results.schema import Result
-from flowrate.results.sections import Census, FormatFigures, Operators
+from flowrate.results.sections import Census, FormatFigures, Kind, Operators, Survey
 from flowrate.results.store import Store, StoredRun
 
 SCRIPT_TAG = "<script>alert(1)</script>"
@@ -185,6 +188,45 @@ def chromium_or_skip() -> str:
     return path
 
 
+@dataclass
+class Seen:
+    """What a page did while it was open: console errors, uncaught errors, dialogs, and the
+    requests that would have left the file (blocked)."""
+
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    fetched: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def opened(executable: str, path: Path) -> Iterator[tuple[Any, Seen]]:
+    """``path`` open in headless Chromium, every request but file: and data: blocked."""
+    from playwright.sync_api import Request, Route, sync_playwright
+
+    seen = Seen()
+
+    def only_local(route: Route, request: Request) -> None:
+        if request.url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            seen.fetched.append(request.url)
+            route.abort()
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda error: seen.page_errors.append(str(error)))
+            page.on("dialog", lambda dialog: (seen.dialogs.append(dialog.message), dialog.dismiss()))
+            page.route("**/*", only_local)
+            page.goto(path.as_uri(), wait_until="load")
+            yield page, seen
+        finally:
+            browser.close()
+
+
 def record_real_runs(run_cli: Any) -> None:
     for batch in ("8", "16"):
         outcome = run_cli(
@@ -196,8 +238,6 @@ def record_real_runs(run_cli: Any) -> None:
 
 def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     executable = chromium_or_skip()
-    from playwright.sync_api import Request, Route, sync_playwright
-
     save_calibration(cpu_calibration())  # the real runs record the cost model's prediction
     record_real_runs(run_cli)
     store_crafted(crafted())
@@ -208,51 +248,28 @@ def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # typ
     outcome = run_cli("report", "--out", str(out))
     assert outcome.code == 0, outcome.stderr
 
-    console_errors: list[str] = []
-    page_errors: list[str] = []
-    dialogs: list[str] = []
-    fetched: list[str] = []
-
-    def only_local(route: Route, request: Request) -> None:
-        if request.url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            fetched.append(request.url)
-            route.abort()
-
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda error: page_errors.append(str(error)))
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-            page.route("**/*", only_local)
-            page.goto(out.as_uri(), wait_until="load")
-
-            images = page.eval_on_selector_all(
-                "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])"
-            )
-            rows = page.eval_on_selector_all(
-                "#runs tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
-            )
-            front = page.eval_on_selector_all("#pareto tbody tr", "rows => rows.length")
-            oracle = page.eval_on_selector_all(
-                "#oracle tbody tr", "rows => rows.map(r => r.cells[1].innerText.trim())"
-            )
-            env_rows = page.eval_on_selector_all("[id^=env-] tr", "rows => rows.length")
-            injected = page.evaluate(
-                "document.querySelectorAll('script, img[src=x], svg[onload], [onerror], [onload]').length"
-            )
-            headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.innerText)")
-            drift = page.eval_on_selector_all(
-                "#estimate tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
-            )
-            drift_plots = page.eval_on_selector_all("#estimate img", "imgs => imgs.map(i => i.naturalWidth)")
-            shot = tmp_path / "report.png"
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
+    with opened(executable, out) as (page, seen):
+        images = page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight])"
+        )
+        rows = page.eval_on_selector_all(
+            "#runs tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
+        )
+        front = page.eval_on_selector_all("#pareto tbody tr", "rows => rows.length")
+        oracle = page.eval_on_selector_all(
+            "#oracle tbody tr", "rows => rows.map(r => r.cells[1].innerText.trim())"
+        )
+        env_rows = page.eval_on_selector_all("[id^=env-] tr", "rows => rows.length")
+        injected = page.evaluate(
+            "document.querySelectorAll('script, img[src=x], svg[onload], [onerror], [onload]').length"
+        )
+        headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.innerText)")
+        drift = page.eval_on_selector_all(
+            "#estimate tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
+        )
+        drift_plots = page.eval_on_selector_all("#estimate img", "imgs => imgs.map(i => i.naturalWidth)")
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
 
     # plots: Pareto, the oracle view, throughput, samples/J, Rate/GlobalRate for each run, and the
     # predicted ÷ measured figure of the one machine whose runs recorded a prediction; all decoded
@@ -273,9 +290,9 @@ def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # typ
     assert "Measurement warnings" in headings and "Pareto frontier" in headings
     assert "Best configuration per option" in headings
     # nothing fetched, nothing run, nothing injected
-    assert fetched == []
-    assert console_errors == [] and page_errors == []
-    assert dialogs == []
+    assert seen.fetched == []
+    assert seen.console_errors == [] and seen.page_errors == []
+    assert seen.dialogs == []
     assert injected == 0
     # the screenshot: a real page, taller than the window
     data = shot.read_bytes()
@@ -284,12 +301,53 @@ def test_the_report_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # typ
     assert len(data) > 100_000
 
 
+def test_the_survey_card_renders_in_chromium(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A real survey's card (flowrate survey --html) opens with every figure's row, nothing
+    fetched, nothing run."""
+    executable = chromium_or_skip()
+    card = tmp_path / "card.html"
+    tiny = ("--quick", "--seconds", "0.05", "--shapes", "64x64x64", "--threads", "1", "--no-model")
+    outcome = run_cli("survey", *tiny, "--precision", "fp32", "--html", str(card), "--json", "--quiet")
+    assert outcome.code == 0, outcome.stderr
+    figures = outcome.json()["survey"]["figures"]
+    with opened(executable, card) as (page, seen):
+        rows = page.eval_on_selector_all(
+            "#figures tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
+        )
+        headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.innerText)")
+        injected = page.evaluate("document.querySelectorAll('script, [onerror], [onload]').length")
+    assert [row[0] for row in rows] == [f["name"] for f in figures]
+    assert all(len(row) == 7 and all(row) for row in rows), rows
+    assert headings == ["Figures", "Environment"]
+    assert seen.fetched == [] and seen.console_errors == seen.page_errors == [] and injected == 0
+
+
 def test_report_runs_accepts_stored_runs_and_results_alike() -> None:
     result = make_result(run_id="feedfacecafe")
     as_result = render_report([result], title="t")
     as_stored = render_report([StoredRun.from_result(result, ["x"])], title="t")
     for page in (as_result, as_stored):
         assert '<code id="run-feedfacecafe">' in page
+
+
+def test_surveys_get_a_section_of_their_own_and_stay_out_of_the_runs() -> None:
+    run = make_result(run_id="feedfacecafe")
+    figures = [
+        make_figure("matmul bf16", 791e12, "FLOP/s", datasheet=989e12, band=(0.3, 1.0)),
+        make_figure("copy", 0.5e12, "B/s", datasheet=3.35e12, band=(0.3, 1.0)),
+    ]
+    survey = replace(
+        make_result(1.0, run_id="5urvey000001"),
+        kind=Kind.SURVEY,
+        survey=Survey(device="<i>H100</i>", quick=True, figures=figures),
+        config={"problem": "survey"},
+    )
+    page = render_report([run, survey], title="t")
+    assert '<code id="run-feedfacecafe">' in page and '<code id="run-5urvey000001">' not in page
+    assert '<section id="surveys"><h2>Machine surveys</h2>' in page
+    assert "<h3>&lt;i&gt;H100&lt;/i&gt;: survey 5urvey000001, " in page
+    assert '<table id="survey-5urvey000001">' in page and page.count('<tr class="outside">') == 1
+    assert "Machine surveys" not in render_report([run], title="t")
 
 
 def test_the_runs_table_shows_each_runs_precision_census() -> None:

@@ -201,6 +201,26 @@ def test_chat_streams_a_role_chunk_first_that_only_vllm_counts_as_the_first_toke
     assert ttft["vllm"] < ttft["flowrate"] == ttft["genai_perf"]
 
 
+def test_a_conversation_on_a_real_server_carries_its_history_turn_by_turn(  # type: ignore[no-untyped-def]
+    served, run_cli, tmp_path
+) -> None:
+    """Its chat template joins the messages' contents: each turn's prompt, as the server counts
+    it, holds every earlier prompt (6 tokens each, exact with --tokenizer) and answer (4)."""
+    url, folder = served
+    out = tmp_path / "turns.json"
+    args = ("--endpoint", "chat", "--turns", "3", "-n", "2", "--concurrency", "2", "--input-len", "6")
+    outcome = run_cli(*_bench(url, folder, *args, "--output-len", "4", "--out", str(out), "--quiet"))
+    assert outcome.code == 0, outcome.stderr
+    serving = json.loads(out.read_text())["serving"]
+    traces = serving["traces"]
+    assert [(t["conversation"], t["turn"]) for t in traces] == [(c, k) for c in (0, 1) for k in range(3)]
+    assert all(t["error"] is None and t["prompt_tokens"] == 6 for t in traces)
+    for conversation in (traces[:3], traces[3:]):
+        counted = [t["usage_prompt_tokens"] for t in conversation]
+        assert counted[0] == 6 and counted[0] < counted[1] < counted[2]  # the history grows
+    assert [turn["completed"] for turn in serving["per_turn"]] == [2, 2, 2]
+
+
 def test_bad_input_is_one_line_and_nothing_is_sent(served, run_cli) -> None:  # type: ignore[no-untyped-def]
     url, folder = served
     rejected = run_cli("serve-bench", "--url", url, "--model", "not-this-one", "-n", "2", "--no-store")

@@ -32,6 +32,6 @@ def test_ctrl_c_before_the_first_completion_records_a_partial_run(tmp_path: Path
     assert cli.returncode == 130, stderr
     assert "Traceback" not in stderr and "error: interrupted" in stderr
     serving = Result.load(out).serving
-    assert serving is not None and serving["partial"] and serving["requests"] == 3
-    assert serving["metrics"]["flowrate"]["completed"] == 0
-    assert [t["error"] for t in serving["traces"]] == ["interrupted"] * 3
+    assert serving is not None and serving.partial and serving.requests == 3
+    assert serving.figures().completed == 0
+    assert [t.error for t in serving.traces] == ["interrupted"] * 3

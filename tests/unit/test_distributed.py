@@ -10,13 +10,8 @@ import torch
 import torch.distributed as dist
 
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.execution.distributed import (
-    DataParallel,
-    Launch,
-    _rank_device,
-    check_device_for_launch,
-    launched,
-)
+from flowrate.execution.distributed import DataParallel
+from flowrate.execution.launch import Launch, check_device_for_launch, launched, rank_device
 
 
 @pytest.fixture
@@ -125,11 +120,11 @@ def test_one_visible_gpu_per_rank_is_each_ranks_own_whatever_its_local_rank(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
-    assert _rank_device(name, 1) == torch.device("cuda", 0) and chosen == [torch.device("cuda", 0)]
+    assert rank_device(name, 1) == torch.device("cuda", 0) and chosen == [torch.device("cuda", 0)]
 
 
 def test_a_local_rank_past_several_visible_gpus_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(ConfigError, match="LOCAL_RANK 2 needs a CUDA device but only 2 are visible"):
-        _rank_device("cuda", 2)
+        rank_device("cuda", 2)

@@ -9,12 +9,13 @@ import torch
 
 from estimate_factories import cpu_calibration
 from factories import make_result, with_figures
-from flowrate.analysis.estimate_drift import RECORDED, drift, recompute_with_calibration
+from flowrate.analysis.estimate_drift import RECORDED, drift
 from flowrate.config import RunConfig
 from flowrate.estimate.calibration import save_calibration
 from flowrate.estimate.cost import estimate_step
 from flowrate.estimate.devices import device_model
-from flowrate.estimate.report import trace_for
+from flowrate.estimate.report import COST_MODEL, trace_for
+from flowrate.estimate.reprice import recompute_with_calibration
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
 from flowrate.results.sections import Estimate, Fidelity, Kind
@@ -76,6 +77,7 @@ def test_a_run_without_a_prediction_is_priced_with_its_machine_s_calibration() -
     assert mine.predicted == pytest.approx(expected, rel=1e-12), mine.source
     assert mine.ratio == pytest.approx(expected / 1000.0, rel=1e-12)
     assert mine.source == f"recomputed with the calibration of {calibration.device} (2026-11-21)"
+    assert mine.cost_model == COST_MODEL and theirs.cost_model is None
     assert theirs.predicted is None and "no calibration of Test CPU from that machine" in theirs.source
 
     # a `flowrate check` and a run that recorded why it has no estimate are not priced afterwards

@@ -61,3 +61,19 @@ def test_explore_refuses_a_second_session_in_one_line_before_any_run(run_cli, re
     assert len(lines) == 1 and "busy is running in another session" in lines[0], outcome.stderr
     with Store(results_store) as store:
         assert store.runs(RunFilter(tag="explore:busy")) == []
+
+
+def test_a_session_checks_its_budget_before_it_opens_the_store_or_an_executor(tmp_path: Path) -> None:
+    from flowrate.campaigns.explore.objectives import parse_objectives
+    from flowrate.campaigns.explore.plan import Budget, ExploreSpec
+    from flowrate.campaigns.explore.run import run_session
+    from flowrate.campaigns.explore.space import merge_space, parse_space_flags
+    from flowrate.errors import ConfigError
+
+    space = merge_space(parse_space_flags(["batch_size=2..8"]), {"problem": "fc_mnist", "size": "debug"})
+    spec = ExploreSpec(space, parse_objectives(["samples_per_sec:max"]))
+    opened: list[str] = []
+    store = tmp_path / "s.db"
+    with pytest.raises(ConfigError, match=r"2 runs is less than the initial design \(3\)"):
+        run_session(spec, str(store), opened.append, budget=Budget.parse("2"), initial=3)  # type: ignore[arg-type]
+    assert opened == [] and not store.exists() and not (tmp_path / "s.explore.lock").exists()

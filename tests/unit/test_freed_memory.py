@@ -130,7 +130,7 @@ def test_the_setting_is_part_of_the_config_and_releases_by_default() -> None:
 
 
 def test_sessions_and_generate_release_by_default_and_take_keep() -> None:
-    from flowrate.harness.generate import GenerateConfig
+    from flowrate.config import GenerateConfig
     from flowrate.harness.session import Session
 
     assert Session().config.freed_memory is FreedMemory.RELEASE

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from flowrate.config import GenerateConfig
 from flowrate.errors import ConfigError
 from flowrate.harness import generate_model as gm
-from flowrate.harness.generate import GenerateConfig, generate_once, run_generation
+from flowrate.harness.generate import generate_once, run_generation
 from flowrate.harness.generate_timing import RequestTiming, WallClock
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
@@ -253,3 +254,12 @@ def test_repeats_then_duration() -> None:
     timed = GenerateConfig(repeats=3, duration_s=2.0)
     assert _more(timed, 1, 5.0)  # fewer than --repeats: on, whatever the time
     assert _more(timed, 3, 1.5) and not _more(timed, 3, 2.0)
+
+
+def test_the_precisions_a_generation_takes_are_the_dtypes_it_casts_to() -> None:
+    from flowrate.config.generate import GENERATE_PRECISIONS
+
+    assert tuple(gm.WEIGHT_DTYPES) == GENERATE_PRECISIONS
+    assert GenerateConfig(precision="BF16").precision == "bf16"  # one spelling, as a run's
+    with pytest.raises(ConfigError, match="generate takes fp32, bf16, pure-bf16, fp16; got 'tf32'"):
+        GenerateConfig(precision="tf32")

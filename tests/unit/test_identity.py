@@ -104,6 +104,8 @@ def test_compare_names_a_load_difference_as_a_mismatch() -> None:
     assert is_workload_field("rate") and is_workload_field("rate (within A)")
     assert is_workload_field("kind") and not is_workload_field("size")
     assert compare([_serving(1.0)], [_serving(1.0)]).problem_mismatch == []
+    turns = compare([_serving(1.0)], [_serving(1.0, turns="3", think_time_s=1.0)]).problem_mismatch
+    assert [(d.field, d.a, d.b) for d in turns] == [("turns", None, "3"), ("think_time_s", None, 1.0)]
 
 
 def test_one_length_distribution_spelled_two_ways_is_one_load() -> None:
@@ -122,6 +124,10 @@ def test_load_labels_say_what_the_figures_were_measured_under() -> None:
     assert load_label(_serving(None, concurrency=4)) == "concurrency 4, in 16 / out 8 tokens"
     assert load_label(_serving(2.0, burstiness=0.5)) == "2 req/s, burstiness 0.5, in 16 / out 8 tokens"
     assert load_label(_serving(2.0, dataset="d.jsonl", input_len=None)) == "2 req/s, dataset d.jsonl"
+    assert (
+        load_label(_serving(None, concurrency=2, turns="2:6"))
+        == "concurrency 2, in 16 / out 8 tokens, 2:6 turns"
+    )
     assert load_label(_generation(64, 16)) == "batch 2, prompt 64, 16 new"
     assert load_label(make_result(1.0)) == ""
 

@@ -7,7 +7,8 @@ import pytest
 from factories import make_result
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.execution.distributed import Launch, _compare, launched, per_rank_batch_size
+from flowrate.execution.distributed import _compare, per_rank_batch_size
+from flowrate.execution.launch import Launch, launched
 from flowrate.problems.registry import get_problem
 from flowrate.results.merge import RankRun, merge_ranks
 from flowrate.results.schema import Result

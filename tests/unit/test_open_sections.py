@@ -91,10 +91,25 @@ def test_a_serving_record_reads_back_typed_and_writes_the_same_json() -> None:
 
 def test_a_stored_trace_keeps_keys_this_flowrate_does_not_name() -> None:
     data = encode(_section())
-    data["traces"][0] = {"turn": 2, **data["traces"][0]}
+    data["traces"][0] = {"priority": 2, **data["traces"][0]}
     read = serving_from(data)
-    assert read.traces[0].extra == {"turn": 2} and read.traces[0].output_tokens == 3
+    assert read.traces[0].extra == {"priority": 2} and read.traces[0].output_tokens == 3
     assert json.dumps(encode(read)) == json.dumps(data)
+
+
+def test_a_sweep_point_and_its_turns_read_by_attribute_and_write_the_same_json() -> None:
+    sweep = {"id": "abc", "point": 1, "loads": ["2 req/s", "4 req/s"], "stopped": "every load"}
+    sweep |= {"cut": None, "verdict": "pass", "slo_latency_ms": {"ttft_ms": {"n": 4}}, "shard": 0}
+    turn = {"turn": 1, "requests": 2, "completed": 2, "ttft_ms_median": 7.5, "prompt_tokens_median": 9.0}
+    data = {"rate": 4.0, "turns": "2", "conversations": 2, "think_time_s": 0.5, "per_turn": [turn]}
+    data |= {"sweep": sweep, "traces": [{"index": 0, "scheduled_s": 0.0, "conversation": 1, "turn": 0}]}
+    read = serving_from(data)
+    assert (read.turns, read.conversations, read.think_time_s) == ("2", 2, 0.5)
+    assert read.per_turn is not None and read.per_turn[0].prompt_tokens_median == 9.0
+    assert read.sweep is not None and (read.sweep.point, read.sweep.verdict) == (1, "pass")
+    assert read.sweep.loads == ["2 req/s", "4 req/s"] and read.sweep.extra == {"shard": 0}
+    assert (read.traces[0].conversation, read.traces[0].turn) == (1, 0)
+    assert read.extra == {} and json.dumps(encode(read)) == json.dumps(data)
 
 
 def test_a_mistyped_serving_key_is_kept_and_named() -> None:

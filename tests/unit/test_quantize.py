@@ -146,3 +146,28 @@ def test_fp8_trains_on_a_capable_gpu() -> None:
         problem_options={"d_model": 128},
     )
     assert all(torch.isfinite(torch.tensor(result.losses)))
+
+
+@pytest.mark.parametrize(
+    ("capability", "name", "refused"),
+    [
+        ((7, 0), "Tesla V100", True),
+        ((7, 5), "Tesla T4", True),
+        ((8, 0), "A100", False),
+        ((9, 0), "H100", False),
+    ],
+)
+def test_bf16_is_refused_below_ampere_even_where_torch_would_emulate_it(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], name: str, refused: bool
+) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    for precision in (Precision.BF16, Precision.PURE_BF16):
+        if refused:
+            with pytest.raises(
+                ConfigError, match=rf"{name} \(compute capability {capability[0]}\.\d\) has no bf16"
+            ):
+                check_supported(precision, torch.device("cuda", 0))
+        else:
+            check_supported(precision, torch.device("cuda", 0))

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flowrate.config.serve import MAX_TOKENS
 from flowrate.errors import ConfigError
 from flowrate.serving import lengths, prompts
-from flowrate.serving.bounds import MAX_TOKENS
 
 
 def draw(text: str, n: int = 5, seed: int = 3) -> list[int]:

@@ -7,6 +7,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,6 +101,30 @@ def test_synthetic_prompts_are_token_exact_with_a_tokenizer(tmp_path: Path) -> N
         prompts.check_context(prompts.synthetic(1, (38, 38), (3, 3), local), local.context)
 
 
+def _heads(texts: list[str], encode: Any, skip: int = 0) -> set[tuple[int, ...]]:
+    return {tuple(encode(text)[skip : skip + 8]) for text in texts}
+
+
+def test_no_two_synthetic_prompts_share_their_first_8_tokens_unless_a_shared_prefix_asks(
+    tmp_path: Path,
+) -> None:
+    """Prompts i and i + 18 once had the same text (WORDS cycled from word i): now each has its
+    own order of the words, so a prefix-caching server has nothing to hit across 100 requests."""
+    local = word_tokenizer(tmp_path, vocab_size=60)
+    made = prompts.synthetic(100, (12, 12), (3, 3), local)
+    assert all(p.tokens == 12 for p in made)
+    assert len(_heads([p.text for p in made], local.encode)) == 100
+    cost = {w: 1 for w in prompts.WORDS}
+    costs = prompts.WordCosts.from_counts([*(1 + cost[w] for w in prompts.WORDS), *(1 + 2 for _ in cost)])
+    assert isinstance(costs, prompts.WordCosts)
+    sized = prompts.calibrated(prompts.synthetic(100, (12, 12), (3, 3), None), costs)
+    assert len(_heads([p.text for p in sized], str.split)) == 100
+    prefix = prompts.SharedPrefix(8, 1)
+    shared = prompts.synthetic(100, (12, 12), (3, 3), local, prefix=prefix)
+    assert len(_heads([p.text for p in shared], local.encode)) == 1  # the prefix, as asked
+    assert len(_heads([p.text for p in shared], local.encode, skip=8)) == 100  # then each its own
+
+
 def test_word_costs_from_the_servers_counts_size_each_prompt() -> None:
     """A server adding a BOS whose words cost 1, except "quick" and "brown" (2 each)."""
     cost = {w: 2 if w in ("quick", "brown") else 1 for w in prompts.WORDS}
@@ -113,7 +138,8 @@ def test_word_costs_from_the_servers_counts_size_each_prompt() -> None:
     assert costs.words_for(5, 0) == (["the", "quick", "fox"], 5)
     assert costs.words_for(1, 1) == (["quick"], 3)  # one word at least
     made = prompts.synthetic(2, (5, 5), (3, 3), None)
-    assert [p.text for p in prompts.calibrated(made, costs)] == ["the quick fox", "quick brown"]
+    # prompt 1's own order: quick (3 with the BOS), the 4, brown would pass 5, fox 5
+    assert [p.text for p in prompts.calibrated(made, costs)] == ["the quick fox", "quick the fox"]
     assert prompts.WordCosts.from_counts([*alone[:-1], None, *doubled]) == (
         "1 of 36 probes got no usage.prompt_tokens"
     )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from scipy import stats
 
+from flowrate.config.serve import ServeConfig
 from flowrate.config.values import BadValue, to_seconds
 from flowrate.errors import ConfigError
 from flowrate.serving import capacity
@@ -143,9 +144,8 @@ def test_a_cut_point_stops_the_whole_search_and_is_kept_partial_without_a_verdic
     assert search.max_rate == 2.0  # from the points measured whole
 
 
-def _flags(**extra: Any) -> dict[str, Any]:
-    base = dict(find_max_rate=True, budget=None, slo_percentile=None, confidence=None, resolution=None)
-    return {**base, **extra}
+def _flags(**extra: Any) -> ServeConfig:
+    return ServeConfig(**{"url": "http://127.0.0.1:9", "model": "m", "find_max_rate": True, **extra})
 
 
 def test_the_plan_is_said_before_sending_and_a_budget_too_small_is_refused() -> None:

@@ -1,5 +1,6 @@
-"""One definition per run setting: RunConfig's fields carry their Settings, and the command line's
-options, its value checks, a sweep's keys and the reference table are all read from them."""
+"""One definition per setting: RunConfig's and GenerateConfig's fields carry their Settings, and the
+command line's options, its value checks, a sweep's keys and the reference table are all read
+from them."""
 
 from __future__ import annotations
 
@@ -12,10 +13,21 @@ import pytest
 from click.testing import CliRunner
 
 from flowrate.campaigns.explore.space import merge_space, parse_space_flags
+from flowrate.campaigns.process.job import GENERATE
 from flowrate.campaigns.sweep.spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
+from flowrate.cli.generate import generate_options
 from flowrate.cli.main import cli
 from flowrate.cli.options import run_options
-from flowrate.config import BOUNDS, FLAG_NAMES, Bounds, RunConfig, reference, setting_of, settings
+from flowrate.config import (
+    BOUNDS,
+    FLAG_NAMES,
+    Bounds,
+    GenerateConfig,
+    RunConfig,
+    reference,
+    setting_of,
+    settings,
+)
 from flowrate.config.setting import SETTING
 from flowrate.config.values import BadValue, doubling, items, positive_ints, to_batch, to_bool, to_int
 from flowrate.errors import ConfigError
@@ -80,6 +92,61 @@ def test_a_bound_changed_in_one_place_moves_the_flag_the_sweep_and_the_table(
     assert (row.bounds, row.help) == ("[1, 4]", "Threads, at most four of them.")
 
 
+def _generate_param(name: str) -> click.Parameter:
+    command = cli.get_command(click.Context(cli), "generate")
+    assert command is not None
+    return next(p for p in command.params if p.name == name)
+
+
+def _sweep_repeats(*values: str) -> None:
+    grid = parse_grid_flags([f"repeats={','.join(values)}"], GENERATE)
+    plan_points(merge_spec({"problem": "transformer", "size": "debug"}, grid, command=GENERATE))
+
+
+def test_a_generate_bound_changed_in_one_place_moves_the_flag_the_sweep_and_the_table(
+    monkeypatch: pytest.MonkeyPatch, run_cli
+) -> None:  # type: ignore[no-untyped-def]
+    param = _generate_param("repeats")
+    assert param.type.convert("20", param, None) == 20
+    _sweep_repeats("2", "20")  # within 1..100000: plans
+
+    field = GenerateConfig.__dataclass_fields__["repeats"]
+    changed = dataclasses.replace(
+        field.metadata[SETTING], bounds=Bounds("a positive integer", 1, 10), help="At most ten of them."
+    )
+    monkeypatch.setattr(field, "metadata", types.MappingProxyType({SETTING: changed}))
+
+    # the command line: `flowrate generate --repeats 20` refused as it is read, naming the flag
+    with pytest.raises(ConfigError, match="must be at most 10, got 20"):
+        param.type.convert("20", param, None)
+    outcome = run_cli("generate", "-p", "transformer", "--size", "debug", "--repeats", "20")
+    assert outcome.code == 2 and "error: --repeats: must be at most 10, got 20" in outcome.stderr
+    # its --help, as generate_options declares the command now
+    fresh = click.command()(generate_options(lambda **flags: None))
+    assert "At most ten of them. [default: 5]" in CliRunner().invoke(fresh, ["--help"]).output
+    # a generate sweep's point, before anything runs
+    with pytest.raises(ConfigError, match=r"must be at most 10, got 20 \(point 2 of 2: repeats=20\)"):
+        _sweep_repeats("2", "20")
+    # the Python API and the reference
+    with pytest.raises(ConfigError, match="must be at most 10"):
+        GenerateConfig(repeats=20)
+    row = next(r for r in reference(GenerateConfig) if r.field == "repeats")
+    assert (row.bounds, row.help) == ("[1, 10]", "At most ten of them.")
+
+
+def test_every_generate_setting_has_its_flag_and_is_a_sweep_key() -> None:
+    command = cli.get_command(click.Context(cli), "generate")
+    assert command is not None
+    by_name = {p.name: p for p in command.params}
+    for found in settings(GenerateConfig):
+        name = found.name if found.setting.own_option else "extra_options"  # -O, the problem's options
+        param = by_name[name]
+        assert isinstance(param, click.Option)
+        assert tuple(param.opts) == found.flags and param.help == found.help
+    keys = merge_spec({}, parse_grid_flags(["duration=2", "prefill_logits=ALL"], GENERATE), command=GENERATE)
+    assert keys.grid == {"duration_s": (2.0,), "prefill_logits": ("all",)}
+
+
 def test_a_flag_renamed_in_one_place_renames_the_option_and_the_sweep_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -139,6 +206,8 @@ def test_flag_names_are_the_flags_that_differ_from_their_field() -> None:
         "target_interval_s": "target_interval",
         "data_dir": "data",
         "dist_timeout_s": "dist_timeout",
+        "profile_dir": "profile",
+        "energy_price_per_kwh": "energy_price",
     }
 
 

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from flowrate.config import Mode, OptimizerName, Precision
-from flowrate.execution import step_times
-from flowrate.execution.host_memory import HostArena, pinned_size
+from flowrate.execution import step_times, streaming
+from flowrate.execution.host_memory import HostArena, may_pin, pinned_size
 from flowrate.execution.host_optimizer import BlockUpdater, updater_threads
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.step_times import StepTimeline
@@ -171,3 +171,50 @@ def test_one_copy_per_block_and_direction_and_the_backward_restream_is_the_only_
         assert [(d, ids[b]) for d, b in copies if d == "in"] == [("in", i) for i in (0, 1, 2, 3, 2, 1, 0)]
         assert [ids[b] for d, b in copies if d == "out"] == [3, 2, 1, 0]
     executor.finish()
+
+
+def test_an_arena_is_pinned_only_when_the_rounding_leaves_room_for_the_blocks_still_to_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert may_pin(65, 100, 228) and not may_pin(65, 101, 228)  # 65 pinned takes 128
+    pins: list[bool] = []
+    real_allocate = HostArena.allocate
+
+    def allocate(self: HostArena, pin: bool) -> str | None:
+        pins.append(pin)
+        return real_allocate(self, False)  # a CPU build cannot page-lock; the decision is the test
+
+    monkeypatch.setattr(HostArena, "allocate", allocate)
+    monkeypatch.setattr(StreamingExecutor, "_pins_host_memory", lambda self: True)
+    problem = ChainProblem()
+
+    def placed(available: int) -> StreamingExecutor:
+        monkeypatch.setattr(
+            streaming.psutil, "virtual_memory", lambda: type("M", (), {"available": available})
+        )
+        pins.clear()
+        policy = PrecisionPolicy(Precision.BF16, torch.device("cpu"))
+        return StreamingExecutor(
+            problem, problem.build_model(), policy, Mode.TRAIN, OptimizerName.ADAMW, 1e-3
+        )
+
+    roomy = placed(1 << 40)
+    assert pins == [True] * 4 and not any("pageable" in w for w in roomy.warnings)
+    size = roomy.blocks[0].arena.requested  # the four blocks are alike
+    assert pinned_size(size) > size
+    # room for one rounded arena and one more plain one: the first two blocks would leave the
+    # later ones short, so they stay pageable; the last two are pinned
+    tight = placed(pinned_size(size) + size)
+    assert pins == [False, False, True, True]
+    assert "2 of 4 streamed blocks keep their host memory pageable" in " ".join(tight.warnings)
+
+
+def test_gpt2s_conv1d_weights_travel_in_the_compute_dtype_as_autocast_runs_them() -> None:
+    from transformers.pytorch_utils import Conv1D
+
+    from flowrate.execution.flat_params import cast_by_autocast
+
+    model = nn.Sequential(Conv1D(24, 8), nn.LayerNorm(24), nn.Linear(24, 8))
+    assert cast_by_autocast(model) == {id(model[0].weight), id(model[2].weight)}
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what makes it right: addmm runs in bf16
+        assert model[0](torch.randn(2, 8)).dtype == torch.bfloat16

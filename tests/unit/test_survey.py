@@ -8,27 +8,42 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from factories import make_result
+from flowrate.analysis.survey_card import render_card
+from flowrate.analysis.survey_values import FigurePair, paired
+from flowrate.cli.compare_survey import compare_surveys
 from flowrate.cli.measured_max import against_survey
 from flowrate.cli.run_text import summary_rows
 from flowrate.cli.runs_text import show_rows
-from flowrate.cli.survey_text import figure_line, outside_message, survey_rows
+from flowrate.cli.survey_text import (
+    comparison_dict,
+    comparison_notes,
+    comparison_table,
+    figure_line,
+    markdown,
+    outside_message,
+    survey_rows,
+)
 from flowrate.config import RunConfig
-from flowrate.errors import ConfigError
-from flowrate.harness.survey import SurveyConfig, matmul_max, run_survey
+from flowrate.errors import ConfigError, FlowrateError
+from flowrate.harness.generate import GenerateConfig
+from flowrate.harness.survey import SurveyConfig, device_precisions, matmul_max, run_survey
 from flowrate.harness.survey_bands import (
     FRACTION_BAND,
     LAUNCH_BAND,
+    WIDE_BAND,
     check_bands,
     default_band,
     load_bands,
     make_figure,
     outside,
 )
+from flowrate.harness.survey_figures import LINKS, KernelFigures, Timing
 from flowrate.results.environment import CpuInfo, Environment
 from flowrate.results.schema import Result
-from flowrate.results.sections import Flops, Kind, Survey
+from flowrate.results.sections import Energy, Flops, Generation, Kind, Survey
 from flowrate.results.store import Store
 
 
@@ -55,6 +70,12 @@ def test_default_bands() -> None:
     assert default_band("h2d pinned", has_datasheet=True) == (0.3, 1.0)
     assert default_band("train transformer/gpt2", has_datasheet=True) == (0.05, 1.0)
     assert default_band("launch to completion", has_datasheet=False) == LAUNCH_BAND
+    assert default_band("attention bf16", has_datasheet=True) == (0.1, 1.0)
+    assert default_band("h2d pageable", has_datasheet=True) == (0.1, 1.0)
+    assert default_band("duplex pinned", has_datasheet=True) == (0.3, 1.0)
+    assert default_band("infer transformer/gpt2", has_datasheet=True) == (0.05, 1.0)
+    assert default_band("power", has_datasheet=True) == (0.05, 1.05)
+    assert default_band("generate transformer/gpt2", has_datasheet=False) is None
 
 
 def test_band_file(tmp_path: Path) -> None:
@@ -87,35 +108,59 @@ def test_check_bands_accepts_an_empty_object() -> None:
 
 
 def _fake_measure(seen: list[RunConfig]):  # type: ignore[no-untyped-def]
-    """A measurement that runs nothing: the gemm's FLOP/s is m (so the search's best is known)."""
+    """A measurement that runs nothing: the gemm's FLOP/s is m (so the search's best is known), the
+    attention's 7; bytes/s 2e9; the training step draws 150 W under a 300 W power limit."""
 
     def measure(config: RunConfig) -> Result:
         seen.append(config)
-        result = make_result(100.0, problem=config.problem)
+        environment = {"device": {"type": "cuda", "name": "X", "power_limit_w": 300.0}}
+        result = make_result(100.0, problem=config.problem, environment=environment)
         options = config.problem_options or {}
         rate = float(options.get("m", 7))
         flops = Flops(model_flops_per_sec=rate, bytes_per_sec=2e9, model_flops_per_sample=1)
         summary = dataclasses.replace(result.summary, model_flops_per_sec=rate)
-        return dataclasses.replace(result, flops=flops, summary=summary)
+        energy = Energy(joules=75.0, seconds=0.5, average_watts=150.0, method="nvml", domains=["gpu0"])
+        return dataclasses.replace(result, flops=flops, summary=summary, energy=energy)
 
     return measure
 
 
+def _fake_generate(seen: list[GenerateConfig]):  # type: ignore[no-untyped-def]
+    """A generation that runs nothing: 250 decode tokens/s at 0.4 of the memory bandwidth."""
+
+    def generate(config: GenerateConfig) -> Result:
+        seen.append(config)
+        section = Generation(decode_tokens_per_sec=250.0, decode_bandwidth_utilization=0.4)
+        return dataclasses.replace(make_result(1.0), kind=Kind.GENERATE, generation=section)
+
+    return generate
+
+
 def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does_not_know() -> None:
     seen: list[RunConfig] = []
+    generated: list[GenerateConfig] = []
     config = SurveyConfig(device="cpu", seconds=0.1, shapes=((64, 8, 8), (256, 8, 8), (128, 8, 8)))
-    result = run_survey(config, measure=_fake_measure(seen))
+    result = run_survey(config, measure=_fake_measure(seen), generate=_fake_generate(generated))
     survey = result.survey
     assert survey is not None and result.kind is Kind.SURVEY
     figures = {f.name: f for f in survey.figures}
     assert list(figures) == [
         "matmul fp32",
         "matmul bf16",
+        "attention fp32",
+        "attention bf16",
         "copy",
         "h2d pinned",
         "d2h pinned",
+        "h2d pageable",
+        "d2h pageable",
+        "duplex pinned",
         "launch",
+        "allreduce busbw",
         "train fc_mnist/default",
+        "infer fc_mnist/default",
+        "generate transformer/debug",
+        "power",
     ]
     matmul = figures["matmul fp32"]
     assert (matmul.value, matmul.detail) == (256.0, "best of 3 shapes: 256x8x8 (m x n x k)")
@@ -123,18 +168,90 @@ def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does
     # a device the peak table does not know: figures shown, fractions empty with the reason
     assert matmul.datasheet is None and matmul.fraction is None and matmul.within_band is None
     assert matmul.reason is not None and "no datasheet peak" in matmul.reason
+    attention = figures["attention fp32"]
+    assert attention.value == 7.0
+    assert attention.detail == (
+        "forward, 1x8x512x64 (batch x heads x seq x head_dim), 0.03 of the matmul fp32 max"
+    )
     assert figures["h2d pinned"].value is None and "CUDA" in (figures["h2d pinned"].reason or "")
+    assert figures["duplex pinned"].value is None and "CUDA" in (figures["duplex pinned"].reason or "")
+    spread = make_result(100.0).summary.cv  # each measurement's own spread comes with its figure
+    assert spread is not None and spread > 0
+    assert [figures[n].cv for n in ("matmul fp32", "attention fp32", "copy", "launch")] == [spread] * 4
+    assert figures["train fc_mnist/default"].cv == spread
     assert figures["launch"].value == pytest.approx(0.01)  # 1 / 100 calls per second
     assert figures["launch"].within_band is False  # 10 ms per call: outside [0.2 µs, 500 µs]
-    assert {c.problem for c in seen} == {"gemm", "copy", "launch", "fc_mnist"}
+    assert figures["allreduce busbw"].value is None
+    assert figures["allreduce busbw"].reason == (
+        "collectives run under torchrun: `torchrun --nproc-per-node N -m flowrate survey`"
+    )
+    assert [(c.problem, c.mode.value) for c in seen if c.problem == "fc_mnist"] == [
+        ("fc_mnist", "train"),
+        ("fc_mnist", "infer"),
+    ]
+    generate = figures["generate transformer/debug"]
+    assert (generate.value, generate.unit, generate.datasheet) == (250.0, "tokens/s", None)
+    assert generate.detail == ("decode, batch 1, prompt 8, 16 new tokens, fp32, 0.40 of memory bandwidth")
+    assert [(g.problem, g.size, g.duration_s) for g in generated] == [("transformer", "debug", 0.1)]
+    power = figures["power"]  # the training step's meter, against the power limit
+    assert (power.value, power.datasheet, power.fraction, power.within_band) == (150.0, 300.0, 0.5, True)
+    assert power.detail == "75 J over 0.5 s of train fc_mnist/default, nvml (gpu0)"
+    assert {c.problem for c in seen} == {"gemm", "attention", "copy", "launch", "fc_mnist"}
     assert all(c.duration_s == 0.1 and c.device == "cpu" for c in seen)
+
+
+def test_the_host_link_on_a_gpu_the_table_knows() -> None:
+    """Pinned and pageable copies against the link's rate per direction, duplex against both."""
+    seen: list[RunConfig] = []
+    timing = Timing(torch.device("cuda"), "NVIDIA H100 80GB HBM3", 0.1, True, None, {})
+    kernels = KernelFigures(timing, _fake_measure(seen))
+    figures = [kernels.link(problem, pinned) for problem, pinned in LINKS]
+    assert [(c.problem, c.problem_options) for c in seen] == [
+        ("h2d", {"mib": 256, "pinned": 1}),
+        ("d2h", {"mib": 256, "pinned": 1}),
+        ("h2d", {"mib": 256, "pinned": 0}),
+        ("d2h", {"mib": 256, "pinned": 0}),
+        ("duplex", {"mib": 256, "pinned": 1}),
+    ]
+    assert [f.datasheet for f in figures] == [63e9, 63e9, 63e9, 63e9, 126e9]
+    assert [(f.band_low, f.band_high) for f in figures] == [
+        FRACTION_BAND,
+        FRACTION_BAND,
+        WIDE_BAND,
+        WIDE_BAND,
+        FRACTION_BAND,
+    ]
+    duplex = figures[-1]  # 2 GB/s of 126 GB/s: a link trained far below its width
+    assert duplex.fraction == pytest.approx(2e9 / 126e9) and duplex.within_band is False
+    assert duplex.detail == "256 MiB each way, both directions at once"
+
+
+def test_power_says_which_counter_is_missing() -> None:
+    def measure(config: RunConfig) -> Result:
+        result = _fake_measure([])(config)
+        reason = "/sys/class/powercap has no RAPL zones (common in VMs and containers)"
+        return dataclasses.replace(result, energy=Energy(reason=reason))
+
+    config = SurveyConfig(device="cpu", seconds=0.1, shapes=((64, 8, 8),), precisions=("fp32",))
+    result = run_survey(config, measure=measure, generate=_fake_generate([]))
+    assert result.survey is not None
+    power = result.survey.figures[-1]
+    assert (power.name, power.value, power.within_band) == ("power", None, None)
+    assert power.reason == "/sys/class/powercap has no RAPL zones (common in VMs and containers)"
+
+
+def test_without_the_model_the_survey_has_no_model_figures() -> None:
+    config = SurveyConfig(device="cpu", seconds=0.1, shapes=((64, 8, 8),), precisions=("fp32",), model=False)
+    result = run_survey(config, measure=_fake_measure([]), generate=_fake_generate([]))
+    assert result.survey is not None
+    assert result.survey.figures[-1].name == "allreduce busbw"
 
 
 def test_a_band_given_by_name_replaces_the_default() -> None:
     config = SurveyConfig(
         device="cpu", seconds=0.1, shapes=((64, 8, 8),), model=False, bands={"launch": (0.0, 1.0)}
     )
-    result = run_survey(config, measure=_fake_measure([]))
+    result = run_survey(config, measure=_fake_measure([]), generate=_fake_generate([]))
     assert result.survey is not None
     launch = next(f for f in result.survey.figures if f.name == "launch")
     assert (launch.band_low, launch.band_high, launch.within_band) == (0.0, 1.0, True)
@@ -211,3 +328,115 @@ def test_mfu_against_a_survey_of_the_same_machine() -> None:
     assert against_survey(fp32, [survey]) == fp32  # the survey has no fp32 matmul
     measured = dataclasses.replace(run, flops=dataclasses.replace(flops, measured_peak_flops=1e15))
     assert against_survey(measured, [survey]) == measured  # --measure-peak ran: its GEMM stands
+
+
+def test_two_surveys_pair_row_by_row_with_the_ratio() -> None:
+    other = Survey(
+        device="NVIDIA H200",
+        figures=[
+            make_figure("launch", 5e-6, "s", band=LAUNCH_BAND),
+            make_figure("matmul bf16", 870.1e12, "FLOP/s", datasheet=989e12),
+            make_figure("copy", 4.1e12, "B/s"),
+        ],
+    )
+    pairs = paired(SURVEY, other)
+    assert [(p.name, p.ratio) for p in pairs] == [
+        ("matmul bf16", pytest.approx(1.1)),
+        ("launch", pytest.approx(2.0)),
+        ("h2d pinned", None),  # A has no value, B no row
+        ("copy", None),  # only B has it
+    ]
+    header, rows = comparison_table(pairs, (SURVEY, other), ("aaaa", "bbbb"))
+    assert header == ["figure", "NVIDIA H100 80GB HBM3 (aaaa)", "NVIDIA H200 (bbbb)", "B/A", "within spread"]
+    assert rows == [
+        ["matmul bf16", "791 TFLOP/s", "870 TFLOP/s", "1.1", "—"],  # no spread recorded
+        ["launch", "2.5 µs", "5 µs", "2", "—"],
+        ["h2d pinned", "—", "—", "—", "—"],
+        ["copy", "—", "4.1 TB/s", "—", "—"],
+    ]
+    assert markdown(["figure", "A"], [["a|b", "1 µs"]]) == "| figure | A |\n|---|---|\n| a\\|b | 1 µs |"
+    assert comparison_notes(SURVEY, other)[2] == (
+        "the surveys were timed differently (A: quick, 0.5 s each; B: 0 s each)"
+    )
+    assert comparison_dict(pairs, ("aaaa", "bbbb"))["figures"][1] == {
+        "name": "launch",
+        "unit": "s",
+        "a": 2.5e-6,
+        "b": 5e-6,
+        "ratio": pytest.approx(2.0),
+        "within_spread": None,
+    }
+
+
+def test_two_surveys_agree_within_twice_their_combined_spread() -> None:
+    """|B/A - 1| <= 2 sqrt(cv_A² + cv_B²): with CVs of 3% and 4%, within 10%."""
+    a = make_figure("copy", 100.0, "B/s", cv=0.03)
+    near = FigurePair("copy", "B/s", a, make_figure("copy", 109.9, "B/s", cv=0.04))
+    far = FigurePair("copy", "B/s", a, make_figure("copy", 110.1, "B/s", cv=0.04))
+    slower = FigurePair("copy", "B/s", a, make_figure("copy", 90.1, "B/s", cv=0.04))
+    unknown = FigurePair("copy", "B/s", a, make_figure("copy", 100.0, "B/s"))
+    assert [p.within_spread for p in (near, far, slower, unknown)] == [True, False, True, None]
+    assert figure_line(a) == "100 B/s (CV 3.0%)"
+
+
+def test_a_survey_is_compared_with_a_survey_only() -> None:
+    survey = _survey_record(make_result(1.0).environment)
+    run = make_result(1.0)
+    with pytest.raises(ConfigError, match="surveys are compared with surveys only: B holds run records"):
+        compare_surveys([survey], [run], ("A", "B"), "table")
+    with pytest.raises(ConfigError, match="A names 2 surveys: name one survey a side"):
+        compare_surveys([survey, survey], [survey], ("A", "B"), "table")
+
+
+def test_the_survey_card_escapes_and_marks_the_figures_outside_their_band() -> None:
+    hostile = dataclasses.replace(
+        SURVEY,
+        device="<script>alert(1)</script>",
+        figures=[
+            *SURVEY.figures,
+            make_figure("copy", 0.5e12, "B/s", datasheet=3.35e12, band=FRACTION_BAND, detail="<b>x</b>"),
+        ],
+    )
+    record = dataclasses.replace(_survey_record(make_result(1.0).environment), survey=hostile)
+    page = render_card(record)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    assert page.count('<tr class="outside">') == 1  # the copy at 0.15 of its datasheet
+    assert '<span class="bar" style="width:80px"></span>0.80' in page  # matmul bf16
+    assert '<span class="bar off" style="width:15px"></span>0.15' in page
+    assert "<dt>outside their band</dt><dd>1</dd>" in page
+    assert "<dt>figures</dt><dd>3 of 4 measured</dd>" in page
+    with pytest.raises(FlowrateError, match="is not a survey"):
+        render_card(make_result(1.0))
+
+
+def test_under_torchrun_the_survey_measures_the_allreduce_busbw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """busbw = algbw x 2(n-1)/n, algbw the merged bytes/s over the ranks (nccl-tests' definitions)."""
+    launch = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    for name, value in launch.items():
+        monkeypatch.setenv(name, value)
+    seen: list[RunConfig] = []
+    config = SurveyConfig(device="cpu", quick=True, seconds=0.1)
+    result = run_survey(config, measure=_fake_measure(seen), generate=_fake_generate([]))
+    assert result.survey is not None
+    [figure] = result.survey.figures  # the device's own figures would be summed over the ranks
+    assert [(c.problem, c.problem_options, c.device) for c in seen] == [
+        ("allreduce", {"bytes": 2**24}, "cpu")
+    ]
+    assert (figure.name, figure.value, figure.unit) == ("allreduce busbw", 2e9 / 4 * 1.5, "B/s")
+    assert figure.detail == "16 MiB a call, 4 ranks (?), algbw 500 MB/s"
+    assert figure.datasheet is None and figure.reason is not None and "no datasheet value" in figure.reason
+
+
+AMPERE = ("fp32", "tf32", "bf16", "fp16")
+
+
+@pytest.mark.parametrize(
+    ("capability", "precisions"), [((9, 0), AMPERE), ((8, 0), AMPERE), ((7, 0), ("fp32", "fp16"))]
+)
+def test_a_gpu_before_ampere_is_surveyed_without_bf16_or_tf32(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], precisions: tuple[str, ...]
+) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert device_precisions(torch.device("cuda", 0)) == precisions
+    assert device_precisions(torch.device("cpu")) == ("fp32", "bf16")

@@ -14,7 +14,14 @@ import pytest
 from factories import make_result
 from flowrate.campaigns.process.child import CRASHED, ERROR, OOM, ChildOutcome
 from flowrate.campaigns.process.job import Job
-from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart, run_sweep
+from flowrate.campaigns.sweep.run import (
+    PointReport,
+    SweepInterrupted,
+    SweepProgress,
+    SweepStart,
+    run_sweep,
+    sweep_in_store,
+)
 from flowrate.campaigns.sweep.spec import (
     PlannedPoint,
     SweepSpec,
@@ -367,6 +374,28 @@ def test_an_interrupted_sweep_resumes_without_redoing_recorded_points(store: Sto
     third = FakeRunner()
     assert run_sweep(sweep, store, runner=third).exit_status == 0
     assert third.calls == []  # all recorded: nothing to do
+
+
+def test_a_sweep_in_a_store_interrupted_says_how_many_points_it_holds(tmp_path: Path) -> None:
+    from flowrate.campaigns.process.executor import LocalExecutor
+    from flowrate.campaigns.sweep.recorded import recorded_points
+
+    sweep, path = spec("batch_size=1..8"), str(tmp_path / "s.db")
+    assert (
+        recorded_points(sweep, path) == {} and not (tmp_path / "s.db").exists()
+    )  # a dry run creates nothing
+    asked: list[str] = []
+
+    def executor(sweep_id: str) -> LocalExecutor:
+        asked.append(sweep_id)
+        return LocalExecutor(runner=Interrupt(FakeRunner(), at_call=3))
+
+    with pytest.raises(SweepInterrupted) as cut:
+        sweep_in_store(sweep, path, executor)
+    assert cut.value.recorded == 2 and asked == [sweep.sweep_id]
+    assert len(recorded_points(sweep, path)) == 2
+    outcome = sweep_in_store(sweep, path, lambda _: LocalExecutor(runner=FakeRunner()))
+    assert [r.earlier for r in outcome.reports] == [True, True, False, False]
 
 
 def test_a_resume_after_an_out_of_memory_skips_without_running(store: Store) -> None:

@@ -23,11 +23,10 @@ from flowrate.campaigns.sweep.spec import (
     parse_grid_flags,
     plan_points,
 )
-from flowrate.config import RunConfig
+from flowrate.config import GenerateConfig, RunConfig
 from flowrate.errors import ConfigError
-from flowrate.harness.generate import GenerateConfig
 from flowrate.results.schema import Result
-from flowrate.results.sections import Generation, LatencyStats
+from flowrate.results.sections import Generation, Kind, LatencyStats
 from flowrate.results.store import Store
 
 BASE = {"problem": "transformer", "size": "debug", "device": "cpu"}
@@ -45,7 +44,7 @@ def gen_spec(*flags: str, name: str | None = None, **base: Any):  # type: ignore
 def generation_result(batch: int, decode: float = 500.0, ttft: float = 0.02) -> Result:
     result = make_result(batch_size=batch, problem="transformer", mode="generate")
     section = Generation(decode_tokens_per_sec=decode, ttft_s=LatencyStats(median=ttft, mean=ttft))
-    return dataclasses.replace(result, generation=section)
+    return dataclasses.replace(result, generation=section, kind=Kind.GENERATE)
 
 
 class FakeRunner:

@@ -128,6 +128,19 @@ def test_what_flowrate_writes_reads_back() -> None:
         (lambda d: d.update(schema_version=SCHEMA_VERSION + 1), "newer than this flowrate reads"),
         (lambda d: d.update(schema_version="4"), "it has no integer schema_version"),
         (lambda d: d.pop("losses"), "it has no 'losses' field"),
+        (
+            lambda d: d.update(kind="serve"),
+            "a serve record must have its 'serving' section, and this one has none",
+        ),
+        (lambda d: d.update(kind="check"), "a check record must have its 'fidelity' section"),
+        (
+            lambda d: d.update(serving={"rate": 1.0}),
+            "a run record must not hold a serve record's 'serving' section",
+        ),
+        (
+            lambda d: d.update(kind="survey", survey={}, generation={}),
+            "a survey record must not hold a generate record's 'generation' section",
+        ),
     ],
 )
 def test_a_field_a_reader_would_trip_on_is_refused_by_name(
@@ -247,7 +260,7 @@ def _field_value(kind: Any) -> st.SearchStrategy[Any]:
     return json_values
 
 
-records = st.fixed_dictionaries(
+any_sections = st.fixed_dictionaries(
     {
         "config": st.fixed_dictionaries(
             {"problem": texts, "mode": st.sampled_from(["train", "infer"]), "lr": finite},
@@ -284,6 +297,15 @@ records = st.fixed_dictionaries(
         "schema_version": st.integers(1, SCHEMA_VERSION),
     }
 )
+KIND_SECTIONS = ("fidelity", "generation", "serving")
+
+
+def _one_kind(data: dict[str, Any], keep: str | None) -> dict[str, Any]:
+    """A record is of one kind: at most one kind's own section (flowrate writes no other)."""
+    return {**data, **{name: None for name in KIND_SECTIONS if name != keep}}
+
+
+records = st.builds(_one_kind, any_sections, st.sampled_from((None, *KIND_SECTIONS)))
 
 
 def exact(data: Any) -> str:

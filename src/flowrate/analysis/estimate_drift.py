@@ -69,14 +69,16 @@ class MachineDrift:
         )
 
 
-Pricer = Callable[[Result], tuple[float | None, str]]
+# prices a run that recorded no prediction: (samples/s or None, where it came from or why there is
+# none, the cost model's version when it priced one); flowrate.estimate.reprice makes the usual one
+Pricer = Callable[[Result], tuple[float | None, str, str | None]]
 
 
 def drift(runs: Sequence[StoredRun], recompute: Pricer | None = None) -> list[MachineDrift]:
     """The runs' ratios grouped by machine (machines in order of their first run), oldest first.
 
-    ``recompute`` prices a run that recorded no prediction: (samples/s or None, where it came from
-    or why there is none); ``recompute_with_calibration`` is the usual one."""
+    ``recompute`` prices a run that recorded no prediction (flowrate.estimate.reprice's
+    ``recompute_with_calibration`` is the usual one); without it such a run has none."""
     groups: dict[str, MachineDrift] = {}
     for run in sorted(runs, key=lambda r: r.created_at or ""):
         result = run.result
@@ -94,9 +96,9 @@ def _point(run: StoredRun, result: Result, recompute: Pricer | None) -> DriftPoi
     # only a run that recorded nothing (an older one) is priced afterwards: one that recorded a
     # reason (data-parallel, …) or a `flowrate check` (its throughput is not a benchmark) is not
     if result.estimate is None and result.fidelity is None and recompute is not None:
-        priced, why = recompute(result)
+        priced, why, model = recompute(result)
         if priced:
-            predicted, source, cost_model = priced, why, _cost_model()
+            predicted, source, cost_model = priced, why, model
         else:
             source = f"{source}; {why}"
     c, p = result.config, result.problem
@@ -108,55 +110,4 @@ def _point(run: StoredRun, result: Result, recompute: Pricer | None) -> DriftPoi
         measured=result.summary.samples_per_sec,
         source=source,
         cost_model=cost_model,
-    )
-
-
-def _cost_model() -> str:
-    from flowrate.estimate.report import COST_MODEL
-
-    return COST_MODEL
-
-
-def recompute_with_calibration() -> Pricer:
-    """A pricer that uses the calibration whose machine fingerprint (host, device, CPU model,
-    threads) is the run's, tracing each configuration once; a run from a machine never calibrated
-    (or calibrated under another fingerprint) gets none, saying so."""
-    from flowrate.estimate.calibration import load_calibrations
-
-    calibrations = list(load_calibrations().values())
-    priced: dict[str, tuple[float | None, str]] = {}
-
-    def price(result: Result) -> tuple[float | None, str]:
-        here = machine(result)
-        match = next((c for c in calibrations if c.fingerprint == here), None)
-        if match is None:
-            return None, f"no calibration of {here.get('device_name') or 'its device'} from that machine"
-        key = repr((result.config, result.problem.name, result.batch_size, match.device))
-        if key not in priced:
-            priced[key] = _price(result, match)
-        return priced[key]
-
-    return price
-
-
-def _price(result: Result, calibration: Any) -> tuple[float | None, str]:
-    from flowrate.config import RunConfig
-    from flowrate.errors import FlowrateError
-    from flowrate.estimate.cost import estimate_step
-    from flowrate.estimate.devices import device_model
-    from flowrate.estimate.report import trace_for
-    from flowrate.measure.peaks import find_device
-    from flowrate.problems.registry import get_problem
-
-    try:
-        config = RunConfig.from_dict(result.config)
-        problem = get_problem(config.problem, config.size, config.problem_options)
-        config = config.for_problem(problem.modes, problem.default_mode, problem.name)
-        model = device_model(calibration.device, find_device(calibration.device), calibration, None)
-        trace = trace_for(config, problem, result.batch_size, model)
-        step = estimate_step(trace, model, problem.tokens_per_sample)
-    except FlowrateError as why:
-        return None, f"not recomputed: {why}"
-    return step.samples_per_sec, (
-        f"recomputed with the calibration of {calibration.device} ({calibration.measured_at[:10]})"
     )

@@ -88,17 +88,20 @@ def table(
     *,
     table_id: str = "",
     numeric: Sequence[int] = (),
+    row_classes: Sequence[str] = (),
 ) -> str:
-    """A table from cells that are already HTML (escaped by the caller)."""
+    """A table from cells that are already HTML (escaped by the caller); ``row_classes`` gives
+    the rows, in order, a class each ("" for none)."""
     ident = f' id="{table_id}"' if table_id else ""
     cells = "".join(
         f"<th{' class=num' if i in numeric else ''}>{e(h)}</th>" for i, h in enumerate(header or [])
     )
     head = f"<thead><tr>{cells}</tr></thead>" if header else ""
+    classes = [*row_classes, *[""] * (len(rows) - len(row_classes))]
     body = "".join(
-        "<tr>"
+        (f'<tr class="{e(css)}">' if css else "<tr>")
         + "".join(f"<td{' class=num' if i in numeric else ''}>{c}</td>" for i, c in enumerate(row))
         + "</tr>"
-        for row in rows
+        for row, css in zip(rows, classes, strict=False)
     )
     return f'<div class="scroll"><table{ident}>{head}<tbody>{body}</tbody></table></div>'

@@ -69,6 +69,10 @@ PROCEDURE = frozenset(
         "keep_checkpoints",
         "dist_timeout_s",
         "measure_peak",
+        "profile_dir",
+        "price_per_hour",
+        "energy_price_per_kwh",
+        "to_solution",
     }
 )
 PROPORTIONAL = {"tokens_per_sec": "samples_per_sec"}  # same spread: a constant times the other

@@ -9,7 +9,7 @@ from functools import partial
 from matplotlib.figure import Figure
 
 from flowrate.analysis import canvas
-from flowrate.analysis.estimate_drift import MachineDrift, Pricer, drift, recompute_with_calibration
+from flowrate.analysis.estimate_drift import MachineDrift, Pricer, drift
 from flowrate.analysis.html import e, note, plot, table, when
 from flowrate.results.store import StoredRun
 from flowrate.units import rate
@@ -52,9 +52,9 @@ def drift_figure(group: MachineDrift) -> Figure:
 
 def section(runs: Sequence[StoredRun], recompute: Pricer | None = None) -> str:
     """The section: per machine, the figure and a table of every run (oldest first). Runs that
-    recorded no prediction are priced by ``recompute`` (default: with their machine's
-    calibration, where one exists)."""
-    groups = drift(runs, recompute if recompute is not None else recompute_with_calibration())
+    recorded no prediction are priced by ``recompute`` (`flowrate report` passes the one that
+    uses their machine's calibration, flowrate.estimate.reprice); without it they have none."""
+    groups = drift(runs, recompute)
     if not any(g.ratios for g in groups):
         return note(
             "No run has a prediction: runs record one where their device has rates (a GPU in the "

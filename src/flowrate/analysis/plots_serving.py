@@ -4,7 +4,7 @@ tool's definition, and (after --find-max-rate) the latency–throughput curve wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -18,6 +18,7 @@ from flowrate.errors import FlowrateError
 from flowrate.results.identity import load_label
 from flowrate.results.schema import Result
 from flowrate.results.serving import Serving
+from flowrate.results.serving_curve import LATENCIES, CurvePoint
 from flowrate.results.serving_metrics import DEFINITIONS, per_request
 
 TITLES = {
@@ -107,13 +108,42 @@ def search_curve(search: dict[str, Any], key: str) -> list[tuple[float, float, f
     return sorted(out)
 
 
-def _search_panel(ax: Axes, search: dict[str, Any], slo: dict[str, float]) -> None:
-    name = f"p{search.get('percentile', 99):g}"
+def sweep_figure(curve: list[CurvePoint], slo: dict[str, float], title: str) -> Figure:
+    """A sweep's latency–throughput curves, drawn as the rate search's are: p50 on the left, p99
+    on the right with --slo's lines; a cut point is not drawn."""
+    fig = canvas.new_figure()
+    axes = fig.subplots(1, 2)
+    for ax, name in zip(axes, ("p50", "p99"), strict=True):
+        points = [
+            {
+                "rate": p.load.rate,
+                "partial": p.partial,
+                "request_throughput": p.request_throughput,
+                "latency_ms": {
+                    key: {"quantile": getattr(figures, name), "upper": None}
+                    for key, figures in p.latency_ms.items()
+                },
+            }
+            for p in curve
+        ]
+        limits = {key: slo.get(key) if name == "p99" else None for key in LATENCIES}
+        _search_panel(ax, {"points": points, "percentile": float(name[1:])}, limits)
+    fig.suptitle(canvas.plain(title), fontsize="medium")
+    loads = ", ".join(p.load.label for p in curve)
+    canvas.footnote(fig, f"one point a load ({loads}); failed requests are left out of the percentiles")
+    return fig
+
+
+def _search_panel(ax: Axes, search: dict[str, Any], slo: Mapping[str, float | None]) -> None:
+    """The curve of each key of ``slo`` (its limit's line where one is given) against achieved
+    requests/s."""
+    name, bars = f"p{search.get('percentile', 99):g}", False
     for key, limit in slo.items():
         curve = search_curve(search, key)
         line = ax.plot([c[0] for c in curve], [c[1] for c in curve], marker="o", label=f"{name} {key}")[0]
         bounded = [(x, y, upper) for x, y, upper in curve if upper is not None]
         if bounded:
+            bars = True
             ax.vlines(
                 [c[0] for c in bounded],
                 [c[1] for c in bounded],
@@ -122,7 +152,8 @@ def _search_panel(ax: Axes, search: dict[str, Any], slo: dict[str, float]) -> No
                 lw=1,
                 alpha=0.6,
             )
-        ax.axhline(limit, ls="--", color=line.get_color(), lw=1, label=f"SLO {key} {limit:g} ms")
+        if limit is not None:
+            ax.axhline(limit, ls="--", color=line.get_color(), lw=1, label=f"SLO {key} {limit:g} ms")
     best = search.get("headline_point")
     if search.get("max_rate") is not None and best is not None:
         achieved = search["points"][best].get("request_throughput")
@@ -132,6 +163,6 @@ def _search_panel(ax: Axes, search: dict[str, Any], slo: dict[str, float]) -> No
             )
     cut = sum(bool(p.get("partial")) for p in search["points"])
     ax.set_xlabel("achieved requests/s" + (f" ({cut} cut point not drawn)" if cut else ""))
-    ax.set_ylabel(f"{name} latency, ms (bar: its upper bound)")
+    ax.set_ylabel(f"{name} latency, ms" + (" (bar: its upper bound)" if bars else ""))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")

@@ -18,15 +18,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate._version import __version__
-from flowrate.analysis import plots_estimate, plots_history, plots_serving, report_oracle, report_plots
+from flowrate.analysis import (
+    plots_estimate,
+    plots_history,
+    plots_serving,
+    report_oracle,
+    report_plots,
+    report_profile,
+)
+from flowrate.analysis.estimate_drift import Pricer
 from flowrate.analysis.grouping import problem_of
 from flowrate.analysis.html import MISSING, e, show_value, table, when, whole_rate
+from flowrate.analysis.survey_table import surveys_section
 from flowrate.errors import FlowrateError
 from flowrate.measure.census import census_line
 from flowrate.results.environment import CpuInfo, DeviceInfo, Environment, PythonInfo, Software, TorchInfo
 from flowrate.results.identity import load_label
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
+from flowrate.results.sections import Kind
 from flowrate.results.store import StoredRun
 
 # --- sections ------------------------------------------------------------------------------------
@@ -188,7 +198,7 @@ def _warnings(runs: Sequence[StoredRun]) -> str:
 
 # --- the page ------------------------------------------------------------------------------------
 
-_CSS = """
+CSS = """
 :root { color-scheme: light; --muted: #5f6b7a; --line: #d9dee5; --accent: #2c5d9c; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
@@ -225,6 +235,10 @@ figcaption { font-size: 0.9em; }
 .warn ul { margin: 4px 0; }
 .warn li { color: #7a4b00; }
 details summary { cursor: pointer; color: var(--muted); font-size: 0.9em; }
+.bar { display: inline-block; height: 0.8em; background: var(--accent); margin-right: 6px;
+       border-radius: 2px; }
+.bar.off { background: #b3261e; }
+tr.outside td { background: #fdecea; }
 """
 
 _SECTIONS = [
@@ -236,17 +250,24 @@ _SECTIONS = [
     ("rates", "Rate and GlobalRate over time"),
     ("history", "History and steps"),
     ("estimate", "Estimate against measurement"),
+    ("profile", "Where the time goes"),
     ("serving", "Serving"),
+    ("surveys", "Machine surveys"),
     ("environment", "Environment"),
     ("warnings", "Measurement warnings"),
 ]
 
 
-def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate report") -> str:
-    """The report on ``runs`` (in the order given) as one HTML document."""
+def render_report(
+    runs: Sequence[StoredRun | Result], *, title: str = "flowrate report", reprice: Pricer | None = None
+) -> str:
+    """The report on ``runs`` (in the order given) as one HTML document; ``reprice`` prices, for
+    the estimate section, runs that recorded no prediction (flowrate.estimate.reprice)."""
     if not runs:
         raise FlowrateError("no runs to report: record some with `flowrate run` or `flowrate sweep`")
-    stored = [r if isinstance(r, StoredRun) else StoredRun.from_result(r) for r in runs]
+    given = [r if isinstance(r, StoredRun) else StoredRun.from_result(r) for r in runs]
+    surveys = [r.result for r in given if r.result.kind is Kind.SURVEY]  # no throughput: a section apart
+    stored = [r for r in given if r.result.kind is not Kind.SURVEY]
     body = {
         "runs": _runs_table(stored),
         "pareto": report_plots.pareto(stored),
@@ -255,22 +276,23 @@ def render_report(runs: Sequence[StoredRun | Result], *, title: str = "flowrate 
         "energy": report_plots.energy(stored),
         "rates": report_plots.rates(stored),
         "history": plots_history.section([r.result for r in stored]),
-        "estimate": plots_estimate.section(stored),
+        "estimate": plots_estimate.section(stored, reprice),
+        "profile": report_profile.section(stored),
         "serving": plots_serving.section([r.result for r in stored]),
+        "surveys": surveys_section(surveys),
         "environment": _environments(stored),
         "warnings": _warnings(stored),
     }
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    nav = "".join(f'<a href="#{key}">{e(name)}</a>' for key, name in _SECTIONS)
-    sections = "".join(
-        f'<section id="{key}"><h2>{e(name)}</h2>{body[key]}</section>' for key, name in _SECTIONS
-    )
+    shown = [(key, name) for key, name in _SECTIONS if key != "surveys" or surveys]
+    nav = "".join(f'<a href="#{key}">{e(name)}</a>' for key, name in shown)
+    sections = "".join(f'<section id="{key}"><h2>{e(name)}</h2>{body[key]}</section>' for key, name in shown)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="flowrate {e(__version__)}">'
-        f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>{e(title)}</h1>"
         f'<p class="generated">Generated {e(now)} by flowrate {e(__version__)}. samples/s is GlobalRate: '
         "samples over seconds of the whole timed window.</p>"

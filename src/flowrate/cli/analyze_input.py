@@ -7,13 +7,17 @@ flowrate.cli.analyze_input_text.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrate.cli.options import run_options
 from flowrate.cli.param_types import FiniteRange
 from flowrate.config import BOUNDS, WEEK_S
+
+if TYPE_CHECKING:
+    from flowrate.harness.analyze_input import PipelinePoint
+    from flowrate.harness.input_advice import InputSetup
 
 # Seconds of synthetic timing for the model's rate when the user sets no length.
 MODEL_S = 3.0
@@ -97,13 +101,8 @@ def command(
         flags["duration_s"] = MODEL_S
     config, problem = resolve_run(flags, sample_shape)
     setup = input_advice.set_up(config, problem, sample_cost_s=sample_cost_s)
-    rate, source = input_advice.model_rate(
-        setup, consumption_rate, target, on_measure=lambda: console.status(text.measuring_line(setup))
-    )
-    tried = input_advice.configurations(setup, max_workers, depths)
-    console.status(text.plan_line(rate, source, len(tried), each_s))
-    analysis = input_advice.measure(
-        setup, rate, source, tried, each_s, on_point=lambda point: console.status(text.point_line(point))
+    analysis = input_advice.advise(
+        setup, _Progress(each_s), consumption_rate, target, max_workers, depths, each_s
     )
     if as_json:
         console.data(json.dumps(analysis.to_dict(), indent=2))
@@ -129,3 +128,28 @@ def _check_flags(flags: dict[str, Any]) -> None:
                 name,
                 "analyze-input tries loader configurations itself; use --max-workers and --prefetch-depths",
             )
+
+
+class _Progress:
+    """The analysis's status lines on stderr, as it goes."""
+
+    def __init__(self, each_s: float) -> None:
+        self.each_s = each_s
+
+    def measuring(self, setup: InputSetup) -> None:
+        from flowrate.cli import analyze_input_text as text
+        from flowrate.cli import console
+
+        console.status(text.measuring_line(setup))
+
+    def planned(self, rate: float, source: str, configurations: int) -> None:
+        from flowrate.cli import analyze_input_text as text
+        from flowrate.cli import console
+
+        console.status(text.plan_line(rate, source, configurations, self.each_s))
+
+    def point(self, point: PipelinePoint) -> None:
+        from flowrate.cli import analyze_input_text as text
+        from flowrate.cli import console
+
+        console.status(text.point_line(point))

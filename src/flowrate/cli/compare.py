@@ -127,10 +127,14 @@ def command(
     recorded in the store (flowrate.cli.compare_live); with --rev REV_A --rev REV_B too, each
     side runs at its own git revision.
 
+    Two surveys (`flowrate survey`) are compared figure by figure: each figure of both, B/A, and
+    whether the two agree within their own spread. A survey is never compared with a run.
+
     Exit codes: 0 compared; 1 B is significantly slower than --fail-if-slower allows, or a run
     could not be read (or, with --run, failed); 2 bad input, including runs of different problems
     or machines without --force; 130 interrupted (with --run: the verdict so far is shown first).
     """
+    from flowrate.cli.compare_survey import compare_surveys, is_survey
     from flowrate.cli.select import select_runs
     from flowrate.results.compare import compare
     from flowrate.results.noise import history_in_store
@@ -160,6 +164,11 @@ def command(
         raise click.UsageError("give A and B (recorded runs), or --run A_SPEC B_SPEC to measure both now")
     side_a = [run.result for run in select_runs(store, [a], RunFilter())]
     side_b = [run.result for run in select_runs(store, [b], RunFilter())]
+    if any(map(is_survey, side_a + side_b)):
+        if fail_pct is not None:
+            raise click.UsageError("--fail-if-slower applies to runs; surveys are compared figure by figure")
+        compare_surveys(side_a, side_b, (a, b), output_format)
+        return
     known = history_in_store(store, side_a, side_b) if history else None
     comparison = compare(
         side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b), history=known

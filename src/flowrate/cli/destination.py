@@ -35,7 +35,7 @@ class Destination:
         as_json: bool,
     ) -> Destination:
         from flowrate.errors import ConfigError
-        from flowrate.execution.distributed import is_primary
+        from flowrate.execution.launch import is_primary
         from flowrate.results.store import Store
 
         if no_store and (store or tags):
@@ -62,3 +62,19 @@ class Destination:
             console.warn(warning)
         if self.as_json:
             console.data(result.to_json())
+
+    def record_all(self, results: list[Result]) -> None:
+        """Record several results (a sweep's points) in the store in one opening, and say each
+        one's warnings; the caller lays the figures out (--out and --json hold one result)."""
+        if self.silent:
+            return
+        if self.store is not None:
+            with self.store:
+                for result in results:
+                    self.store.add(result, self.tags)
+            for result in results:
+                tagged = f" tagged {', '.join(self.tags)}" if self.tags else ""
+                console.status(f"recorded as run {result.run_id}{tagged} in {self.store.path}", self.quiet)
+        for result in results:
+            for warning in result.warnings:
+                console.warn(f"run {result.run_id}: {warning}")

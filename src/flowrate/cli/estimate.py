@@ -114,18 +114,15 @@ def command(
 
 
 def _calibrate(config: RunConfig) -> None:
-    import torch
-
     from flowrate.cli import console
-    from flowrate.estimate.calibrating import calibrate
-    from flowrate.estimate.calibration import save_calibration
-    from flowrate.measure.device import resolve_device, torch_threads
+    from flowrate.estimate.calibrating import calibrate_and_save
 
-    device = resolve_device(config.device)
-    with torch_threads(config.threads):
-        console.status(f"calibrating {device} ({torch.get_num_threads()} threads): about 15 s on a CPU")
-        calibration = calibrate(device, on_point=console.status)
-    path = save_calibration(calibration)
+    def starting(device: str, threads: int) -> None:
+        console.status(f"calibrating {device} ({threads} threads): about 15 s on a CPU")
+
+    calibration, path = calibrate_and_save(
+        config.device, config.threads, on_start=starting, on_point=console.status
+    )
     console.status(f"calibration of {calibration.device} saved in {path}")
     if calibration.disturbed > DISTURBED:
         console.warn(
@@ -148,10 +145,11 @@ def _check(
 ) -> None:
     import json
 
-    from flowrate.analysis.estimate_drift import drift, recompute_with_calibration
+    from flowrate.analysis.estimate_drift import drift
     from flowrate.cli import console
     from flowrate.cli.estimate_text import CHECK_HEADER, DRIFT_HEADER, check_rows, drift_json, drift_tables
     from flowrate.cli.select import select_runs
+    from flowrate.estimate.reprice import recompute_with_calibration
     from flowrate.results.store import RunFilter
 
     stray = [

@@ -1,9 +1,9 @@
 """`flowrate explore`: a multi-objective search over run options, each point a recorded run.
 
-The search itself (Optuna's study, the rungs of run length, resume) lives in
-flowrate.campaigns.explore.engine; this module reads the flags and a --space-file, checks everything
-before the first run, shows each evaluation as it is recorded and prints the frontier
-(cli/explore_text.py).
+The search itself (Optuna's study, the rungs of run length, resume) and its session against the
+store live in flowrate.campaigns.explore (engine, run); this module reads the flags and a
+--space-file, checks everything before the first run, calls run_session, shows each evaluation as
+it is recorded and prints the frontier (cli/explore_text.py).
 """
 
 from __future__ import annotations
@@ -117,34 +117,24 @@ def command(
     """
     import sys
 
-    from flowrate.campaigns.explore.engine import explore
-    from flowrate.campaigns.explore.evaluate import run_evaluator
-    from flowrate.campaigns.explore.plan import check_budget, default_initial
-    from flowrate.campaigns.explore.session import exclusive_session
+    from flowrate.campaigns.explore.run import run_session
     from flowrate.cli import console, explore_text
     from flowrate.errors import RunFailed
-    from flowrate.results.store import Store, store_path
 
     spec, plan = _plan(
         space, space_file, objectives, constraints, budget, min_duration, name, flags, sample_shape
     )
-    initial = initial or plan.initial or default_initial(spec.space)
-    check_budget(plan.budget, initial)  # before the store or the study is opened
-    with Store(store) as opened, exclusive_session(store_path(store), spec.study_name) as storage:
-        runner = executor.open(store, spec.study_name, sys.argv)
-        evaluate = run_evaluator(spec, runner, opened, tags)
-        display = explore_text.Display(spec, plan.budget, quiet)
-        outcome = explore(
-            spec,
-            evaluate,
-            budget=plan.budget,
-            seed=plan.seed,
-            initial=initial,
-            storage=storage,
-            max_parallel=runner.max_parallel,
-            sampler=sampler,
-            listener=display,
-        )
+    outcome = run_session(
+        spec,
+        store,
+        lambda study: executor.open(store, study, sys.argv),
+        budget=plan.budget,
+        seed=plan.seed,
+        initial=initial or plan.initial,
+        sampler=sampler,
+        tags=tags,
+        listener=explore_text.Display(spec, plan.budget, quiet),
+    )
     if as_json:
         console.data(explore_text.to_json(spec, outcome))
     else:

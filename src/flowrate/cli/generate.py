@@ -1,76 +1,58 @@
-"""`flowrate generate`: greedy generation with a KV cache, prefill and decode timed apart."""
+"""`flowrate generate`: greedy generation with a KV cache, prefill and decode timed apart.
+
+Its options are made from GenerateConfig's fields (flowrate.cli.options.setting_option), in field
+order, with the flags that are not fields (--preset, --hf-config, --mode) beside the ones they go with.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from flowrate.cli.options import output_options
-from flowrate.cli.param_types import BatchSize, SettingType
-from flowrate.harness.generate_bounds import GENERATE_BOUNDS
+from flowrate.cli.options import output_options, setting_option
+from flowrate.config import GenerateConfig, settings
 
-BATCH_HELP = "Sequences generated together, or auto: as many as the free memory holds. [default: 1]"
+# flags that are no GenerateConfig field: set through one (a preset is the size, --hf-config the
+# problem's options), or refused (a generation does not train)
+_PRESET = click.option(
+    "--preset", help="hf: a published architecture's config values, e.g. llama-3.2-1b (as --size)."
+)
+_HF_CONFIG = click.option(
+    "--hf-config", "hf_config", multiple=True, metavar="KEY=VALUE", help="hf: config override."
+)
+_MODE = click.option(
+    "--mode", type=click.Choice(["train", "infer"]), help="Generation is inference: infer or nothing."
+)
 
 
-def _number(field: str) -> SettingType:
-    """A numeric flag held to GenerateConfig's bounds for its field as the line is read."""
-    return SettingType(GENERATE_BOUNDS[field])
+def _generate_options() -> list[Callable[..., Any]]:
+    """GenerateConfig's settings as options, in field order, each other flag beside its field."""
+    options: list[Callable[..., Any]] = []
+    for found in settings(GenerateConfig):
+        if found.name == "problem_options":  # -O, its own flag that is not the field's name
+            option = click.option(
+                *found.flags, "extra_options", multiple=True, metavar=found.setting.metavar, help=found.help
+            )
+            options += [_PRESET, option, _HF_CONFIG]
+            continue
+        options.append(setting_option(found, GenerateConfig))
+        if found.name == "precision":
+            options.append(_MODE)
+    return options
+
+
+def generate_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that define a generation, made from GenerateConfig's Settings as they are when
+    the command is declared."""
+    for option in reversed(_generate_options()):
+        function = option(function)
+    return function
 
 
 @click.command("generate")
-@click.option(
-    "--problem", "-p", default="transformer", show_default=True, help="A causal LM: transformer or hf:ARCH."
-)
-@click.option("--size", help="Named size (zoo) or preset (hf:), e.g. debug. [default: the family's]")
-@click.option("--preset", help="hf: a published architecture's config values, e.g. llama-3.2-1b (as --size).")
-@click.option("-O", "--option", "extra_options", multiple=True, metavar="KEY=N", help="Zoo shape option.")
-@click.option("--hf-config", "hf_config", multiple=True, metavar="KEY=VALUE", help="hf: config override.")
-@click.option("--batch-size", "-b", type=BatchSize(), default="1", help=BATCH_HELP)
-@click.option(
-    "--max-batch-size",
-    type=_number("max_batch_size"),
-    default=256,
-    show_default=True,
-    help="The most auto takes.",
-)
-@click.option(
-    "--prompt-len", type=_number("prompt_len"), help="Prompt tokens. [default: min(128, context/2)]"
-)
-@click.option(
-    "--new-tokens",
-    type=_number("new_tokens"),
-    help="Output tokens, exactly. [default: min(128, the rest of the context)]",
-)
-@click.option("--repeats", type=_number("repeats"), default=5, show_default=True, help="Timed generations.")
-@click.option("--duration", type=_number("duration_s"), help="Keep generating this many seconds.")
-@click.option(
-    "--warmup", type=_number("warmup"), default=1, show_default=True, help="Untimed generations first."
-)
-@click.option("--precision", default="fp32", show_default=True, help="Weights and cache: fp32, bf16 or fp16.")
-@click.option(
-    "--mode", type=click.Choice(["train", "infer"]), help="Generation is inference: infer or nothing."
-)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option(
-    "--seed", type=_number("seed"), default=0, show_default=True, help="Seed of weights and prompts."
-)
-@click.option("--threads", type=_number("threads"), help="CPU threads for PyTorch. [default: PyTorch's]")
-@click.option(
-    "--prefill-logits",
-    type=click.Choice(["last", "all"]),
-    default="last",
-    show_default=True,
-    help="The prompt positions the prefill computes logits for: the last, as servers do, or all.",
-)
-@click.option(
-    "--freed-memory",
-    type=click.Choice(["release", "keep"]),
-    default="release",
-    show_default=True,
-    help="Host memory a step frees: release, the C library's default (as a plain process), or keep "
-    "it for the next step (labelled in the record).",
-)
+@generate_options
 @output_options
 def command(
     store: str | None,

@@ -9,7 +9,7 @@ from flowrate.measure import freed_memory
 from flowrate.units import gib, rate, si
 
 if TYPE_CHECKING:
-    from flowrate.harness.generate import GenerateConfig
+    from flowrate.config import GenerateConfig
     from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
     from flowrate.results.sections import LatencyStats
@@ -18,23 +18,31 @@ if TYPE_CHECKING:
 def resolve(flags: dict[str, Any]) -> tuple[GenerateConfig, Problem]:
     """Refuses what cannot generate before any model is built: a training mode, a model that is not
     a causal LM, lengths over the model's context. A mistake names the flag as typed (`-O nosuch`)."""
-    from flowrate.cli.resolve import flag_of, parse_config_overrides, parse_problem_options, typed_names
-    from flowrate.harness.generate import GenerateConfig
+    from flowrate.cli.resolve import (
+        check_max_batch_size,
+        flag_of,
+        parse_config_overrides,
+        parse_problem_options,
+        typed_names,
+    )
+    from flowrate.config import GenerateConfig, settings
     from flowrate.harness.generate_model import lengths, shape_of
     from flowrate.problems.registry import get_problem
 
     if flags.pop("mode") == "train":
         raise ConfigError("--mode", "generate runs inference only: drop --mode train")
+    check_max_batch_size(flags)
     preset = flags.pop("preset")
     if preset is not None:  # a library model's preset is its size, as for `run`
         if flags["size"] is not None:
             raise ConfigError("--preset", "names the size of an hf: model; give it or --size, not both")
         flags["size"] = preset
-    typed = typed_names(flags, None)
+    typed = {f.name: f.flag for f in settings(GenerateConfig)} | typed_names(flags, None)
     try:
         options: dict[str, int | str] = dict(parse_problem_options(flags.pop("extra_options")))
         options.update(parse_config_overrides(flags.pop("hf_config")))
-        config = GenerateConfig(problem_options=options, duration_s=flags.pop("duration"), **flags)
+        given = {k: v for k, v in flags.items() if v is not None}  # a flag left out: the default
+        config = GenerateConfig(problem_options=options, **given)
         problem = get_problem(config.problem, config.size, config.problem_options)
         lengths(shape_of(problem), config.prompt_len, config.new_tokens)
     except ConfigError as mistake:

@@ -1,8 +1,9 @@
 """The click options commands share: what defines a run, where its result goes, which recorded
 runs to take, and the target device. Each is a decorator; a command stacks the ones it takes.
 
-A run's options are made from RunConfig's fields (``setting_option``): each field's Setting gives
-its flags, help and value type, and its default is the only default, shown in the help.
+A run's options are made from RunConfig's fields (``setting_option``; a generation's from
+GenerateConfig's the same way): each field's Setting gives its flags, help and value type, and its
+default is the only default, shown in the help.
 """
 
 from __future__ import annotations
@@ -33,20 +34,22 @@ STORE_HELP = f"The results store (SQLite). [default: ${ENV_VAR}, else ./{DEFAULT
 store_option = click.option("--store", type=click.Path(dir_okay=False), help=STORE_HELP)
 
 
-def setting_option(found: SettingField) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The click option of one config field, made from its Setting: its flags, help and default
-    text, metavar, and a value type that holds it to the Setting's bounds or choices. A flag left
-    out gives None, so the config's own default applies."""
+def setting_option(
+    found: SettingField, config: type = RunConfig
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one field of ``config``, made from its Setting: its flags, help and
+    default text, metavar, and a value type that holds it to the Setting's bounds or choices. A
+    flag left out gives None, so the config's own default applies."""
     kind = found.kind
     options: dict[str, Any] = {"help": found.help, "metavar": found.setting.metavar}
     if kind == "bool":
         options.update(is_flag=True, default=None)
     elif kind in ("int", "float"):
-        options["type"] = SettingType(found.name)
+        options["type"] = SettingType(found.name, config)
     elif kind == "batch":
-        options["type"] = BatchSize()
+        options["type"] = BatchSize(config)
     elif kind == "count_or_auto":
-        options["type"] = CountOrAuto(found.name)
+        options["type"] = CountOrAuto(found.name, config)
     elif kind == "choice":
         options["type"] = click.Choice(found.choice_names, case_sensitive=False)
     elif kind == "folder":

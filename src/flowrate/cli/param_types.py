@@ -1,8 +1,8 @@
 """The command line's value types: each refuses, as the line is read, a value no run could use,
 naming the flag and what would be valid, in the words the Python API uses for the same field.
 
-A run setting's type reads its field's Setting (flowrate.config.setting) when a value comes, so
-its bounds are the ones RunConfig checks and a sweep's points meet.
+A setting's type reads its field's Setting (flowrate.config.setting) when a value comes, so its
+bounds are the ones its config (RunConfig, GenerateConfig) checks and a sweep's points meet.
 """
 
 from __future__ import annotations
@@ -18,19 +18,20 @@ from flowrate.errors import ConfigError
 
 
 class SettingType(click.ParamType):
-    """A number held to bounds as the command line is read: a RunConfig field's (by name, as its
+    """A number held to bounds as the command line is read: a config field's (by name, as its
     Setting says when the value comes) or given ones. A value no run could use is refused before
     any work, naming the flag and what would be valid."""
 
-    def __init__(self, field: str | Bounds) -> None:
+    def __init__(self, field: str | Bounds, config: type = RunConfig) -> None:
         self.field = field
+        self.config = config
         self.name = "integer" if self.bounds.integer else "float"
 
     @property
     def bounds(self) -> Bounds:
         if isinstance(self.field, Bounds):
             return self.field
-        bounds = setting_of(RunConfig, self.field).bounds
+        bounds = setting_of(self.config, self.field).bounds
         assert bounds is not None, f"{self.field} has no bounds"
         return bounds
 
@@ -49,25 +50,29 @@ class BatchSize(click.ParamType):
 
     name = "batch_size"
 
+    def __init__(self, config: type = RunConfig) -> None:
+        self.config = config  # whose batch_size bounds hold
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
-            return parse_batch_size(str(value))
+            return parse_batch_size(str(value), self.config)
         except ConfigError as mistake:
             raise ConfigError("--batch-size", mistake.message) from None
 
 
 class CountOrAuto(click.ParamType):
-    """A RunConfig field's count within its bounds, or 'auto' (None: the program chooses), e.g.
+    """A config field's count within its bounds, or 'auto' (None: the program chooses), e.g.
     --resident-blocks."""
 
-    def __init__(self, field: str) -> None:
+    def __init__(self, field: str, config: type = RunConfig) -> None:
         self.field = field
+        self.config = config
         self.name = field
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value is None or str(value).strip().lower() == AUTO:
             return None
-        return SettingType(self.field).convert(value, param, ctx)
+        return SettingType(self.field, self.config).convert(value, param, ctx)
 
 
 def _flag(param: click.Parameter | None, name: str) -> str:

@@ -42,6 +42,13 @@ def check_out(out: str, flag: str = "out") -> None:
         raise ConfigError(flag, f"the folder {folder} is not writable; choose another --{flag}")
 
 
+def check_html(out: str, flag: str = "html", what: str = "a survey card") -> None:
+    """check_out for an HTML page: its name ends in .html or .htm (or it is ``-``, stdout)."""
+    if out != STDOUT and Path(out).suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(flag, f"{what} is one HTML page: name it .html or .htm, not {Path(out).name}")
+    check_out(out, flag)
+
+
 def check_folder(path: str, flag: str) -> None:
     """A folder the command will write into: a folder already, or one that can be made in a
     writable folder (it is not made here: a refused run leaves nothing behind)."""

@@ -39,17 +39,16 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
 
     from flowrate.analysis.report import render_report
     from flowrate.cli import console
-    from flowrate.cli.paths import check_out
+    from flowrate.cli.paths import check_html
     from flowrate.cli.select import pop_filter, select_runs
-    from flowrate.errors import ConfigError
-    from flowrate.io import STDOUT, write_atomic
+    from flowrate.estimate.reprice import recompute_with_calibration
+    from flowrate.io import write_atomic
     from flowrate.units import counted
 
-    if out != STDOUT and Path(out).suffix.lower() not in (".html", ".htm"):
-        raise ConfigError("out", f"a report is one HTML page: name it .html or .htm, not {Path(out).name}")
-    check_out(out)
+    check_html(out, "out", "a report")
     runs = select_runs(store, refs, pop_filter(flags))
-    page = render_report(runs, title=title or f"flowrate report: {counted(len(runs), 'run')}")
+    title = title or f"flowrate report: {counted(len(runs), 'run')}"
+    page = render_report(runs, title=title, reprice=recompute_with_calibration())
     path = Path(out)
     write_atomic(path, page)
     console.status(f"report written to {path} ({counted(len(runs), 'run')})")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flowrate.cli.paths import check_folder, check_out
-from flowrate.config import FLAG_NAMES, RunConfig
+from flowrate.config import AUTO, FLAG_NAMES, RunConfig
 from flowrate.config.values import BadValue, to_option_int
 from flowrate.errors import ConfigError
 
@@ -37,6 +37,7 @@ def resolve_run(
     run will write are checked now, not after a long run."""
     from flowrate.problems.registry import get_problem
 
+    check_max_batch_size(flags)
     typed = typed_names(flags, sample_shape)
     try:
         config = RunConfig(**given_fields(flags, sample_shape))
@@ -48,8 +49,17 @@ def resolve_run(
         check_out(out)
     if config.checkpoint_dir is not None:
         check_folder(config.checkpoint_dir, "checkpoint_dir")
+    if config.profile_dir is not None:
+        check_folder(config.profile_dir, "profile")
     _warn_oversubscribed(config)
     return config, problem
+
+
+def check_max_batch_size(flags: dict[str, Any]) -> None:
+    """--max-batch-size is where --batch-size auto starts: given with any other batch size, it would
+    change nothing, so it is refused."""
+    if flags.get("max_batch_size") is not None and flags.get("batch_size") != AUTO:
+        raise ConfigError("--max-batch-size", "applies with --batch-size auto only")
 
 
 def _warn_oversubscribed(config: RunConfig) -> None:

@@ -65,12 +65,14 @@ def command(
     from flowrate.cli.progress import LiveProgress
     from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError
-    from flowrate.execution.distributed import is_primary, launched
+    from flowrate.execution.launch import is_primary, launched
     from flowrate.harness.api import run_config
 
     config, problem = resolve_run(flags, sample_shape, out)
     if tensorboard is not None:
         check_folder(tensorboard, "tensorboard")
+    if config.profile_dir is not None and repeat > 1:
+        raise ConfigError("profile", "profiles the steps of one run: give it without --repeat")
     launch = launched()
     if launch is not None and repeat > 1:
         raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flowrate.cli.profile_text import cost_rows, profile_rows, solution_line
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
 from flowrate.results.environment import MachineLoadInfo
@@ -150,6 +151,12 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
     if result.batch_size_search:
         tried = ", ".join(f"{a.batch_size} {'fits' if a.fits else 'OOM'}" for a in result.batch_size_search)
         rows.append(("batch search", tried))
+    if result.cost is not None:
+        rows += cost_rows(result.cost)
+    if result.solution is not None:
+        rows.append(("to solution", solution_line(result.solution)))
+    if result.profile is not None:
+        rows += profile_rows(result.profile)
     return rows
 
 

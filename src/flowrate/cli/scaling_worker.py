@@ -16,7 +16,7 @@ def worker(config_file: str, result_file: str) -> None:
     from pathlib import Path
 
     from flowrate.config import RunConfig
-    from flowrate.execution.distributed import is_primary
+    from flowrate.execution.launch import is_primary
     from flowrate.harness.api import run_config
 
     result = run_config(RunConfig.from_dict(json.loads(Path(config_file).read_text())))

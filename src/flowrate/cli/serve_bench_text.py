@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowrate.results.serving import Described, Serving
+from flowrate.results.serving_curve import CurvePoint
 from flowrate.serving.client import SHED
 
 DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
@@ -47,6 +48,16 @@ def rows(section: Serving) -> list[tuple[str, str]]:
             out.append(
                 (f"[{title}] goodput req/s", f"{m.goodput:.3f} ({m.slo_attainment or 0:.1%} met the SLO)")
             )
+    for turn in section.per_turn or []:  # the context each turn carries, and its TTFT
+        ttft, context = turn.ttft_ms_median, turn.prompt_tokens_median
+        grown = "" if context is None else f"{context:g} prompt tokens: "
+        median = "—" if ttft is None else f"{ttft:.2f} ms"
+        out.append(
+            (
+                f"turn {(turn.turn or 0) + 1}",
+                f"{grown}TTFT median {median}, {turn.completed} of {turn.requests} completed",
+            )
+        )
     sources = section.token_count_sources
     if sources:
         out.append(("output tokens counted by", ", ".join(f"{k} x{v}" for k, v in sources.items())))
@@ -83,6 +94,37 @@ def _point(point: dict[str, Any]) -> str:
     achieved = point.get("request_throughput")
     done = "" if achieved is None else f"; {achieved:.4g} req/s achieved"
     return f"{point['verdict']}: {figures}{done}"
+
+
+CURVE_HEADER = ("load", "req/s", "out tok/s", "TTFT p50/p99", "TPOT p50/p99", "E2E p50/p99", "SLO", "run")
+
+
+def curve_table(curve: list[CurvePoint], run_ids: list[str]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """A sweep's curve, one row a point: its load, the requests/s and output tokens/s achieved,
+    TTFT, TPOT and E2E p50/p99 in ms (flowrate's definitions; whole ms from 100), its --slo
+    verdict, its run."""
+
+    def number(value: float | None, digits: int) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"
+
+    def ms(value: float | None) -> str:  # whole milliseconds from 100 on: the table stays narrow
+        return number(value, 0 if value is not None and value >= 100 else 1)
+
+    rows = []
+    for point, run_id in zip(curve, run_ids, strict=True):
+        spans = [f"{ms(p.p50)} / {ms(p.p99)}" for p in point.latency_ms.values()]
+        verdict = f"cut ({point.cut}): partial" if point.partial else point.verdict or "—"
+        rows.append(
+            [
+                point.load.label,
+                number(point.request_throughput, 3),
+                number(point.output_token_throughput, 1),
+                *spans,
+                verdict,
+                run_id,
+            ]
+        )
+    return CURVE_HEADER, rows
 
 
 def failure(section: Serving, max_error_rate: float) -> str | None:

@@ -40,7 +40,11 @@ def _shapes(
     help="A matmul precision to survey (repeatable). [default: every one the device computes in]",
 )
 @click.option("--shapes", callback=_shapes, help="The matmul shape search, MxNxK,… [default: the device's]")
-@click.option("--no-model", is_flag=True, help="Leave out the reference model's training step.")
+@click.option(
+    "--no-model",
+    is_flag=True,
+    help="Leave out the reference model: its train, infer, generate and power figures.",
+)
 @click.option("--threads", type=click.IntRange(1, 4096), help="CPU threads for PyTorch. [default: PyTorch's]")
 @click.option(
     "--bands",
@@ -48,6 +52,11 @@ def _shapes(
     help="A JSON file of figure name to [low, high], replacing those figures' default bands.",
 )
 @click.option("--strict", is_flag=True, help="Exit 1 when a figure falls outside its band, naming it.")
+@click.option(
+    "--html",
+    type=click.Path(dir_okay=False),
+    help="Also write the survey as one self-contained HTML page (the machine's report card).",
+)
 @output_options
 def command(
     store: str | None,
@@ -58,29 +67,32 @@ def command(
     quiet: bool,
     bands: str | None,
     strict: bool,
+    html: str | None,
     no_model: bool,
     **flags: Any,
 ) -> None:
     """Measure what this machine can do: the maximum matmul FLOP/s per precision (a shape search),
-    memory and host-link bandwidth, launch latency and a reference model's training step, each
-    against its datasheet value and a plausibility band."""
+    attention, memory and host-link bandwidth, launch latency, and a reference model's training
+    and inference steps, generation and power, each against its datasheet value and a
+    plausibility band. Under torchrun it measures the all-reduce's bus bandwidth across the
+    ranks instead."""
     import sys
 
+    from flowrate.analysis.survey_values import figure_value
     from flowrate.cli import console, survey_text
     from flowrate.cli.destination import Destination
-    from flowrate.cli.paths import check_out
+    from flowrate.cli.paths import check_html, check_out
     from flowrate.config import Precision
     from flowrate.errors import ConfigError, RunFailed
-    from flowrate.execution.distributed import launched
+    from flowrate.execution.launch import is_primary, launched
     from flowrate.harness.survey import SurveyConfig, run_survey
     from flowrate.harness.survey_bands import load_bands, outside
 
-    if launched() is not None:  # each rank's figures would be summed as a data-parallel run's
-        raise ConfigError(
-            "survey",
-            "measures one device and runs without torchrun; collectives' bus bandwidth: "
-            "`torchrun --nproc-per-node N -m flowrate run -p allreduce`",
-        )
+    launch = launched()
+    device_only = {"precision": flags["precisions"], "shapes": flags["shapes"], "no-model": no_model}
+    for flag, given in device_only.items():
+        if launch is not None and given:  # the device's own figures would be summed over the ranks
+            raise ConfigError(flag, "applies without torchrun (under it the survey measures the collectives)")
     config = SurveyConfig(
         device=flags["device"],
         quick=flags["quick"],
@@ -93,15 +105,25 @@ def command(
     )
     if out:
         check_out(out)
+    if html:
+        check_html(html)
+    quiet = quiet or not is_primary()
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
-    console.status("surveying this machine" + (" (quick)" if config.quick else ""), quiet)
+    where = f"the collectives of {launch.world_size} ranks" if launch else "this machine"
+    console.status(f"surveying {where}" + (" (quick)" if config.quick else ""), quiet)
     result = run_survey(
         config,
         argv=sys.argv,
-        on_figure=lambda f: console.status(f"{f.name}: {survey_text.figure_value(f)}", quiet),
+        on_figure=lambda f: console.status(f"{f.name}: {figure_value(f)}", quiet),
     )
     assert result.survey is not None  # run_survey always writes it
     destination.report(result, f"flowrate survey {result.run_id}", survey_text.survey_rows(result.survey))
+    if html and is_primary():
+        from flowrate.analysis.survey_card import render_card
+        from flowrate.io import write_atomic
+
+        write_atomic(html, render_card(result))
+        console.status(f"survey card written to {html}", quiet)
     off = outside(result.survey.figures)
     if strict and off:
         raise RunFailed(survey_text.outside_message(off))

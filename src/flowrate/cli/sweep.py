@@ -120,26 +120,24 @@ def _run(
     """Run (or resume) the sweep with its live display; an interruption says what was recorded."""
     import sys
 
-    from flowrate.campaigns.sweep.run import run_sweep  # imports torch: not for a dry run
+    from flowrate.campaigns.sweep.run import SweepInterrupted, sweep_in_store  # imports torch
     from flowrate.cli import console, sweep_text
     from flowrate.cli.sweep_display import SweepDisplay
-    from flowrate.results.store import Store
 
-    with Store(store) as opened, SweepDisplay(quiet) as display:
+    with SweepDisplay(quiet) as display:
         try:
-            return run_sweep(
+            return sweep_in_store(
                 spec,
-                opened,
-                tags=tags,
-                listener=display,
-                retry_failed=retry_failed,
-                executor=executor.open(store, spec.sweep_id, sys.argv),
+                store,
+                lambda sweep_id: executor.open(store, sweep_id, sys.argv),
                 points=points,
+                tags=tags,
+                retry_failed=retry_failed,
+                listener=display,
             )
-        except KeyboardInterrupt:
+        except SweepInterrupted as cut:
             display.close()
-            recorded = len(opened.sweep_points(spec.sweep_id))
-            console.status(sweep_text.interrupted_line(spec, recorded, len(points)))
+            console.status(sweep_text.interrupted_line(spec, cut.recorded, len(points)))
             raise
 
 
@@ -189,15 +187,10 @@ def base_from_flags(flags: dict[str, Any], sample_shape: int | None, command: st
 
 def _dry_run(spec: SweepSpec, points: list[PlannedPoint], store: str | None) -> None:
     """List the points and what the store already holds of them; open (create) nothing."""
-    from flowrate.campaigns.sweep.name import check_name
+    from flowrate.campaigns.sweep.recorded import recorded_points
     from flowrate.cli import console, sweep_text
-    from flowrate.results.store import Store, SweepPoint, store_path
 
-    recorded: dict[str, SweepPoint] = {}
-    if store_path(store).exists():
-        with Store(store, create=False) as opened:
-            check_name(spec, opened.sweeps())  # a name held for another grid: as the run would say
-            recorded = opened.sweep_points(spec.sweep_id)
+    recorded = recorded_points(spec, store)
     console.status(sweep_text.dry_run_line(spec, points, recorded))
     header, rows = sweep_text.dry_run_table(spec, points, recorded)
     console.grid(f"{sweep_text.title(spec.label, spec.sweep_id)}, dry run", header, rows, (0,))

@@ -1,7 +1,8 @@
-"""One schema per configuration: RunConfig, whose fields each carry a Setting (help, flags, bounds,
-unit, whether a sweep may vary it), and the one reader of values given as text.
+"""One schema per configuration: RunConfig and GenerateConfig, whose fields each carry a Setting
+(help, flags, bounds, unit, whether a sweep may vary it), and the one reader of values given as text.
 
-- ``run``: RunConfig and its validation, one concern at a time.
+- ``run``: RunConfig; ``run_checks``: its validation, one concern at a time.
+- ``generate``: GenerateConfig, `flowrate generate`'s settings, and its checks.
 - ``setting``: the Setting a field declares, ``settings(cls)`` to read them, ``reference(cls)``
   for the docs' table.
 - ``bounds``: the numbers a numeric setting may take.
@@ -11,6 +12,7 @@ unit, whether a sweep may vary it), and the one reader of values given as text.
 
 from flowrate.choices import Execution, FreedMemory, Mode, OptimizerName, Precision
 from flowrate.config.bounds import INT32_MAX, MAX_STEPS, OPTION_BOUNDS, WEEK_S, Bounds
+from flowrate.config.generate import GenerateConfig
 from flowrate.config.run import BOUNDS, CHECK_STEPS, FLAG_NAMES, RunConfig, parse_batch_size
 from flowrate.config.setting import ReferenceRow, Setting, SettingField, reference, setting_of, settings
 from flowrate.config.values import AUTO, positive_ints
@@ -27,6 +29,7 @@ __all__ = [
     "Bounds",
     "Execution",
     "FreedMemory",
+    "GenerateConfig",
     "Mode",
     "OptimizerName",
     "Precision",

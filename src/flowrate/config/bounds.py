@@ -61,6 +61,8 @@ class Bounds:
 COUNT = Bounds("a positive integer", 1, INT32_MAX, high_note=" (2**31 - 1)")
 STEPS = Bounds("a positive integer", 1, MAX_STEPS)
 POSITIVE = Bounds("a positive number", 0, math.inf, integer=False, low_open=True)
+SEED = Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)")
+THREADS = Bounds("a positive integer", 1, 1024)
 SECONDS = Bounds("a positive number", 0, WEEK_S, integer=False, low_open=True, high_note=" s (7 days)")
 # -O KEY=VALUE and the shape flags: 0 is valid (causal=0); each family's config refuses the rest
 OPTION_BOUNDS = Bounds("an integer 0 or more", 0, INT32_MAX, high_note=" (2**31 - 1)")

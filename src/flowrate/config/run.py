@@ -2,20 +2,21 @@
 
 Every field has a docstring and a Setting (flowrate.config.setting): its help, flags, bounds and
 unit, from which the command line's options, a sweep's keys and the reference table are made.
-Validation happens at construction, one concern at a time: a bad value raises ``ConfigError``
-naming the field and saying what would be valid.
+Validation happens at construction, one concern at a time (flowrate.config.run_checks): a bad value
+raises ``ConfigError`` naming the field and saying what would be valid.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
 from flowrate.choices import Execution, FreedMemory, Mode, OptimizerName, Precision
-from flowrate.config.bounds import COUNT, MAX_STEPS, OPTION_BOUNDS, POSITIVE, SECONDS, STEPS, Bounds
+from flowrate.config.bounds import COUNT, MAX_STEPS, POSITIVE, SECONDS, SEED, STEPS, THREADS, Bounds
+from flowrate.config.run_checks import CHECKS, check_problem
 from flowrate.config.setting import setting, setting_of, settings
 from flowrate.config.values import AUTO, BadValue, to_batch
 from flowrate.errors import ConfigError, FlowrateError
@@ -149,14 +150,14 @@ class RunConfig:
     seed: int = setting(
         0,
         help="Seed of weights and synthetic data.",
-        bounds=Bounds("an integer 0 or more", 0, 2**63 - 1, high_note=" (2**63 - 1)"),
+        bounds=SEED,
     )
     """Seeds the model's weights, the batches and the loader's shuffle (each data-parallel rank adds
     its rank)."""
     threads: int | None = setting(
         None,
         help="CPU threads for PyTorch (torch.set_num_threads).",
-        bounds=Bounds("a positive integer", 1, 1024),
+        bounds=THREADS,
         unit="threads",
         default_help="PyTorch's",
     )
@@ -290,6 +291,49 @@ class RunConfig:
     """Seconds a collective may wait for the other ranks before the run stops with an error (a
     rank that died or hangs), and how long start-up waits for every rank."""
 
+    # --- where the time and the money go (after the timed run; never part of its identity) ---
+    profile_dir: str | None = setting(
+        None,
+        help="After the timed run, profile a few steps with torch.profiler: the trace, the operator "
+        "table against the roofline and the cost model, and the step breakdown go into DIR.",
+        flags=("--profile",),
+        kind="folder",
+        metavar="DIR",
+        sweepable=False,
+    )
+    """A folder for the profile taken after the timed run (flowrate.harness.profiling): the Chrome
+    trace, the operator table (JSON and CSV) and the step breakdown; None takes no profile."""
+    price_per_hour: float | None = setting(
+        None,
+        help="What the machine costs per hour (your price): samples per dollar and dollars per "
+        "million tokens.",
+        bounds=POSITIVE,
+        unit="$/h",
+        metavar="DOLLARS",
+        sweepable=False,
+    )
+    """The machine's price per hour, in the user's currency (flowrate.results.cost)."""
+    energy_price_per_kwh: float | None = setting(
+        None,
+        help="What a kWh costs (your price): the measured energy's cost, added to --price-per-hour.",
+        flags=("--energy-price",),
+        bounds=POSITIVE,
+        unit="$/kWh",
+        metavar="DOLLARS",
+        sweepable=False,
+    )
+    """The price of a kilowatt-hour, in the user's currency: prices the measured joules."""
+    to_solution: str | None = setting(
+        None,
+        help="Project the wall time (and cost, at your prices) of a job of this size at the measured "
+        "GlobalRate, e.g. 2e12tokens or 1e6samples.",
+        kind="text",
+        metavar="AMOUNT",
+        sweepable=False,
+    )
+    """A job's size, a positive amount of tokens or samples (flowrate.config.amount), whose wall time
+    and cost the result projects at the measured rate (flowrate.results.solution)."""
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place
         if self.mode is not None:
@@ -298,9 +342,9 @@ class RunConfig:
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
         set_(self, "freed_memory", FreedMemory.parse(self.freed_memory))
-        _check_problem(self)
+        check_problem(self)
         set_(self, "batch_size", parse_batch_size(self.batch_size))
-        for check in _CHECKS:
+        for check in CHECKS:
             check(self)
 
     @property
@@ -337,8 +381,6 @@ class RunConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-# --- validation, one concern at a time: each names the field and says what would be valid ---
-
 CHECK_STEPS = 300  # steps a `flowrate check` trains when given no length (and explore's checks)
 
 
@@ -361,94 +403,17 @@ class _BoundsTable(Mapping[str, Bounds]):
 BOUNDS: Mapping[str, Bounds] = _BoundsTable()
 
 
-def _check_problem(config: RunConfig) -> None:
-    if not config.problem or not isinstance(config.problem, str):
-        raise ConfigError("problem", "name a zoo problem (see `flowrate list`) or PATH.py:FACTORY")
-    for key, value in config.problem_options.items():
-        if not isinstance(value, str):
-            OPTION_BOUNDS.check(key, value)
-
-
-def parse_batch_size(value: int | str | None) -> int | str | None:
-    """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None)."""
+def parse_batch_size(value: int | str | None, config: type = RunConfig) -> int | str | None:
+    """A batch size as given ("16", 16, "AUTO", None) in its one spelling (16, "auto", None),
+    within the bounds of ``config``'s batch_size."""
     if isinstance(value, str):
         try:
             value = to_batch(value)
         except BadValue:
             raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {value!r}") from None
-    setting_of(RunConfig, "batch_size").check(value)
+    setting_of(config, "batch_size").check(value)
     return value
-
-
-def _check_numbers(config: RunConfig) -> None:
-    """Every numeric field within its Setting's bounds (None: the field is unset, or takes a default)."""
-    for found in settings(RunConfig):
-        if found.name != "batch_size":  # checked with its spelling, "auto"
-            found.check(getattr(config, found.name))
-
-
-def _check_batch(config: RunConfig) -> None:
-    if config.global_batch_size is not None and config.batch_size is not None:
-        raise ConfigError("global_batch_size", "give it or --batch-size (per rank), not both")
-
-
-def _check_execution(config: RunConfig) -> None:
-    """Options that belong to one way of holding the weights."""
-    if config.recompute and config.execution is not Execution.STREAMING:
-        raise ConfigError("recompute", "applies to --execution streaming only")
-    if config.resident_blocks is not None and config.execution is not Execution.STREAMING:
-        raise ConfigError("resident_blocks", "applies to --execution streaming only")
-    if config.compile and config.execution is not Execution.RESIDENT:
-        raise ConfigError("compile", "applies to --execution resident only")
-    quantized = config.precision.inference_only or config.precision is Precision.FP8
-    if quantized and config.execution is not Execution.RESIDENT:
-        raise ConfigError("precision", f"{config.precision} runs with --execution resident only")
-    if config.precision.inference_only and config.mode is Mode.TRAIN:
-        raise ConfigError(
-            "precision",
-            f"{config.precision} quantizes a model for inference and cannot train; use --mode infer "
-            "(or fp8 to train in a low-precision format)",
-        )
-
-
-def _check_device(config: RunConfig) -> None:
-    device = config.device
-    if device in (AUTO, "cpu", "cuda"):
-        return
-    prefix, _, index = device.partition(":")
-    if prefix == "cuda" and index.isdigit():
-        return
-    raise ConfigError("device", f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
-
-
-def _check_checkpoints(config: RunConfig) -> None:
-    if (config.checkpoint_every is None) != (config.checkpoint_dir is None):
-        missing = "checkpoint_dir" if config.checkpoint_dir is None else "checkpoint_every"
-        raise ConfigError(missing, "--checkpoint-every and --checkpoint-dir go together; give both")
-    if config.keep_checkpoints is not None and config.checkpoint_dir is None:
-        raise ConfigError("keep_checkpoints", "applies with --checkpoint-every and --checkpoint-dir only")
-
-
-def _check_loader(config: RunConfig) -> None:
-    """The loader's settings are left at their defaults without a dataset."""
-    if config.data_dir is None:
-        for name in ("loader_workers", "prefetch", "shuffle_buffer"):
-            if getattr(config, name) != _LOADER_DEFAULTS[name]:
-                raise ConfigError(name, "applies with --data DIR only (synthetic batches need no loader)")
-
-
-# in field order, after the problem and the batch size's spelling (the batch checks read it)
-_CHECKS: tuple[Callable[[RunConfig], None], ...] = (
-    _check_numbers,
-    _check_batch,
-    _check_execution,
-    _check_device,
-    _check_checkpoints,
-    _check_loader,
-)
 
 
 # RunConfig fields whose flag is not simply the field's name with dashes, and the flag's name
 FLAG_NAMES = {f.name: f.aliases[0] for f in settings(RunConfig) if f.aliases and f.setting.own_option}
-
-_LOADER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig)}

@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import functools
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -59,6 +60,7 @@ class Setting:
     spellings: tuple[str, ...] = ()  # more names a choice takes on the command line
     sweepable: bool = True  # a sweep's grid or an exploration's space may vary it
     own_option: bool = True  # False: the command line sets it through other flags (-O, --seq-len)
+    spell: Callable[[str], str] | None = None  # text: its one spelling (bf16 for BF16), or ConfigError
 
 
 def setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, **spec: Any) -> Any:
@@ -145,7 +147,7 @@ class SettingField:
         if self.choices is not None:
             parse = getattr(self.choices, "parse", self.choices)
             return parse(text).value  # its one spelling: bf16, not BF16 or bfloat16
-        return text
+        return self.setting.spell(text) if self.setting.spell is not None else text
 
     def check(self, value: Any) -> None:
         """ConfigError(name) when ``value`` is outside the field's bounds (None: unset, fine)."""

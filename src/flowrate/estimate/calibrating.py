@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
 from flowrate.config import FreedMemory, Mode, OptimizerName, Precision
-from flowrate.estimate.calibration import Calibration, measure_rates
+from flowrate.estimate.calibration import Calibration, measure_rates, save_calibration
 from flowrate.estimate.cost import estimate_step
 from flowrate.estimate.devices import device_model
 from flowrate.estimate.probes import Timer
 from flowrate.estimate.reference import SIZES, bytes_per_kernel, reference_step, working_set_factor
 from flowrate.estimate.trace import trace_step
 from flowrate.measure import freed_memory
-from flowrate.measure.device import synchronizer
+from flowrate.measure.device import resolve_device, synchronizer, torch_threads
 
 # Timing a reference: the fastest of 5 rounds of 60 ms (its step takes a few ms on a CPU)
 REFERENCE_BUDGET_S, REFERENCE_ROUNDS = 0.3, 5
@@ -49,6 +50,24 @@ def calibrate(
     assert calibration.overheads is not None  # measure_rates always measures them
     overheads = dataclasses.replace(calibration.overheads, working_set=curve)
     return dataclasses.replace(calibration, overheads=overheads, speed_moved=measured[-1] / start_s)
+
+
+def calibrate_and_save(
+    device_name: str,
+    threads: int | None = None,
+    *,
+    on_start: Callable[[str, int], None] | None = None,
+    on_point: Callable[[str], None] | None = None,
+) -> tuple[Calibration, Path]:
+    """Calibrate the device ``device_name`` names (auto, cpu, cuda, cuda:N) with ``threads`` CPU
+    threads (None: PyTorch's), and save it where estimates read calibrations: the calibration and
+    its file. ``on_start`` is told the device and the thread count before anything is timed."""
+    device = resolve_device(device_name)
+    with torch_threads(threads):
+        if on_start is not None:
+            on_start(str(device), torch.get_num_threads())
+        calibration = calibrate(device, on_point=on_point)
+    return calibration, save_calibration(calibration)
 
 
 def working_set_curve(

@@ -198,14 +198,13 @@ def _streamable(precision: Precision, device: torch.device) -> None:
 
 
 def _check_target_precision(config: RunConfig, result: Validation, model: DeviceModel) -> None:
-    from flowrate.measure.peaks import precision_key
+    from flowrate.measure.peaks import no_figure, precision_key
 
     key = precision_key(config.precision)
     if model.device_type == "cpu" and config.precision is Precision.TF32:
         result.add("precision", "--precision: tf32 is a CUDA tensor-core format; on a CPU use fp32 or bf16")
     elif key not in model.precisions():
-        have = ", ".join(model.precisions()) or "none"
-        result.add("precision", f"--precision: {model.name} has no {key} units (its datasheet lists {have})")
+        result.add("precision", f"--precision: {no_figure(key, model.name, list(model.precisions()))}")
     if config.execution is Execution.STREAMING:
         _streamable_on_target(config, result)
 

@@ -43,48 +43,16 @@ from torch import nn
 from flowrate._version import __version__
 from flowrate.config import AUTO, FLAG_NAMES, RunConfig
 from flowrate.errors import ConfigError, FlowrateError, RunFailed
-from flowrate.measure.device import resolve_device
+from flowrate.execution.launch import LAUNCH_VARIABLES, Launch, check_device_for_launch, launched, rank_device
+from flowrate.execution.replicated import Replicated
 from flowrate.problems.base import Problem
 from flowrate.results.schema import Result
 
 # The variables torchrun (and torch.distributed's env:// rendezvous) reads.
-LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 # After a collective fails, how long a rank waits for the others' notes before naming the silent.
 NOTE_GRACE_S = 2.0
 # Config fields that may differ between ranks: the device (cuda:LOCAL_RANK) and the timeout.
 RANK_LOCAL_FIELDS = ("device", "dist_timeout_s")
-
-
-@dataclass(frozen=True)
-class Launch:
-    """This process's place in a launch, from torchrun's environment."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int | None = None  # ranks on this node (torchrun's LOCAL_WORLD_SIZE)
-
-
-def launched(environ: dict[str, str] | None = None) -> Launch | None:
-    """torchrun's launch, or None when this process was started alone."""
-    env = os.environ if environ is None else environ
-    if any(name not in env for name in LAUNCH_VARIABLES):
-        return None
-    try:
-        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
-        local = int(env.get("LOCAL_RANK", "0"))
-        local_world = int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else None
-    except ValueError:
-        raise FlowrateError("RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE must be integers") from None
-    if not 0 <= rank < world:
-        raise FlowrateError(f"RANK {rank} is outside WORLD_SIZE {world}: launch with torchrun")
-    return Launch(rank, world, local, local_world)
-
-
-def is_primary() -> bool:
-    """Whether this process prints, writes and records: rank 0, or a process started alone."""
-    launch = launched()
-    return launch is None or launch.rank == 0
 
 
 def per_rank_batch_size(config: RunConfig, problem: Problem, world_size: int) -> int:
@@ -154,10 +122,10 @@ class DataParallel:
                 local = launch.local_rank
             else:  # started without torchrun (mp.spawn): the device the program chose, if CUDA
                 local = torch.cuda.current_device() if torch.cuda.is_available() else 0
-            device = _rank_device(device_name, local)
+            device = rank_device(device_name, local)
             return cls(dist.get_rank(), dist.get_world_size(), local, device, timeout_s, owns_group=False)
         assert launch is not None
-        device = _rank_device(device_name, launch.local_rank)
+        device = rank_device(device_name, launch.local_rank)
         backend = "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
         try:
             store, rank, world, generation = _rendezvous(timeout)
@@ -385,68 +353,6 @@ def check_data_parallel_config(config: RunConfig) -> None:
             "auto searches on one device; a data-parallel run needs the batch size per rank (find it "
             "with `flowrate run --batch-size auto` on one device)",
         )
-
-
-class Replicated(nn.Module):
-    """The model as a data-parallel run calls it: through DistributedDataParallel while the run
-    lasts, directly once it has ended.
-
-    Why not DDP itself: a DDP object that outlives destroy_process_group keeps the gloo group
-    alive until the interpreter exits, and tearing gloo down then aborts the process ("terminate
-    called without an active exception", pytorch/pytorch#190489) — and a user's loop keeps its
-    model. At the end of the run this wrapper lets go of DDP. Like DDP it holds the model as
-    ``module`` (state-dict keys start with "module.") and its parameters are the model's.
-    """
-
-    ddp: nn.Module | None
-
-    def __init__(self, module: nn.Module, ddp: nn.Module | None) -> None:
-        super().__init__()
-        self.module = module
-        object.__setattr__(self, "ddp", ddp)  # not a submodule: no second copy of the parameters
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        call = self.ddp if self.ddp is not None else self.module
-        return call(*args, **kwargs)
-
-    def release(self) -> None:
-        object.__setattr__(self, "ddp", None)
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The user's module inside a data-parallel wrapper (what a checkpoint saves), or ``model``."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    return model.module if isinstance(model, Replicated | DistributedDataParallel) else model
-
-
-def check_device_for_launch(name: str, launch: Launch, visible_gpus: int) -> None:
-    """An explicit ``cuda:K`` under torchrun would put every rank of a node on GPU K: refused
-    (not read as K + LOCAL_RANK, a meaning it has nowhere else), by every rank alike, before any
-    group is joined. Allowed where it cannot collide: one visible GPU per rank (CUDA_VISIBLE_DEVICES
-    set per rank: cuda:0 is each rank's own) or one rank per node."""
-    if name.startswith("cuda:") and visible_gpus > 1 and launch.local_world_size != 1:
-        why = f"{name} would put every rank of this node on one GPU"
-        raise ConfigError("device", f"{why}: pass --device cuda, and rank r of a node uses cuda:LOCAL_RANK")
-
-
-def _rank_device(name: str, local_rank: int) -> torch.device:
-    """This rank's device: 'auto' and 'cuda' mean cuda:LOCAL_RANK where CUDA is present, or cuda:0
-    where the rank sees one GPU only (CUDA_VISIBLE_DEVICES set per rank: that one is its own)."""
-    if name in (AUTO, "cuda") and torch.cuda.is_available():
-        count = torch.cuda.device_count()
-        if count == 1:
-            local_rank = 0
-        elif local_rank >= count:
-            raise ConfigError(
-                "device", f"LOCAL_RANK {local_rank} needs a CUDA device but only {count} are visible"
-            )
-        device = torch.device("cuda", local_rank)
-    else:
-        device = resolve_device(name)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    return device
 
 
 def _compare(rank: int, reference: dict[str, Any], theirs: dict[str, Any]) -> None:

@@ -10,10 +10,11 @@ from torch import nn
 
 from flowrate.config import Execution, RunConfig
 from flowrate.execution.base import Executor
-from flowrate.execution.distributed import DataParallel, unwrap
+from flowrate.execution.distributed import DataParallel
 from flowrate.execution.host_memory import check_host_memory, host_bytes_per_parameter
 from flowrate.execution.precision import PrecisionPolicy, check_supported
 from flowrate.execution.quantize import apply_format
+from flowrate.execution.replicated import unwrap
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor, check_streamable
 from flowrate.measure.device import resolve_device

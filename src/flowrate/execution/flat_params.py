@@ -43,7 +43,8 @@ def cast_by_autocast(model: nn.Module) -> set[int]:
     """ids of the parameters autocast would cast to the compute dtype (by consuming module type)."""
     ids: set[int] = set()
     for module in model.modules():
-        names: tuple[str, ...] = ("weight",) if isinstance(module, CAST_BY_AUTOCAST) else ()
+        cast = isinstance(module, CAST_BY_AUTOCAST) or _is_library_matmul(module)
+        names: tuple[str, ...] = ("weight",) if cast else ()
         if isinstance(module, nn.MultiheadAttention):
             names = _ATTENTION_WEIGHTS
         for name in names:
@@ -51,6 +52,14 @@ def cast_by_autocast(model: nn.Module) -> set[int]:
             if isinstance(param, nn.Parameter):
                 ids.add(id(param))
     return ids
+
+
+def _is_library_matmul(module: nn.Module) -> bool:
+    """transformers' Conv1D (GPT-2's attention and MLP projections): a linear layer with its weight
+    transposed, applied by addmm, which autocast runs in the compute dtype. Matched by name, so
+    streaming needs no transformers import."""
+    kind = type(module)
+    return kind.__name__ == "Conv1D" and kind.__module__.startswith("transformers.")
 
 
 Plan = tuple[int, int, torch.dtype]  # a view of a host arena: byte offset, elements, dtype

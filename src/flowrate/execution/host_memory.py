@@ -8,8 +8,10 @@ arena), carved into flat views, so the block's copies are one transfer per direc
 
 For a CUDA device the arena is page-locked ("pinned"), which makes the copies asynchronous and
 faster. PyTorch's pinned allocator rounds every allocation up to a power of two, so the arena's
-real size is counted, not its requested one. Pinned memory is limited: an arena that cannot be
-pinned is pageable, with a warning, and only that block's copies are synchronous.
+real size is counted, not its requested one, and an arena is pinned only while the rounded size
+leaves room for the arenas of the blocks still to place (``may_pin``). Pinned memory is limited:
+an arena that is not or cannot be pinned is pageable, with a warning, and only that block's copies
+are synchronous.
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ def check_host_memory(parameters: int, per_parameter: int, available: int | None
 def pinned_size(nbytes: int) -> int:
     """What PyTorch's caching host allocator really takes for ``nbytes``: the next power of two."""
     return 1 << max(nbytes - 1, 0).bit_length()
+
+
+def may_pin(requested: int, still_to_place: int, available: int) -> bool:
+    """Whether an arena of ``requested`` bytes may be page-locked: pinned it takes
+    ``pinned_size(requested)`` (up to twice as much), and what is left must still hold the
+    ``still_to_place`` bytes the later blocks' arenas need. Pinning is a speed-up; running out of
+    host memory for a later block is a failed run, so the later blocks come first."""
+    return pinned_size(requested) + still_to_place <= available
 
 
 class HostArena:

@@ -70,9 +70,13 @@ def check_supported(precision: Precision, device: torch.device) -> None:
                 "precision",
                 f"tf32 needs compute capability 8.0 or newer; {name} is {major}.{minor}: use fp32 or fp16",
             )
-        if precision in (Precision.BF16, Precision.PURE_BF16) and not torch.cuda.is_bf16_supported():
+        # bf16 tensor cores from Ampere (8.0) on: on older GPUs recent torch still runs bf16, by
+        # emulation (is_bf16_supported() says True unless asked about emulation), far slower
+        if precision in (Precision.BF16, Precision.PURE_BF16) and major < 8:
             raise ConfigError(
-                "precision", f"{name} does not support bf16; use fp16 (with loss scaling) or fp32"
+                "precision",
+                f"{name} (compute capability {major}.{minor}) has no bf16 tensor cores (8.0 or newer "
+                "needed; torch would emulate it, far slower): use fp16 (with loss scaling) or fp32",
             )
         return
     if device.type == "cpu":

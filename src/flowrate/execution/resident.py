@@ -16,8 +16,8 @@ from torch import nn
 
 from flowrate.config import Mode, OptimizerName
 from flowrate.execution.base import Optimizers
-from flowrate.execution.distributed import unwrap
 from flowrate.execution.precision import PrecisionPolicy
+from flowrate.execution.replicated import unwrap
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.sections import Streaming
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psutil
 import torch
 from torch import nn
 
@@ -39,6 +40,7 @@ from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.base import Optimizers
 from flowrate.execution.flat_params import BlockBuffers, FlatGroup, cast_by_autocast, group_parameters
+from flowrate.execution.host_memory import may_pin
 from flowrate.execution.host_optimizer import BlockOptimizer, BlockUpdater, updater_threads
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.recompute import recompute_in_backward
@@ -137,6 +139,8 @@ class StreamingExecutor:
         kernel = optimizer if isinstance(optimizer, OptimizerName) else None
         state_buffers = {OptimizerName.ADAMW: 2, OptimizerName.SGD: 1, None: 0}[kernel]
         failed: list[str] = []
+        unpinned = 0  # blocks left pageable so that the later blocks' arenas still fit
+        streamed = [b for b in self.blocks if not b.resident]
         for block in self.blocks:
             if block.resident:
                 self._keep_resident(block, optimizer, make, learning_rate)
@@ -146,13 +150,21 @@ class StreamingExecutor:
             ):
                 block.groups.append(FlatGroup(params, dtype, trains, state_buffers))
             block.buffers = BlockBuffers(block.groups, block.arena, self.device)
-            warning = block.arena.allocate(pin=self._pins_host_memory())
+            pin = self._pins_host_memory() and self._room_to_pin(block, streamed)
+            unpinned += self._pins_host_memory() and not pin
+            warning = block.arena.allocate(pin=pin)
             failed += [warning] if warning else []
             block.buffers.bind(block.arena)
             if make is not None and any(g.trains for g in block.groups):
                 block.optimizer = BlockOptimizer(block.groups, make, kernel)
         if failed:  # one line for the run, not one per block
             self.warnings.append(f"{failed[0]} ({len(failed)} of {len(self.blocks)} blocks)")
+        if unpinned:
+            self.warnings.append(
+                f"{unpinned} of {len(streamed)} streamed blocks keep their host memory pageable: "
+                "pinning rounds each block's host memory up to a power of two, and pinning more "
+                "would leave too little for the others; their copies are slower and not asynchronous"
+            )
 
     def _keep_resident(self, block: Block, optimizer: Any, make: MakeOptimizer | None, lr: float) -> None:
         for param in block.owned:
@@ -164,6 +176,15 @@ class StreamingExecutor:
             block.optimizer = make_optimizer(optimizer, trained, lr, self.device)
         else:
             block.optimizer = make(trained)
+
+    @staticmethod
+    def _room_to_pin(block: Block, streamed: list[Block]) -> bool:
+        """Whether this block's arena may be pinned (host_memory.may_pin): the blocks after it
+        are assumed to need as many host bytes per parameter as this one."""
+        later = streamed[streamed.index(block) + 1 :]
+        per_parameter = block.arena.requested / max(block.parameters, 1)
+        still_to_place = int(per_parameter * sum(b.parameters for b in later))
+        return may_pin(block.arena.requested, still_to_place, psutil.virtual_memory().available)
 
     def _pins_host_memory(self) -> bool:
         """Page-locked host memory makes copies to a CUDA device asynchronous (and faster)."""

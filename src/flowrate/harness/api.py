@@ -15,12 +15,15 @@ from typing import Any
 import torch
 
 from flowrate.config import Precision, RunConfig
-from flowrate.errors import FlowrateError
+from flowrate.config.amount import parse_amount
+from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.distributed import check_data_parallel_config, data_parallel
 from flowrate.harness.run import Hooks, RunObserver, run_process
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
+from flowrate.results.cost import cost_of
 from flowrate.results.schema import IntervalRecord, Result
+from flowrate.results.solution import project
 from flowrate.results.tensorboard import TensorBoardWriter
 
 
@@ -76,8 +79,11 @@ def run_config(
     hooks = Hooks(on_interval, clock, argv, data, gemm_peak=measured_gemm_peak, observer=observer)
     with data_parallel(config) as dp:
         if dp is None:
-            return run_process(config, problem, None, dataclasses.replace(hooks, tensorboard=tensorboard))
+            single = dataclasses.replace(hooks, tensorboard=tensorboard)
+            return priced(run_process(config, problem, None, single), config)
         check_data_parallel_config(config)
+        if config.profile_dir is not None:
+            raise ConfigError("profile_dir", "profiles one process: give --profile without torchrun")
         if observer is not None:
             raise FlowrateError(
                 "a data-parallel run cannot be stopped at a sample point: one rank would stop alone"
@@ -86,12 +92,32 @@ def run_config(
             problem = get_problem(config.problem, config.size, config.problem_options)
         config = config.for_problem(problem.modes, problem.default_mode, problem.name)
         dp.check_same_configuration(config, problem)
-        result = dp.merge(run_process(config, problem, dp, hooks))
+        result = priced(dp.merge(run_process(config, problem, dp, hooks)), config)
     if tensorboard is not None and dp.rank == 0:
         with TensorBoardWriter(tensorboard) as board:
             for interval in result.intervals:
                 board.write(interval)
     return result
+
+
+def priced(result: Result, config: RunConfig) -> Result:
+    """``result`` with its cost at the config's prices (flowrate.results.cost) and its projected
+    time to solution (flowrate.results.solution), where asked for."""
+    summary, energy = result.summary, result.energy
+    cost = cost_of(
+        config.price_per_hour,
+        config.energy_price_per_kwh,
+        summary.samples_per_sec,
+        summary.tokens_per_sec,
+        energy.joules,
+        energy.average_watts,
+    )
+    solution = None
+    if config.to_solution is not None:
+        amount, unit = parse_amount("to_solution", config.to_solution)
+        per_sec = cost.dollars_per_sec if cost is not None else None
+        solution = project(amount, unit, summary.samples_per_sec, summary.tokens_per_sec, per_sec)
+    return dataclasses.replace(result, cost=cost, solution=solution)
 
 
 # Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.

@@ -15,16 +15,16 @@ import dataclasses
 import datetime as dt
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from flowrate._version import __version__
-from flowrate.config import AUTO, FreedMemory
+from flowrate.choices import PrefillLogits
+from flowrate.config import AUTO
+from flowrate.config.generate import MAX_REPEATS, GenerateConfig
 from flowrate.errors import ConfigError, OutOfMemory
 from flowrate.harness import generate_model as gm
-from flowrate.harness.generate_bounds import GENERATE_BOUNDS, MAX_REPEATS
 from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
 from flowrate.measure import freed_memory
 from flowrate.measure.device import (
@@ -50,43 +50,7 @@ from flowrate.results.sections import (
     ProblemInfo,
 )
 
-PREFILL_LAST, PREFILL_ALL = "last", "all"
-PREFILL_LOGITS = (PREFILL_LAST, PREFILL_ALL)
-
-
-@dataclass(frozen=True)
-class GenerateConfig:
-    problem: str = "transformer"
-    size: str | None = None
-    problem_options: dict[str, int | str] = dataclasses.field(default_factory=dict)
-    batch_size: int | str = 1  # or "auto"
-    max_batch_size: int = 256  # the most "auto" takes
-    prompt_len: int | None = None  # None: min(128, context / 2)
-    new_tokens: int | None = None  # None: the rest of the context, at most 128
-    repeats: int = 5  # timed generations (at least this many)
-    duration_s: float | None = None  # … or as many as fit in this many seconds
-    warmup: int = 1  # untimed generations first
-    precision: str = "fp32"
-    device: str = "auto"
-    seed: int = 0
-    threads: int | None = None
-    # which prompt positions the prefill computes logits for: "last" (the one the first token is
-    # sampled from, as transformers' generate() and serving engines do) or "all" (the whole prompt's)
-    prefill_logits: str = PREFILL_LAST
-    # release (the C library's policy, as a plain process) or keep (flowrate.measure.freed_memory)
-    freed_memory: FreedMemory = FreedMemory.RELEASE
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "freed_memory", FreedMemory.parse(self.freed_memory))
-        if self.prefill_logits not in PREFILL_LOGITS:
-            raise ConfigError("prefill_logits", f"is last or all, not {self.prefill_logits!r}")
-        if self.batch_size != AUTO and (not isinstance(self.batch_size, int) or self.batch_size < 1):
-            raise ConfigError("batch_size", f"must be a positive integer or 'auto', got {self.batch_size!r}")
-        for name, bounds in GENERATE_BOUNDS.items():
-            value = getattr(self, name)
-            if value is not None and value != AUTO:
-                bounds.check(name, value)
-        gm.weight_dtype(self.precision)
+PREFILL_LAST, PREFILL_ALL = PrefillLogits.LAST, PrefillLogits.ALL
 
 
 def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | None = None) -> Result:

@@ -1,12 +1,13 @@
 """`flowrate analyze-input` from a run configuration: the dataset and loader it names, the model's
 rate to compare the pipeline with, and the loader configurations to try. flowrate.harness.
-analyze_input measures them and predicts each one's input-bound share.
+analyze_input measures them and predicts each one's input-bound share; ``advise`` runs it all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import torch
 
@@ -116,3 +117,31 @@ def measure(
         seconds=seconds_each,
         on_point=on_point,
     )
+
+
+class AdviceListener(Protocol):
+    """Told as the analysis goes: before the model's rate is measured, once the plan is known, and
+    after each configuration is timed."""
+
+    def measuring(self, setup: InputSetup) -> None: ...
+
+    def planned(self, rate: float, source: str, configurations: int) -> None: ...
+
+    def point(self, point: PipelinePoint) -> None: ...
+
+
+def advise(
+    setup: InputSetup,
+    listener: AdviceListener,
+    given_rate: float | None = None,
+    target: str | None = None,
+    max_workers: int | None = None,
+    depths: Sequence[int] = (2,),
+    seconds_each: float = 2.0,
+) -> InputAnalysis:
+    """The whole analysis: the model's rate (given, estimated on ``target`` or measured), the
+    configurations to try, and each one timed against that rate."""
+    rate, source = model_rate(setup, given_rate, target, on_measure=lambda: listener.measuring(setup))
+    tried = configurations(setup, max_workers, depths)
+    listener.planned(rate, source, len(tried))
+    return measure(setup, rate, source, tried, seconds_each, on_point=listener.point)

@@ -26,6 +26,7 @@ from flowrate.execution.distributed import DataParallel
 from flowrate.execution.factory import run_device
 from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
+from flowrate.harness.profiling import ProfileTarget, profile_steps
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory, machine_load
 from flowrate.measure.device import is_out_of_memory, on_device, synchronizer, torch_threads
@@ -42,6 +43,7 @@ from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.assemble import Measurements, assemble
 from flowrate.results.codec import decode
+from flowrate.results.profile import Profile
 from flowrate.results.schema import IntervalRecord, Result
 from flowrate.results.sections import Compile, Input
 from flowrate.results.tensorboard import TensorBoardWriter
@@ -103,8 +105,10 @@ def run_process(config: RunConfig, problem: Problem | None, dp: DataParallel | N
             measured_peak, peak_note = (None, gemm) if isinstance(gemm, str) else (gemm, None)
             prepared, compiled = _prepare(stack, run)
             record, measured = _measure(stack, run, prepared, listeners, measured_peak)
+            profiled = _profile(run, prepared) if config.profile_dir is not None else None
         environment = collect_environment(device, hooks.argv)
     result = assemble(config, problem, prepared.built, record, measured, environment)
+    result = dataclasses.replace(result, profile=profiled)
     learnable = hooks.data == "learnable"
     estimate = run_estimate(config, problem, prepared.built.batch_size, device, dp is not None, learnable)
     return dataclasses.replace(
@@ -220,6 +224,24 @@ def _measure(
         executor_warnings=executor.warnings,
         machine_load=load,
     )
+
+
+def _profile(run: _Settled, prepared: Prepared) -> Profile:
+    """--profile DIR: a few steps profiled after the timed run, whose figures are already taken."""
+    config, device = run.config, run.policy.device
+    target = ProfileTarget(
+        step=prepared.executor.step,
+        batches=prepared.batches,
+        sync=synchronizer(device),
+        device=device,
+        config=config,
+        problem=run.problem,
+        batch_size=prepared.built.batch_size,
+        synthetic=prepared.feed is None,
+    )
+    assert config.profile_dir is not None
+    with oom_says_what_to_lower(prepared.built.batch_size, device):
+        return profile_steps(target, config.profile_dir)
 
 
 def _measured_peak(run: _Settled) -> float | str:

@@ -8,11 +8,17 @@ The default bands are conservative — wide enough that a healthy machine never 
 narrow enough to catch what breaks a machine outright (a PCIe link trained at x4, TF32 or tensor
 cores silently off, a driver falling back to a slow path):
 
-- matmul, memory copy, host link: [0.3, 1.0] of the datasheet (an H100 SXM's best bf16 GEMM
-  reaches about 0.8 of its 989 TFLOP/s; a copy about 0.9 of HBM bandwidth; pinned PCIe copies
-  0.6-0.9 of the link). Above 1.0 the datasheet or the measurement is wrong.
-- a reference model's training step: [0.05, 1.0] of the datasheet peak (MFU; GPT-2 124M in bf16,
-  eager, measured 0.18 on an H100).
+- matmul, memory copy, pinned host link (duplex: of both directions' rate): [0.3, 1.0] of the
+  datasheet (an H100 SXM's best bf16 GEMM reaches about 0.8 of its 989 TFLOP/s; a copy about 0.9
+  of HBM bandwidth; pinned PCIe copies 0.6-0.9 of the link). Above 1.0 the datasheet or the
+  measurement is wrong.
+- attention's forward and pageable host copies: [0.1, 1.0] of the datasheet (FlashAttention-2
+  reaches 0.3-0.7 of a GPU's dense peak, the math fallback far less; a pageable copy is staged
+  through a pinned buffer by the driver and is slower than a pinned one by design).
+- a reference model's training or inference step: [0.05, 1.0] of the datasheet peak (MFU; GPT-2
+  124M in bf16, eager, measured 0.18 on an H100).
+- power: [0.05, 1.05] of the GPU's power limit (a mean over a window can overshoot the limit a
+  little; a counter that reads nothing falls below).
 - launch latency, seconds per call: [0.2 µs, 500 µs] (eager dispatch of one op costs a few µs on
   a CPU and 5-20 µs to a GPU; launch to completion up to some 100 µs).
 
@@ -33,8 +39,10 @@ from flowrate.results.sections import SurveyFigure
 
 Band = tuple[float, float]
 
-FRACTION_BAND: Band = (0.3, 1.0)  # matmul, copy, host link: share of the datasheet value
-MODEL_BAND: Band = (0.05, 1.0)  # a training step's MFU
+FRACTION_BAND: Band = (0.3, 1.0)  # matmul, copy, pinned host link: share of the datasheet value
+WIDE_BAND: Band = (0.1, 1.0)  # attention, pageable host link: share of the datasheet value
+MODEL_BAND: Band = (0.05, 1.0)  # a training or inference step's MFU
+POWER_BAND: Band = (0.05, 1.05)  # mean power, share of the power limit
 LAUNCH_BAND: Band = (2e-7, 5e-4)  # seconds per call
 
 
@@ -46,9 +54,13 @@ def default_band(name: str, has_datasheet: bool) -> Band | None:
         return LAUNCH_BAND
     if not has_datasheet:
         return None
-    if family == "train":
+    if family in {"train", "infer"}:
         return MODEL_BAND
-    if family in {"matmul", "copy", "h2d", "d2h"}:
+    if family == "power":
+        return POWER_BAND
+    if family == "attention" or name.endswith(" pageable"):
+        return WIDE_BAND
+    if family in {"matmul", "copy", "h2d", "d2h", "duplex"}:
         return FRACTION_BAND
     return None
 
@@ -62,6 +74,7 @@ def make_figure(
     reason: str | None = None,
     detail: str | None = None,
     band: Band | None = None,
+    cv: float | None = None,
 ) -> SurveyFigure:
     """The figure, its fraction of ``datasheet`` and whether it lies in ``band`` (module docstring:
     the band holds the fraction where there is a datasheet value, else the value)."""
@@ -79,6 +92,7 @@ def make_figure(
         within_band=within,
         reason=reason,
         detail=detail,
+        cv=cv,
     )
 
 

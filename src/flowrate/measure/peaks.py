@@ -118,7 +118,7 @@ class DevicePeak:
     name: str
     # Lowercase strings that must all occur, as whole words, in the lowercased device name.
     match: tuple[str, ...]
-    # Precision key -> dense FLOP/s; an absent key means the device has no such units.
+    # Precision key -> dense FLOP/s; an absent key: the table has no figure (no such units, or unwritten).
     dense_flops: Mapping[str, float]
     # Device memory, bytes/s.
     memory_bandwidth: float | None
@@ -352,6 +352,17 @@ def find_device(device_name: str) -> DevicePeak | None:
     return None
 
 
+def no_figure(key: str, device: str, listed: list[str]) -> str:
+    """Why a device has no FLOP/s at precision ``key``: the table lacks the figure (it cannot tell a
+    device without such units from an entry nobody wrote), and how to add it."""
+    figures = ", ".join(listed) or "no FLOP/s figures"
+    return (
+        f"the peak table has no {key} figure for {device} (it lists {figures}): "
+        "if its datasheet gives one, add it with FLOWRATE_PEAKS=peaks.json or "
+        "flowrate.measure.peaks.register_peak()"
+    )
+
+
 def peak_for(device_name: str, precision: str) -> PeakLookup:
     """The dense datasheet peak for ``device_name`` at ``precision``, or None with a one-line reason."""
     key = precision_key(precision)
@@ -370,11 +381,7 @@ def peak_for(device_name: str, precision: str) -> PeakLookup:
     flops = entry.dense_flops.get(key)
     reason = None
     if flops is None:
-        listed = ", ".join(k for k in PRECISION_KEYS if k in entry.dense_flops) or "no FLOP/s figures"
-        reason = (
-            f"the peak table has no {key} figure for {entry.name} (it lists {listed}): if its datasheet "
-            "gives one, add it with FLOWRATE_PEAKS=peaks.json or flowrate.measure.peaks.register_peak()"
-        )
+        reason = no_figure(key, entry.name, [k for k in PRECISION_KEYS if k in entry.dense_flops])
     return PeakLookup(
         flops=flops,
         memory_bandwidth=entry.memory_bandwidth,

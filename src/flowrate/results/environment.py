@@ -62,6 +62,7 @@ class DeviceInfo:
     memory_bytes: int | None = None
     multiprocessor_count: int | None = None
     driver_version: str | None = None
+    power_limit_w: float | None = None  # NVML's enforced power limit (None: not readable)
     extra: dict[str, object] = field(default_factory=dict)
     written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 

@@ -12,7 +12,8 @@ draw them as one point) only when they are of one kind and agree on the kind's w
   configuration field already);
 - serve: the server (URL, endpoint, model, and what it runs on where the user said so) and the
   load offered (scenario, request rate or concurrency, burstiness, ramp-up, the input and output
-  lengths asked for, or the dataset or replay file they came from).
+  lengths asked for, or the dataset or replay file they came from, and a conversation's turns
+  and think time).
 
 Every reader that groups records — noise, compare, history, pareto, the oracle view, plots and
 the report — takes its grouping from here, so that no two of them can disagree on it.
@@ -45,6 +46,8 @@ SERVING_WORKLOAD = (
     "prefix_groups",
     "dataset",
     "replay",
+    "turns",
+    "think_time_s",
 )
 # generation section fields that fix the work of one generation
 GENERATION_WORKLOAD = ("prompt_len", "new_tokens", "prefill_logits")
@@ -113,6 +116,8 @@ def load_label(result: Result) -> str:
         parts.append(f"dataset {section.dataset}")
     elif section.input_len is not None:
         parts.append(f"in {length_spec(section.input_len)} / out {length_spec(section.output_len)} tokens")
+    if section.turns:
+        parts.append(f"{section.turns} turns")
     return ", ".join(parts)
 
 

@@ -100,6 +100,27 @@ METRICS: dict[str, Metric] = {
             lambda r: _optional_float(peak_memory_bytes(r)),
         ),
         Metric("final_loss", "loss reached", "", False, lambda r: _optional_float(fidelity_loss(r))),
+        Metric(
+            "samples_per_dollar",
+            "samples/$",
+            "samples/$",
+            True,
+            lambda r: r.cost.samples_per_dollar if r.cost is not None else None,
+        ),
+        Metric(
+            "dollars_per_million_tokens",
+            "$/M tokens",
+            "$/Mtok",
+            False,
+            lambda r: r.cost.dollars_per_million_tokens if r.cost is not None else None,
+        ),
+        Metric(
+            "energy_cost",
+            "energy cost",
+            "$",
+            False,
+            lambda r: r.cost.energy_cost if r.cost is not None else None,
+        ),
     ]
 }
 

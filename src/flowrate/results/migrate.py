@@ -64,8 +64,8 @@ def upgrade(record: Record, newest: int) -> Record:
     """``record`` (validated, any version up to ``newest``) as a version ``newest`` record. The
     record given is not changed: each step replaces what it changes, never changing it in place."""
     version = record["schema_version"]
-    if version == newest:
-        return record
+    if version == newest:  # one written by hand may leave its kind out: it is read from its sections
+        return record if "kind" in record else {**record, "kind": _kind(record).value}
     out = dict(record)
     for step in range(version, newest):
         out = STEPS[step](out)

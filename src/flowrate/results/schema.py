@@ -14,8 +14,10 @@ from typing import Any
 from flowrate.errors import PathError
 from flowrate.io import write_atomic
 from flowrate.results.codec import decode, encode
+from flowrate.results.cost import Cost
 from flowrate.results.environment import Environment
 from flowrate.results.migrate import upgrade
+from flowrate.results.profile import Profile
 from flowrate.results.sections import (
     BatchSizeTry,
     Compile,
@@ -35,6 +37,7 @@ from flowrate.results.sections import (
     Survey,
 )
 from flowrate.results.serving import Serving
+from flowrate.results.solution import Solution
 from flowrate.results.validate import InvalidResult, validate_record
 
 # History of the result format (bump on any change a reader must know about):
@@ -65,7 +68,11 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      (flowrate.results.sections) and a section a record predates reads with every field None; a
 #      generation's problem keeps the model's shape under problem.settings. Earlier records are
 #      brought to this layout by flowrate.results.migrate.upgrade, with the numbers they hold.
-#      Also the survey kind and section (`flowrate survey`; records without it read with it empty).
+#      Also the survey kind and section (`flowrate survey`; records without it read with it empty;
+#      a figure without its cv reads with it None).
+#      Also the profile section (--profile DIR), the cost section (--price-per-hour,
+#      --energy-price) and the solution section (--to-solution): records without them read with
+#      them empty, and readers that predate them leave them out.
 SCHEMA_VERSION = 7
 
 
@@ -176,6 +183,13 @@ class Result:
     serving: Serving | None = None
     # `flowrate survey`: the machine's achievable figures against its datasheet (None otherwise)
     survey: Survey | None = None
+    # --profile DIR: the profiled steps' breakdown and the operators losing most time (None: none
+    # taken; records without it read with it empty)
+    profile: Profile | None = None
+    # --price-per-hour / --energy-price: samples per dollar and the like (None: no price given)
+    cost: Cost | None = None
+    # --to-solution: a job's projected wall time and cost at the measured rate (None: not asked)
+    solution: Solution | None = None
     kind: Kind = Kind.RUN
     run_id: str = ""
     created_at: str = ""

@@ -426,6 +426,7 @@ class SurveyFigure:
     within_band: bool | None = None
     reason: str | None = None  # why value, datasheet or band is empty
     detail: str | None = None  # how it was found: the best shape, samples/s, the run's id
+    cv: float | None = None  # the measurement's coefficient of variation over its intervals
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ class RequestTrace:
     # load's clock, so they are negative
     warmup: bool = False
     prefix_group: int | None = None  # the --shared-prefix-len prefix its prompt starts with
+    # --turns: the conversation it belongs to and its turn in it (0 first), None for single turns
+    conversation: int | None = None
+    turn: int | None = None
     extra: dict[str, object] = field(default_factory=dict)  # keys a stored trace holds beyond these
     written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
@@ -143,10 +146,42 @@ _LATENCY_NAMES = frozenset({"ttft_ms", "tpot_ms", "e2e_ms", "itl_ms"})
 
 
 @dataclass(frozen=True)
+class TurnFigures:
+    """--turns: one turn number's requests, how many completed, and the medians of their TTFT (ms,
+    flowrate's definition) and of the prompt tokens the server counted (the context the
+    conversation had grown to)."""
+
+    turn: int | None = None  # 0 for the first
+    requests: int | None = None
+    completed: int | None = None
+    ttft_ms_median: float | None = None
+    prompt_tokens_median: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+    written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class SweepPlace:
+    """A sweep of loads (--rate or --concurrency lists): the sweep a run is one point of, its
+    place in it, every load the sweep meant to send, why the sweep stopped, whether this point was
+    cut, and its --slo verdict with the figures the verdict read."""
+
+    id: str | None = None
+    point: int | None = None  # 0 for the first load
+    loads: list[str] | None = None
+    stopped: str | None = None
+    cut: str | None = None  # why this point was cut (then partial); None: measured whole
+    verdict: str | None = None  # pass, fail or undecided; None without --slo or for a cut point
+    slo_latency_ms: dict[str, Any] | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+    written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Serving:
     """`flowrate serve-bench`: the target and the load (the settings), what happened to the
     requests, the figures under each definition, and every request's trace (warm-up ones marked);
-    ``search`` holds --find-max-rate's points."""
+    ``search`` holds --find-max-rate's points, ``sweep`` a sweep point's place."""
 
     # the target
     url: str | None = None
@@ -168,6 +203,11 @@ class Serving:
     output_len: int | str | None = None
     shared_prefix_len: int | None = None
     prefix_groups: int | None = None
+    # --turns: the spec of each conversation's turns, the conversations sent (None: single turns)
+    # and the seconds between an answer and the next turn
+    turns: int | str | None = None
+    conversations: int | None = None
+    think_time_s: float | None = None
     tokenizer: str | None = None
     token_counts: str | None = None  # how a request's output tokens are counted
     slo: dict[str, float] | None = None  # the SLO's limits in ms, by latency
@@ -185,8 +225,10 @@ class Serving:
     prompts_off_length: int | None = None
     send_lateness_ms: Described | None = None
     metrics: dict[str, DefinitionFigures] = field(default_factory=dict)  # by definition
+    per_turn: list[TurnFigures] | None = None  # --turns: the figures of each turn number
     traces: list[RequestTrace] = field(default_factory=list)
     search: dict[str, Any] | None = None  # --find-max-rate: every point and the rate found
+    sweep: SweepPlace | None = None  # a sweep of loads: this run's place in it
     extra: dict[str, object] = field(default_factory=dict)
     written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 

@@ -147,6 +147,9 @@ SECTIONS = [
     "generation",  # `flowrate generate` (optional: records without it read with it empty)
     "serving",  # `flowrate serve-bench` (version 5)
     "survey",  # `flowrate survey` (optional: records without it read with it empty)
+    "profile",  # --profile DIR (optional: records without it read with it empty)
+    "cost",  # --price-per-hour / --energy-price (optional, likewise)
+    "solution",  # --to-solution (optional, likewise)
 ]
 TOP_OPTIONAL = {
     **dict.fromkeys(["intervals", "warnings", "batch_size_search"], LIST),
@@ -154,6 +157,14 @@ TOP_OPTIONAL = {
     **dict.fromkeys(SECTIONS, _optional(OBJECT)),
     **dict.fromkeys(["run_id", "created_at", "flowrate_version"], TEXT),
     "kind": Kind(lambda v: v in {k.value for k in RecordKind}, " or ".join(map(repr, map(str, RecordKind)))),
+}
+
+# The section each kind alone writes: a record of that kind has it and no other kind's
+OWN_SECTION = {
+    RecordKind.CHECK: "fidelity",
+    RecordKind.GENERATE: "generation",
+    RecordKind.SERVE: "serving",
+    RecordKind.SURVEY: "survey",
 }
 
 # Inside the free-form sections: the values that listing, filtering, plots and reports read.
@@ -171,6 +182,21 @@ NESTED = {
     ("fidelity", "final_loss"): _optional(NUMBER),
 }
 DEVICE = {"name": _optional(TEXT), "type": _optional(TEXT)}
+# `flowrate survey`'s section (Survey) and each of its figures (SurveyFigure), every field optional
+SURVEY = {
+    "device": _optional(TEXT),
+    "quick": FLAG,
+    "seconds_per_measurement": _optional(AT_LEAST_0),
+    "figures": LIST,
+}
+SURVEY_FIGURE = {
+    **dict.fromkeys(["name", "unit"], TEXT),
+    **dict.fromkeys(["value", "datasheet", "fraction"], _optional(AT_LEAST_0)),
+    **dict.fromkeys(["band_low", "band_high"], _optional(NUMBER)),
+    "within_band": _optional(FLAG),
+    "cv": _optional(AT_LEAST_0),
+    **dict.fromkeys(["reason", "detail"], _optional(TEXT)),
+}
 _TYPED = ("summary", "intervals", "losses")  # checked field by field; _check_values walks the rest
 _ATTEMPT = {"batch_size": POSITIVE, "fits": FLAG}  # one try of --batch-size auto
 _SUMMARY_REQUIRED = SUMMARY.keys() - SUMMARY_LATER.keys()
@@ -199,14 +225,35 @@ def validate_record(data: Mapping[str, Any], newest_version: int) -> None:
     for n, attempt in enumerate(data.get("batch_size_search", [])):
         _expect(f"batch_size_search[{n}]", attempt, OBJECT)
         _check_fields(f"batch_size_search[{n}]", attempt, _ATTEMPT, _ATTEMPT.keys())
+    if isinstance(survey := data.get("survey"), dict):
+        _check_survey(survey)
     for (section, name), kind in NESTED.items():
         inside = data.get(section)
         if isinstance(inside, dict) and name in inside:
             _expect(f"{section}.{name}", inside[name], kind)
+    if "kind" in data:
+        _check_kind_sections(RecordKind(data["kind"]), data)
     device = data["environment"].get("device")
     if isinstance(device, dict):
         _check_fields("environment.device", device, DEVICE, frozenset())
     check_run_id(data.get("run_id", ""))
+
+
+def _check_kind_sections(kind: RecordKind, data: Mapping[str, Any]) -> None:
+    """A record is of one kind: it holds that kind's own section, and no other kind's."""
+    own = OWN_SECTION.get(kind)
+    if own is not None and data.get(own) is None:
+        raise InvalidResult(f"a {kind} record must have its {own!r} section, and this one has none")
+    for other, section in OWN_SECTION.items():
+        if other != kind and data.get(section) is not None:
+            raise InvalidResult(f"a {kind} record must not hold a {other} record's {section!r} section")
+
+
+def _check_survey(survey: dict[str, Any]) -> None:
+    _check_fields("survey", survey, SURVEY, frozenset())
+    for n, figure in enumerate(survey.get("figures", [])):
+        _expect(f"survey.figures[{n}]", figure, OBJECT)
+        _check_fields(f"survey.figures[{n}]", figure, SURVEY_FIGURE, frozenset())
 
 
 def check_run_id(run_id: object) -> None:

@@ -33,6 +33,27 @@ class Target:
     request_timeout_s: float = 300.0
 
 
+@dataclass(frozen=True)
+class Conversations:
+    """Multi-turn load (--turns): conversation c is ``turns[c]`` prompts in a row, the prompts list
+    holding them conversation by conversation. The load schedules conversations (an open loop's
+    times and a closed loop's users start them); turn k + 1 is sent ``think_time_s`` after turn
+    k's answer has ended, its messages every earlier turn's prompt and answer, then its own
+    prompt (AIPerf's and vLLM's multi-turn benchmarks send the history so). A failed turn ends its
+    conversation: the turns after it are not sent."""
+
+    turns: tuple[int, ...]
+    think_time_s: float = 0.0
+
+    def firsts(self) -> list[int]:
+        """Each conversation's first prompt's index in the prompts list."""
+        out, at = [], 0
+        for count in self.turns:
+            out.append(at)
+            at += count
+        return out
+
+
 @dataclass
 class Outcome:
     traces: list[RequestTrace] = field(default_factory=list)
@@ -142,6 +163,7 @@ async def _run(
     outcome: Outcome,
     warmup: list[Prompt],
     observe: Callable[[str], None] | None,
+    conversations: Conversations | None,
 ) -> None:
     url = target.url + client.ENDPOINTS[target.endpoint]
     begin = time.perf_counter()
@@ -150,8 +172,17 @@ async def _run(
         t0 = time.perf_counter()
         deadline_s -= t0 - begin  # the deadline covers the probe and the load together
 
-        async def send(index: int, prompt: Prompt, origin: float, warm: bool = False) -> None:
-            scheduled = times[index] if times is not None and not warm else time.perf_counter() - origin
+        async def send(
+            index: int,
+            prompt: Prompt,
+            origin: float,
+            scheduled: float | None = None,
+            warm: bool = False,
+            history: list[dict[str, str]] | None = None,
+            turn: tuple[int, int] | None = None,
+        ) -> RequestTrace:
+            if scheduled is None:
+                scheduled = times[index] if times is not None and not warm else time.perf_counter() - origin
             trace = RequestTrace(
                 index,
                 scheduled,
@@ -160,21 +191,24 @@ async def _run(
                 input_len=prompt.asked,
                 warmup=warm,
                 prefix_group=prompt.group,
+                conversation=None if turn is None else turn[0],
+                turn=None if turn is None else turn[1],
             )
             outcome.traces.append(trace)
             if warm:
                 warmed.append(trace)
-            body = client.payload(target.endpoint, target.model, prompt.text, prompt.max_tokens)
+            body = client.payload(target.endpoint, target.model, prompt.text, prompt.max_tokens, history)
             try:
                 await client.stream_request(session, url, body, trace, origin, target.connect_timeout_s)
             except asyncio.CancelledError:
                 trace.error = trace.error or UNFINISHED
                 raise
+            return trace
 
         warmed: list[RequestTrace] = []
         if warmup:  # at the load's concurrency (one at a time for an open loop), before its clock
             await load.closed_loop(
-                len(warmup), concurrency, lambda i: send(i, warmup[i], t0, warm=True), t0, deadline_s
+                len(warmup), concurrency, lambda i: _ended(send(i, warmup[i], t0, warm=True)), t0, deadline_s
             )
             now = time.perf_counter()
             deadline_s -= now - t0
@@ -186,15 +220,40 @@ async def _run(
             t0 = time.perf_counter()
 
         def send_one(index: int) -> Coroutine[Any, Any, None]:
-            return send(index, prompts[index], t0)
+            return _ended(send(index, prompts[index], t0))
 
+        async def converse(number: int) -> None:
+            assert conversations is not None
+            first, history = firsts[number], list[dict[str, str]]()
+            scheduled = times[number] if times is not None else time.perf_counter() - t0
+            for turn in range(conversations.turns[number]):
+                if turn:
+                    await asyncio.sleep(conversations.think_time_s)
+                    scheduled = time.perf_counter() - t0
+                prompt = prompts[first + turn]
+                trace = await send(first + turn, prompt, t0, scheduled, history=history, turn=(number, turn))
+                if not trace.ok:
+                    return
+                history = [
+                    *history,
+                    {"role": "user", "content": prompt.text},
+                    {"role": "assistant", "content": trace.text},
+                ]
+
+        starts = len(prompts) if conversations is None else len(conversations.turns)
+        firsts = conversations.firsts() if conversations is not None else []
+        start = send_one if conversations is None else converse
         if times is not None:
-            await load.open_loop(times, send_one, t0, deadline_s)
+            await load.open_loop(times, start, t0, deadline_s)
         else:
-            await load.closed_loop(len(prompts), concurrency, send_one, t0, deadline_s)
+            await load.closed_loop(starts, concurrency, start, t0, deadline_s)
         outcome.wall_s = time.perf_counter() - t0
         if observe is not None:
             observe("after")
+
+
+async def _ended(sending: Coroutine[Any, Any, RequestTrace]) -> None:
+    await sending
 
 
 def run(
@@ -207,16 +266,22 @@ def run(
     tokenizer: LocalTokenizer | None = None,
     warmup: list[Prompt] | None = None,
     observe: Callable[[str], None] | None = None,
+    conversations: Conversations | None = None,
 ) -> Outcome:
     """Send `prompts` open-loop at `times`, or closed-loop at `concurrency` when times is None,
     after the `warmup` prompts (closed-loop at `concurrency`; their traces come first, marked
     warmup, on the load's clock). Ctrl-C stops it: the traces so far are kept and the outcome
     marked partial. ``observe`` is called with "before" just before the first measured request
-    and "after" once the last has ended (--server-metrics scrapes there)."""
+    and "after" once the last has ended (--server-metrics scrapes there). With ``conversations``
+    the times (or the closed loop's users) start conversations, not single requests."""
     check_reachable(target)
     outcome = Outcome()
     try:
-        asyncio.run(_run(target, prompts, times, concurrency, deadline_s, outcome, warmup or [], observe))
+        asyncio.run(
+            _run(
+                target, prompts, times, concurrency, deadline_s, outcome, warmup or [], observe, conversations
+            )
+        )
     except KeyboardInterrupt:
         outcome.partial = True
         for trace in outcome.traces:
@@ -224,5 +289,5 @@ def run(
                 trace.error = "interrupted"
     for trace in outcome.traces:
         usage.finish(trace, tokenizer)
-    outcome.traces.sort(key=lambda t: (not t.warmup, t.index))
+    outcome.traces.sort(key=lambda t: (not t.warmup, t.index))  # a conversation's turns in a row
     return outcome

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from flowrate.config.serve import ServeConfig
 from flowrate.errors import ConfigError
 from flowrate.results.serving import RequestTrace
 from flowrate.results.serving_metrics import per_request
@@ -42,12 +43,16 @@ def process_start() -> float:
 
 
 def settings_from(
-    flags: dict[str, Any], rate: float | None, slo: dict[str, float] | None
+    config: ServeConfig, rate: float | None, slo: dict[str, float] | None, sweep: bool = False
 ) -> SearchSettings | None:
-    """The search's settings from serve-bench's flags (None without --find-max-rate, whose own
-    flags are then refused); a budget the first point cannot fit is refused before anything is sent."""
-    given = [name for name in OWN if flags.get(name) is not None]
-    if not flags["find_max_rate"]:
+    """The search's settings from serve-bench's config (None without --find-max-rate, whose own
+    flags are then refused, but for those a ``sweep`` of loads takes too: --budget, and with --slo
+    --slo-percentile and --confidence); a budget the first point cannot fit is refused before
+    anything is sent."""
+    given = [name for name in OWN if getattr(config, name) is not None]
+    if not config.find_max_rate:
+        shared = ("budget", "slo_percentile", "confidence") if sweep and slo else ("budget",) if sweep else ()
+        given = [name for name in given if name not in shared]
         if given:
             raise ConfigError("--" + given[0].replace("_", "-"), "only with --find-max-rate")
         return None
@@ -58,10 +63,10 @@ def settings_from(
     settings = SearchSettings(
         start_rate=rate,
         slo=slo,
-        percentile=(flags.get("slo_percentile") or 99.0) / 100,
-        confidence=flags.get("confidence") or 0.95,
-        resolution=flags.get("resolution") or 0.05,
-        budget_s=flags.get("budget") or DEFAULT_BUDGET_S,
+        percentile=(config.slo_percentile or 99.0) / 100,
+        confidence=config.confidence or 0.95,
+        resolution=config.resolution or 0.05,
+        budget_s=config.budget or DEFAULT_BUDGET_S,
     )
     first = settings.point_s(rate, settings.first_drain_s())
     if first > settings.budget_s - FINISH_S:
@@ -114,47 +119,64 @@ def _record(traces: list[RequestTrace]) -> dict[str, Any]:
 
 
 class Runner:
-    """Sends the points; keeps each one's outcome so the best can be the run's headline."""
+    """Sends points (the rate search's, a sweep's), each ``requests`` long from the prompts cycled;
+    keeps each one's outcome so the search's best or each sweep point can be recorded whole."""
 
     def __init__(
         self,
         target: bench.Target,
         prompts: list[Prompt],
         load_settings: dict[str, Any],
-        settings: SearchSettings,
+        requests: int,
+        keys: list[str],
         deadline_s: float,
         tokenizer: LocalTokenizer | None,
+        conversations: bench.Conversations | None = None,
     ) -> None:
-        self.target, self.settings, self.deadline_s, self.tokenizer = target, settings, deadline_s, tokenizer
-        self.load = load_settings
-        self.sent = [prompts[i % len(prompts)] for i in range(settings.requests)]
+        self.target, self.keys, self.deadline_s, self.tokenizer = target, keys, deadline_s, tokenizer
+        self.load, self.conversations = load_settings, conversations
+        self.sent = [prompts[i % len(prompts)] for i in range(requests)]
         self.outcomes: list[bench.Outcome] = []
 
     def measure(self, rate: float, left_s: float) -> Measured:
-        """One point, cut at the budget's end (or --deadline); Ctrl-C anywhere in it cuts it."""
+        """One point at ``rate`` requests/s (the rate search's measure)."""
+        return self.measure_at(rate, None, left_s)
+
+    def measure_at(self, rate: float | None, concurrency: int | None, left_s: float) -> Measured:
+        """One point, open loop at ``rate`` or closed loop at ``concurrency``, cut at the budget's
+        end (or --deadline); Ctrl-C anywhere in it cuts it."""
         outcome = bench.Outcome(partial=True)
         self.outcomes.append(outcome)
-        times = load.arrival_times(
-            len(self.sent),
-            rate,
-            self.load["burstiness"],
-            0.0,
-            self.load["seed"],
-            self.load["arrivals"] == "constant",
+        starts = len(self.sent) if self.conversations is None else len(self.conversations.turns)
+        times = (
+            None
+            if rate is None
+            else load.arrival_times(
+                starts,
+                rate,
+                self.load["burstiness"],
+                0.0,
+                self.load["seed"],
+                self.load["arrivals"] == "constant",
+            )
         )
         stop_s = min(self.deadline_s, left_s)
         try:
             outcome = bench.run(
-                self.target, self.sent, times=times, deadline_s=stop_s, tokenizer=self.tokenizer
+                self.target,
+                self.sent,
+                times=times,
+                concurrency=concurrency or 1,
+                deadline_s=stop_s,
+                tokenizer=self.tokenizer,
+                conversations=self.conversations,
             )
             self.outcomes[-1] = outcome
             unfinished = any(t.error == bench.UNFINISHED for t in outcome.traces)
             cut = INTERRUPTED if outcome.partial else BUDGET if unfinished else None
             rows = per_request(outcome.traces, "flowrate")
             slowest = max((r.e2e_ms for r in rows if r.e2e_ms is not None), default=0.0) / 1000
-            return Measured(
-                _samples(outcome.traces, list(self.settings.slo)), slowest, cut, _record(outcome.traces)
-            )
+            return Measured(_samples(outcome.traces, self.keys), slowest, cut, _record(outcome.traces))
         except KeyboardInterrupt:  # outside the load itself (the probe's connect, the summary)
             return Measured({}, 0.0, INTERRUPTED, _record(outcome.traces))
 

@@ -37,7 +37,11 @@ class Malformed(ValueError):
     """The stream's data is not what the OpenAI API sends; the message says what it was."""
 
 
-def payload(endpoint: str, model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+def payload(
+    endpoint: str, model: str, prompt: str, max_tokens: int, history: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """One streamed request's body; on the chat endpoint ``history`` (a conversation's earlier
+    turns, user and assistant messages in order) comes before the prompt's message."""
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
@@ -46,7 +50,7 @@ def payload(endpoint: str, model: str, prompt: str, max_tokens: int) -> dict[str
         "temperature": 0.0,
     }
     if endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = [*(history or []), {"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     return body

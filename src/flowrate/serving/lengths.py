@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flowrate.config.serve import MAX_TOKENS
 from flowrate.errors import ConfigError
-from flowrate.serving.bounds import MAX_TOKENS
 
 MAX_FILE_LENGTHS = 1_000_000  # values read from a file of lengths
 

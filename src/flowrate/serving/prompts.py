@@ -4,11 +4,16 @@ With a tokenizer from a local folder (its tokenizer.json, read by `tokenizers` a
 network) synthetic prompts are token-exact. Without one they are words, calibrated against the
 server: one-token probes read its usage.prompt_tokens for each word alone ("w", the first word of
 a prompt) and doubled ("w w"), so a word after the first costs the difference (the server's own
-additions, a BOS token or a chat template, cancel out), and each prompt takes words in order from
-its own first word, skipping any that would pass its asked length, until the predicted count
-reaches it (or no word fits). The count is exact when a word's tokens do not
-depend on its neighbours (tokenizers split on spaces before they merge: BPE, SentencePiece);
-the load's own usage.prompt_tokens then says how near each prompt landed.
+additions, a BOS token or a chat template, cancel out), and each prompt takes words in its own
+order, skipping any that would pass its asked length, until the predicted count reaches it (or
+no word fits). The count is exact when a word's tokens do not depend on its neighbours
+(tokenizers split on spaces before they merge: BPE, SentencePiece); the load's own
+usage.prompt_tokens then says how near each prompt landed.
+
+Each prompt's own words are a permutation of WORDS of its own (``own_order``), cycled to its
+length, so two prompts part within their first eight words unless their indices are 18!/10!
+apart: a prefix-caching server gets no hits on a load that asks for none. A --shared-prefix-len
+prefix comes before them.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flowrate.config.serve import MAX_TOKENS
 from flowrate.errors import ConfigError
-from flowrate.serving.bounds import MAX_TOKENS
 from flowrate.serving.lengths import LengthSpec
 
 WORDS = [
@@ -113,6 +118,17 @@ def _context(config: Path) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def own_order(index: int) -> list[str]:
+    """Prompt ``index``'s word order: the index-th permutation of WORDS (its Lehmer code read
+    from the lowest digit, so prompt i starts with WORDS[i % 18] and prompts i and j share their
+    first k words only when i ≡ j modulo 18·17·…·(18 − k + 1))."""
+    left, out, rest = list(WORDS), [], index
+    while left:
+        rest, digit = divmod(rest, len(left))
+        out.append(left.pop(digit))
+    return out
+
+
 def _exact_text(
     tokenizer: LocalTokenizer, length: int, offset: int, order: list[str] = WORDS
 ) -> tuple[str, int]:
@@ -144,7 +160,7 @@ def synthetic(
 ) -> list[Prompt]:
     """n prompts with input and output lengths drawn from the given specs (a pair: uniform in
     LOW..HIGH), input lengths first, from one generator seeded by `seed` (or `fixed` pairs, from a
-    replayed trace); each prompt's own words start at a different word so no two are identical.
+    replayed trace); each prompt's own words are in its own order (``own_order``).
     With a `prefix`, each prompt is its group's prefix, then its own words: it asks for the
     prefix's tokens plus its drawn length."""
     rng = np.random.default_rng(seed)
@@ -159,10 +175,11 @@ def synthetic(
         head = "" if group is None else heads[group] + " "
         asked = n_in + (prefix.tokens if prefix else 0)
         if tokenizer is None:
-            text = head + " ".join(WORDS[(index + i) % len(WORDS)] for i in range(n_in))
+            order = own_order(index)
+            text = head + " ".join(order[i % len(order)] for i in range(n_in))
             out.append(Prompt(text, None, n_out, asked, group))
         else:
-            own, count = _exact_text(tokenizer, n_in, index)
+            own, count = _exact_text(tokenizer, n_in, 0, own_order(index))
             text = head + own
             out.append(Prompt(text, len(tokenizer.encode(text)) if head else count, n_out, asked, group))
     return out
@@ -242,7 +259,7 @@ class WordCosts:
 
 def calibrated(made: list[Prompt], costs: WordCosts, prefix: SharedPrefix | None = None) -> list[Prompt]:
     """Synthetic prompts made without a tokenizer, remade with the words the server's counts call
-    for (each prompt's own words start at its own word, as ``synthetic`` makes them; a shared
+    for (each prompt's own words in its own order, as ``synthetic`` makes them; a shared
     prefix is its group's words up to the prefix's tokens, the same for the whole group)."""
     heads = (
         []
@@ -253,7 +270,7 @@ def calibrated(made: list[Prompt], costs: WordCosts, prefix: SharedPrefix | None
     for index, prompt in enumerate(made):
         assert prompt.asked is not None
         head = None if prompt.group is None else heads[prompt.group]
-        words, _ = costs.words_for(prompt.asked, index, head=head)
+        words, _ = costs.words_for(prompt.asked, 0, own_order(index), head=head)
         out.append(Prompt(" ".join(words), None, prompt.max_tokens, prompt.asked, prompt.group))
     return out
 

@@ -14,6 +14,7 @@ from flowrate.results.environment import Environment
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import Kind, ProblemInfo
 from flowrate.results.serving import RequestTrace, Serving, measured, serving_from
+from flowrate.results.serving_metrics import per_request
 from flowrate.serving.metrics import Slo, all_definitions
 from flowrate.serving.stats import describe
 
@@ -44,9 +45,34 @@ def serving_section(
             "prompts_off_length": len(off_length(traces)),
             "send_lateness_ms": describe([t.lateness_s * 1000 for t in traces]),
             "metrics": all_definitions(traces, slo),
+            "per_turn": per_turn(traces),
             "traces": [t.to_dict() for t in everything],
         }
     )
+
+
+def per_turn(traces: list[RequestTrace]) -> list[dict[str, Any]] | None:
+    """--turns: for each turn number, its requests, how many completed, and the medians of their
+    TTFT (ms, flowrate's definition) and of the prompt tokens the server counted (the context
+    the conversation had grown to); None for single-turn requests."""
+    turns = sorted({t.turn for t in traces if t.turn is not None})
+    if not turns:
+        return None
+    out = []
+    for turn in turns:
+        these = [t for t in traces if t.turn == turn]
+        ttft = describe([r.ttft_ms for r in per_request(these, "flowrate") if r.ttft_ms is not None])
+        context = describe([t.usage_prompt_tokens for t in these if isinstance(t.usage_prompt_tokens, int)])
+        out.append(
+            {
+                "turn": turn,
+                "requests": len(these),
+                "completed": sum(t.ok for t in these),
+                "ttft_ms_median": None if ttft is None else ttft["median"],
+                "prompt_tokens_median": None if context is None else context["median"],
+            }
+        )
+    return out
 
 
 PROMPT_TOLERANCE = 0.05  # a prompt further than this share from its asked length is warned of
@@ -58,11 +84,13 @@ def measured_prompt(trace: RequestTrace) -> int | None:
 
 
 def off_length(traces: list[RequestTrace]) -> list[RequestTrace]:
-    """Requests whose measured prompt is more than PROMPT_TOLERANCE from the length asked."""
+    """Requests whose measured prompt is more than PROMPT_TOLERANCE from the length asked (a
+    conversation's first turn only: the server counts a later one's history too)."""
     return [
         t
         for t in traces
         if t.input_len is not None
+        and not t.turn
         and (m := measured_prompt(t)) is not None
         and abs(m - t.input_len) > PROMPT_TOLERANCE * t.input_len
     ]

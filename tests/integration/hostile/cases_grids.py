@@ -79,6 +79,17 @@ CASES = [
     _batch("max-nan", "-b", "auto", "--max-batch-size", "nan", says=("--max-batch-size", "'nan'")),
     _batch("auto-misspelt", "-b", "autox", says=("--batch-size", "'autox'")),
     _batch("auto-with-global", "-b", "auto", "--global-batch-size", "8", says=("--global-batch-size",)),
+    # --max-batch-size is where auto starts: with any other batch size it would change nothing
+    _batch(
+        "max-without-auto", "-b", "4", "--max-batch-size", "8", says=("--max-batch-size", "--batch-size auto")
+    ),
+    _batch("max-without-batch", "--max-batch-size", "8", says=("--max-batch-size", "--batch-size auto")),
+    Case(
+        "batch-search-generate-max-without-auto",
+        ("generate", "-p", "transformer", "--size", "debug", "-b", "2", "--max-batch-size", "8"),
+        USAGE,
+        ("--max-batch-size", "applies with --batch-size auto only"),
+    ),
     Case(
         "batch-search-sweep-zero",
         ("sweep", "-p", "fc_mnist", "--size", "debug", "--generate", "-g", "batch_size=0,2", "--dry-run"),

@@ -112,6 +112,28 @@ CASES = [
     _case("--lr", "inf", "inf"),
     _case("--lr", "nan", "nan"),
     _case("--lr", "word", "fast"),
+    # --price-per-hour and --energy-price: finite and above 0
+    *(
+        _case(flag, label, value)
+        for flag in ("--price-per-hour", "--energy-price")
+        for label, value in (
+            ("negative", "-1"),
+            ("zero", "0"),
+            ("inf", "inf"),
+            ("nan", "nan"),
+            ("word", "dear"),
+        )
+    ),
+    # --to-solution: a positive amount and a unit
+    *(
+        _case("--to-solution", label, value)
+        for label, value in (
+            ("no-unit", "2e12"),
+            ("bad-unit", "3epochs"),
+            ("zero", "0tokens"),
+            ("inf", "inftokens"),
+        )
+    ),
     # --loader-workers (0 is valid: read in the training thread)
     _case("--loader-workers", "negative", "-1"),
     _case("--loader-workers", "zero-is-valid", "0", code=OK),

@@ -193,6 +193,24 @@ CASES = [
         unprivileged=True,
         before_measuring=True,
     ),
+    # --profile: an unusable folder refused before the run
+    Case(
+        "profile-is-a-file",
+        (*MARKED_RUN, "--profile", "{blocker}"),
+        USAGE,
+        ("--profile",),
+        setup=combine(user_problem, plain_file("blocker")),
+        before_measuring=True,
+    ),
+    Case(
+        "profile-read-only",
+        (*MARKED_RUN, "--profile", "{locked}/profile"),
+        USAGE,
+        ("--profile",),
+        setup=combine(user_problem, folder("locked", 0o555)),
+        unprivileged=True,
+        before_measuring=True,
+    ),
     # --data and data make -o
     Case("data-missing", (*RUN_TINY, "--data", "{tmp}/no-such-data"), USAGE, ("no-such-data",)),
     Case(

@@ -14,20 +14,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from flowrate.config import RunConfig
+from flowrate.config import GenerateConfig, RunConfig
 from flowrate.errors import ConfigError
 
-if typing.TYPE_CHECKING:
-    from flowrate.harness.generate import GenerateConfig
-
-    PointConfig: TypeAlias = RunConfig | GenerateConfig
-else:
-    PointConfig: TypeAlias = Any
+PointConfig: TypeAlias = RunConfig | GenerateConfig
 
 # a function that gives back the kind of config it was given
 SameConfig = TypeVar("SameConfig", bound="RunConfig | GenerateConfig")
@@ -81,8 +75,6 @@ class Job:
             if data.get("rungs") is not None:
                 return cls(RunConfig.from_dict(data["config"]), JobKind.CONTINUE, json.dumps(data["rungs"]))
             return cls(RunConfig.from_dict(data["config"]))
-        from flowrate.harness.generate import GenerateConfig
-
         return cls(GenerateConfig(**data["config"]))
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from flowrate.campaigns.process.child import portable
 from flowrate.config import RunConfig, positive_ints
 from flowrate.errors import ConfigError, RunFailed
-from flowrate.execution.distributed import LAUNCH_VARIABLES
+from flowrate.execution.launch import LAUNCH_VARIABLES
 from flowrate.results.scaling_report import CommOverhead, ScalingPoint, ScalingReport
 from flowrate.results.schema import Result
 

@@ -8,8 +8,6 @@ command has its own valid keys, their types and flag aliases. A point runs as a 
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 import typing
 from collections.abc import Mapping
@@ -17,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowrate.campaigns.process.job import GENERATE, RUN, PointConfig, check_command
-from flowrate.config import RunConfig, SettingField, settings
+from flowrate.config import GenerateConfig, RunConfig, SettingField, settings
 
 if typing.TYPE_CHECKING:
     from flowrate.problems.base import Problem
@@ -31,10 +29,8 @@ class CommandFields:
 
     command: str
     keys: tuple[str, ...]
-    hints: Mapping[str, Any]  # field -> type, to read a value of a field without a Setting
     aliases: Mapping[str, str]  # flag name -> field (lr -> learning_rate, duration -> duration_s)
-    settings: Mapping[str, SettingField] = dataclasses.field(default_factory=dict)  # a run's
-    # fields, read as their Settings say
+    settings: Mapping[str, SettingField]  # each key's field, read as its Setting says
 
     @property
     def extra(self) -> tuple[str, ...]:
@@ -43,30 +39,19 @@ class CommandFields:
 
 
 def command_fields(command: str) -> CommandFields:
-    """A run sweep's keys are RunConfig's sweepable Settings, as they are now, their flags' names
-    its aliases; a generate sweep's are GenerateConfig's fields."""
+    """A sweep's keys are its command's config's sweepable Settings (RunConfig's or GenerateConfig's),
+    as they are now, their flags' names its aliases."""
     check_command(command, "command")
-    if command == RUN:
-        found = {f.name: f for f in settings(RunConfig) if f.setting.sweepable and f.setting.own_option}
-        aliases = {alias: f.name for f in found.values() for alias in f.aliases}
-        return CommandFields(RUN, tuple(found), {}, aliases, found)
-    return _generate_fields()
-
-
-@functools.cache
-def _generate_fields() -> CommandFields:
-    from flowrate.harness.generate import GenerateConfig  # imports torch: only when asked
-
-    keys = tuple(f.name for f in dataclasses.fields(GenerateConfig) if f.name != "problem_options")
-    return CommandFields(GENERATE, keys, typing.get_type_hints(GenerateConfig), {"duration": "duration_s"})
+    config = RunConfig if command == RUN else GenerateConfig
+    found = {f.name: f for f in settings(config) if f.setting.sweepable and f.setting.own_option}
+    aliases = {alias: f.name for f in found.values() for alias in f.aliases}
+    return CommandFields(command, tuple(found), aliases, found)
 
 
 def build_config(command: str, given: dict[str, Any]) -> PointConfig:
     """The config of one point from its fields (problem options under ``problem_options``)."""
     if command == RUN:
         return RunConfig(**given)
-    from flowrate.harness.generate import GenerateConfig
-
     return GenerateConfig(**given)
 
 

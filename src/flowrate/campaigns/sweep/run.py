@@ -190,6 +190,44 @@ def run_sweep(
     return SweepOutcome(spec.sweep_id, spec.label, state.reports)
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the sweep between two records; ``recorded``: the points its store now holds."""
+
+    def __init__(self, recorded: int) -> None:
+        super().__init__(recorded)
+        self.recorded = recorded
+
+
+def sweep_in_store(
+    spec: SweepSpec,
+    store: str | None,
+    open_executor: Callable[[str], Executor],
+    *,
+    points: Sequence[PlannedPoint] | None = None,
+    tags: Sequence[str] = (),
+    retry_failed: bool = False,
+    listener: SweepListener | None = None,
+) -> SweepOutcome:
+    """Run (or resume) the sweep in the results store at ``store`` (created if missing), its points
+    through the executor ``open_executor`` gives for the sweep's id; an interrupt is raised as
+    SweepInterrupted, saying how many points the store holds."""
+    from flowrate.results.store import Store
+
+    with Store(store) as opened:
+        try:
+            return run_sweep(
+                spec,
+                opened,
+                tags=tags,
+                listener=listener,
+                retry_failed=retry_failed,
+                executor=open_executor(spec.sweep_id),
+                points=points,
+            )
+        except KeyboardInterrupt:
+            raise SweepInterrupted(len(opened.sweep_points(spec.sweep_id))) from None
+
+
 def _run_batch(
     spec: SweepSpec,
     store: Store,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import enum
 import functools
 import hashlib
 import itertools
@@ -33,16 +32,12 @@ from typing import Any
 
 from flowrate.campaigns.process.job import COMMANDS, RUN, PointConfig, check_command
 from flowrate.campaigns.sweep.command import SAMPLE_SHAPE, build_config, command_fields, settle
-from flowrate.config import AUTO, Execution, Mode, OptimizerName, Precision, RunConfig
+from flowrate.config import AUTO, RunConfig
 from flowrate.config.values import (
     BadValue,
     doubling,
     is_range,
     items,
-    to_batch,
-    to_bool,
-    to_float,
-    to_int,
     to_option_int,
 )
 from flowrate.errors import ConfigError
@@ -52,13 +47,6 @@ if typing.TYPE_CHECKING:
     from flowrate.problems.base import Problem
 
 BATCH = "batch_size"
-# options whose values are names with aliases, each with its parser
-_NAMED: dict[str, Callable[[str], enum.Enum]] = {
-    "mode": Mode.parse,
-    "precision": Precision.parse,
-    "optimizer": OptimizerName.parse,
-    "execution": Execution.parse,
-}
 
 
 def problem_option_keys() -> tuple[str, ...]:
@@ -96,20 +84,9 @@ def canonical_key(key: str, source: str, command: str = RUN) -> str:
 
 
 def _kind(key: str, command: str) -> str:
-    """How a key's values are read: as its Setting says (a run's fields), else by its field's type
-    (int, float, bool, batch: an int or 'auto', or str), else as a problem option."""
-    own = command_fields(command)
-    if key in own.settings:
-        return own.settings[key].kind
-    if key == BATCH:
-        return "batch"
-    if key not in own.hints:
-        return "option"  # problem options and sample_shape: integers, true/false as 1/0 (like -O)
-    args = typing.get_args(own.hints[key]) or (own.hints[key],)
-    for kind in (bool, int, float):
-        if kind in args:
-            return kind.__name__
-    return "str"
+    """How a key's values are read: as its field's Setting says, else as a problem option."""
+    found = command_fields(command).settings.get(key)
+    return found.kind if found is not None else "option"  # problem options and sample_shape
 
 
 def parse_value(key: str, value: Any, command: str = RUN) -> list[Any]:
@@ -121,15 +98,6 @@ def parse_value(key: str, value: Any, command: str = RUN) -> list[Any]:
     return [_typed(key, value, command)]
 
 
-_READERS: dict[str, Callable[[Any], Any]] = {
-    "int": to_int,
-    "float": to_float,
-    "bool": to_bool,
-    "batch": to_batch,
-    "option": to_option_int,
-}
-
-
 def _read(key: str, reader: Callable[[Any], Any], value: Any) -> Any:
     try:
         return reader(value)
@@ -139,7 +107,8 @@ def _read(key: str, reader: Callable[[Any], Any], value: Any) -> Any:
 
 def _typed(key: str, value: Any, command: str) -> Any:
     found = command_fields(command).settings.get(key)
-    typed = found.read(value) if found is not None else _typed_unsettled(key, value, command)
+    # a problem option or sample_shape: an integer, true/false as 1/0 (like -O)
+    typed = found.read(value) if found is not None else _read(key, to_option_int, value)
     if key != "problem":
         return typed
     from flowrate.problems.registry import is_user_problem  # lazily: the registry imports torch
@@ -148,19 +117,6 @@ def _typed(key: str, value: Any, command: str) -> Any:
         path, sep, factory = typed.rpartition(":")  # absolute: the same file from any folder
         return f"{Path(path).resolve()}{sep}{factory}" if sep else str(Path(typed).resolve())
     return typed
-
-
-def _typed_unsettled(key: str, value: Any, command: str) -> Any:
-    """A value of a field without a Setting (a generation's) or of a problem option."""
-    kind = _kind(key, command)
-    if kind in _READERS:
-        return _read(key, _READERS[kind], value)
-    text = value.strip() if isinstance(value, str) else value
-    if not isinstance(text, str) or not text:
-        raise ConfigError(key, f"expected a name, got {value!r}")
-    if key in _NAMED:
-        return _NAMED[key](text).value  # canonical spelling: bf16, not BF16 or bfloat16
-    return text
 
 
 def parse_values(key: str, values: Any, command: str = RUN) -> tuple[Any, ...]:
