@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import re
 import tomllib
 import typing
@@ -35,7 +36,16 @@ def run_settings() -> str:
     from flowrate.config.setting import reference
 
     rows = [
-        [f"`{r.field}`", f"`{r.flags}`" if r.flags else "", r.type, r.default, r.bounds, r.unit, r.help, r.sweepable]
+        [
+            f"`{r.field}`",
+            f"`{r.flags}`" if r.flags else "",
+            r.type,
+            r.default,
+            r.bounds,
+            r.unit,
+            r.help,
+            r.sweepable,
+        ]
         for r in reference(RunConfig)
     ]
     return _table(["field", "flags", "type", "default", "bounds", "unit", "meaning", "sweepable"], rows)
@@ -83,7 +93,7 @@ def layers() -> str:
         name = f"L{index}"
         names.append(name)
         lines.append(f'    {name}["{" · ".join(parts)}"]')
-    lines += [f"    {a} --> {b}" for a, b in zip(names, names[1:], strict=False)]
+    lines += [f"    {a} --> {b}" for a, b in itertools.pairwise(names)]
     lines.append("```")
     return "\n".join(lines)
 
