@@ -7,7 +7,7 @@ A fenced block is preceded, on the line before its fence, by one marker:
 - ``<!-- file: NAME -->``: the block is written to NAME in that directory before later blocks run;
 - ``<!-- not-run: REASON -->``: shown only; REASON says why (a GPU, minutes, a server).
 
-Blocks of shown output (``text``) and diagrams (``mermaid``) carry no marker.
+Blocks of shown output (``text``) carry no marker.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-UNMARKED_LANGUAGES = frozenset({"text", "mermaid"})
+UNMARKED_LANGUAGES = frozenset({"text"})
 RUNNABLE_LANGUAGES = frozenset({"bash", "python"})
 _FENCE = re.compile(r"^```([\w-]*)\s*$")
 _MARKER = re.compile(r"^<!-- (run|file: (?P<file>\S+)|not-run: (?P<reason>.*\S)) -->\s*$")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import itertools
 import re
 import tomllib
 import typing
@@ -83,19 +82,34 @@ def result_fields() -> str:
 
 
 def layers() -> str:
-    """The import-linter layers contract drawn as a mermaid flowchart, top layer first."""
+    """The import-linter layers contract drawn as an SVG, top layer first: one box per layer, its
+    packages side by side (packages in one layer do not import each other unless joined by `:`)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     contract = next(c for c in config["contracts"] if c["type"] == "layers")
-    lines = ["```mermaid", "flowchart TD"]
-    names = []
+    width, row, gap = 520, 34, 14
+    height = len(contract["layers"]) * (row + gap)
+    parts = [
+        f'<svg class="layers" role="img" aria-label="flowrate\'s layers, top to bottom" '
+        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        'xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="14">'
+    ]
     for index, layer in enumerate(contract["layers"]):
-        parts = [p.strip() for p in re.split(r"[|:]", layer)]
-        name = f"L{index}"
-        names.append(name)
-        lines.append(f'    {name}["{" · ".join(parts)}"]')
-    lines += [f"    {a} --> {b}" for a, b in itertools.pairwise(names)]
-    lines.append("```")
-    return "\n".join(lines)
+        y = index * (row + gap)
+        names = [p.strip() for p in re.split(r"[|:]", layer)]
+        joiner = " : " if ":" in layer else "  |  "
+        parts.append(
+            f'<rect x="60" y="{y}" width="{width - 120}" height="{row}" rx="6" '
+            'fill="#e8eaf6" stroke="#3f51b5"/>'
+            f'<text x="{width // 2}" y="{y + row // 2 + 5}" text-anchor="middle">{joiner.join(names)}</text>'
+        )
+        if index + 1 < len(contract["layers"]):
+            x, y0, y1 = width // 2, y + row, y + row + gap
+            parts.append(
+                f'<line x1="{x}" y1="{y0}" x2="{x}" y2="{y1 - 3}" stroke="#3f51b5" stroke-width="2"/>'
+                f'<polygon points="{x - 5},{y1 - 7} {x + 5},{y1 - 7} {x},{y1}" fill="#3f51b5"/>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 def _summary(path: Path) -> str:
