@@ -30,24 +30,18 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def run_settings() -> str:
-    """Every RunConfig setting: its flags, type, default, bounds, unit, help and sweepability."""
+    """Every RunConfig setting: its flags and field, its values (type, default, bounds, unit), what
+    it means, and whether a sweep can vary it."""
     from flowrate.config import RunConfig
     from flowrate.config.setting import reference
 
-    rows = [
-        [
-            f"`{r.field}`",
-            f"`{r.flags}`" if r.flags else "",
-            r.type,
-            r.default,
-            r.bounds,
-            r.unit,
-            r.help,
-            r.sweepable,
-        ]
-        for r in reference(RunConfig)
-    ]
-    return _table(["field", "flags", "type", "default", "bounds", "unit", "meaning", "sweepable"], rows)
+    rows = []
+    for r in reference(RunConfig):
+        flags = ", ".join(f"`{f.strip()}`" for f in r.flags.split(",")) if r.flags else "(Python only)"
+        value = [r.type, f"default: {r.default}" if r.default else ""]
+        value.append(" ".join(part for part in (r.bounds, r.unit) if part))
+        rows.append([f"{flags}<br>`{r.field}`", "<br>".join(v for v in value if v), r.help, r.sweepable])
+    return _table(["flags and field", "value", "meaning", "sweep"], rows)
 
 
 def metrics() -> str:
