@@ -171,6 +171,7 @@ class Verdict:
     peer_value: float
     ratio: float
     within_10: bool
+    rounds: tuple[tuple[float, float], ...] = ()  # (flowrate, peer) in each round: the noise
     definition: str | None = None
     reread: float | None = None
     reread_ratio: float | None = None
@@ -199,8 +200,9 @@ def verdicts(
     out = []
     for name in FIGURES:
         ratio = _ratio(ours.get(name), theirs.get(name))
+        rounds = tuple((a.get(name), b.get(name)) for a, b in zip(flowrate, peer_rounds, strict=True))
         if abs(ratio - 1) <= AGREE:
-            out.append(Verdict(peer, name, ours.get(name), theirs.get(name), ratio, True))
+            out.append(Verdict(peer, name, ours.get(name), theirs.get(name), ratio, True, rounds))
             continue
         value = again.get(name) if again is not None else None
         second = _ratio(value, theirs.get(name)) if value is not None else None
@@ -212,6 +214,7 @@ def verdicts(
                 theirs.get(name),
                 ratio,
                 False,
+                rounds,
                 DEFINITIONS[peer][name],
                 value,
                 second,
@@ -229,6 +232,9 @@ def table(rows: list[Verdict]) -> str:
             f"{v.peer:15} {v.figure:20} {v.flowrate:10.3f} {v.peer_value:10.3f} {v.ratio:6.3f}  "
             f"{'yes' if v.within_10 else 'no'}"
         )
+        if v.rounds:
+            each = ", ".join(f"{a:.4g}/{b:.4g}" for a, b in v.rounds)
+            line += f"\n    rounds (flowrate/peer): {each}"
         if not v.within_10:
             reread = "-" if v.reread is None else f"{v.reread:.3f} (÷ peer {v.reread_ratio:.3f})"
             line += (

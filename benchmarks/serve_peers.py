@@ -242,6 +242,8 @@ def main() -> None:
     result["command"] = " ".join(["python", *sys.argv])
     args.out.write_text(json.dumps(result, indent=2))
     rows = [{k: v for k, v in row.items() if k != "holds"} for row in result["verdict_rows"]]
+    for row in rows:
+        row["rounds"] = tuple(tuple(pair) for pair in row["rounds"])
     print(peer_figures.table([peer_figures.Verdict(**row) for row in rows]))
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}")
