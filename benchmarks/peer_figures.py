@@ -107,9 +107,11 @@ READERS = {"aiperf": read_aiperf, "guidellm": read_guidellm, "inference-perf": r
 # What differs between flowrate's definition of a figure and the peer's, named in the verdict.
 DEFINITIONS: dict[str, dict[str, str]] = {
     "aiperf": {
-        "request_rate": "AIPerf: completed / (last response - first send); flowrate: from the first "
+        "request_rate": "AIPerf: completed / (its phase's start to the last response), the phase "
+        "starting one gap (1/rate) before its first constant-rate send; flowrate: from the first "
         "scheduled send to the last stream's end",
-        "output_tokens_per_s": "AIPerf: output tokens / (last response - first send)",
+        "output_tokens_per_s": "AIPerf: output tokens / (its phase's start, one gap before the "
+        "first send, to the last response)",
         "ttft_ms": "AIPerf: the first response with non-empty content",
         "tpot_ms": "AIPerf's inter_token_latency: (request_latency - TTFT) / (n - 1), its "
         "request_latency to the last response (the usage chunk included)",
@@ -141,16 +143,20 @@ def traces_of(record: dict[str, Any]) -> list[RequestTrace]:
 
 def reread(record: dict[str, Any], peer: str) -> Figures:
     """flowrate's own traces, read under the peer's definitions (serving.metrics keeps vLLM's and
-    genai-perf's; AIPerf's are genai-perf's): the figure a peer would have reported from the same
-    requests."""
+    genai-perf's; AIPerf's are genai-perf's, with its duration from its phase's start, one arrival
+    gap before its first send at a constant rate): the figure a peer would have reported from the
+    same requests."""
     traces = traces_of(record)
     definition = TRACE_DEFINITION[peer]
     summary = summarize(traces, definition)
     rows = per_request(traces, definition)
     tpots = [r["tpot_ms"] for r in rows if r["tpot_ms"] is not None]
+    duration = summary["duration_s"]
+    if peer == "aiperf":  # its constant-rate phase starts one gap before its first send
+        duration += 1.0 / record["serving"]["rate"]
     return Figures(
-        request_rate=summary["request_throughput"],
-        output_tokens_per_s=summary["output_token_throughput"],
+        request_rate=summary["completed"] / duration,
+        output_tokens_per_s=summary["output_tokens"] / duration,
         ttft_ms=summary["ttft_ms"]["median"],
         tpot_ms=statistics.median(tpots),
         e2e_ms=summary["e2e_ms"]["median"],

@@ -4,7 +4,10 @@ installed from PyPI at a pinned version into its own virtual environment (cached
 
 One `transformers serve` on loopback serves a tiny random-weight Llama with a tokenizer trained
 here (the recipe of tests/integration/test_serve_bench.py; its model never emits EOS, so every
-request yields exactly --output-len tokens). Every tool sends the same load to it: constant
+request yields exactly --output-len tokens), with one change: a WordPiece tokenizer over ASCII
+instead of byte-level BPE, so every generated token streams as text (byte-level tokens that do
+not complete a character stream nothing, and AIPerf counts a stream without text as an error).
+Every tool sends the same load to it: constant
 arrivals at --rate, --input-len prompt tokens by the same tokenizer, --output-len max_tokens,
 -n requests, streamed from /v1/completions. The tools run interleaved in rounds, the order
 rotated each round. Each reads the same five figures: request rate, output tokens/s and the

@@ -62,14 +62,14 @@ def test_flowrate_record_is_read_under_its_own_definitions() -> None:
 
 def test_flowrates_traces_reread_as_aiperf_counts_them() -> None:
     """By hand from the raw trace: TTFT to the first chunk with text, E2E to the last chunk,
-    TPOT (E2E - TTFT) / (n - 1) with the server's 16 tokens; the rate over first send to last
-    chunk."""
+    TPOT (E2E - TTFT) / (n - 1) with the server's 16 tokens; the rate over AIPerf's span, from one
+    gap (1 s at --rate 1) before the first send to the last chunk."""
     record = _fixture("flowrate_serve_bench.json")
     traces = record["serving"]["traces"]
     ttft = [next(c["t_s"] for c in t["chunks"] if c["text"]) - t["sent_s"] for t in traces]
     e2e = [t["chunks"][-1]["t_s"] - t["sent_s"] for t in traces]
-    span = max(t["chunks"][-1]["t_s"] for t in traces) - min(t["sent_s"] for t in traces)
-    assert {t["output_tokens"] for t in traces} == {16}
+    span = max(t["chunks"][-1]["t_s"] for t in traces) - min(t["sent_s"] for t in traces) + 1.0
+    assert {t["output_tokens"] for t in traces} == {16} and record["serving"]["rate"] == 1.0
     read = figures.reread(record, "aiperf")
     assert read.ttft_ms == pytest.approx(median(ttft) * 1000)
     assert read.e2e_ms == pytest.approx(median(e2e) * 1000)
