@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -214,6 +215,8 @@ def main() -> None:
             print(f"skipping {name}: {reason}", file=sys.stderr)
     model = args.work / "tiny-llama"
     build_model(model)
+    # a SIGTERM unwinds like Ctrl-C, so the server and a running tool are stopped with the script
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     server, url = start_server(model, args.work / "server.log")
     warm(url, str(model))
     load = peer_runs.Load(url, str(model), args.rate, args.num_requests, args.input_len, args.output_len)
