@@ -118,8 +118,8 @@ DEFINITIONS: dict[str, dict[str, str]] = {
         "e2e_ms": "AIPerf: to the last response, the usage chunk after the text included",
     },
     "guidellm": {
-        "request_rate": "guidellm: mean of its requests-per-second over the benchmark's span",
-        "output_tokens_per_s": "guidellm: mean of its output-tokens-per-second over the benchmark's span",
+        "request_rate": "guidellm: completed / its benchmark's duration (start to end)",
+        "output_tokens_per_s": "guidellm: output tokens / its benchmark's duration",
         "ttft_ms": "guidellm: the first chunk with text",
         "tpot_ms": "guidellm's inter_token_latency: (last token - first token) / (n - 1)",
         "e2e_ms": "guidellm: request_latency, send to the response's end",
