@@ -131,3 +131,14 @@ def test_every_tool_is_given_the_same_load() -> None:
     assert config["load"]["type"] == "constant"
     assert config["load"]["stages"] == [{"rate": 0.5, "duration": 40}]  # 20 requests
     assert config["data"]["output_distribution"]["mean"] == 16 == config["data"]["output_distribution"]["max"]
+
+
+def test_a_peer_without_its_interpreter_is_skipped_with_the_reason_and_nothing_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = load_benchmark("serve_peers")
+    monkeypatch.setattr(script, "CACHE", tmp_path)
+    peer = script.Peer("inference-perf", "0.7.0", "")
+    reason = script.install(peer)
+    assert reason == "inference-perf 0.7.0 needs an interpreter that is not on PATH (python3.12)"
+    assert not any(tmp_path.iterdir())
