@@ -125,8 +125,11 @@ DEFINITIONS: dict[str, dict[str, str]] = {
         "e2e_ms": "guidellm: request_latency, send to the response's end",
     },
     "inference-perf": {
-        "request_rate": "inference-perf: completed / the stage's span",
-        "output_tokens_per_s": "inference-perf: output tokens / the stage's span",
+        "request_rate": "inference-perf: completed / (first send to last end); its 'constant' load "
+        "draws exponential gaps scaled to sum to the stage's length (a Poisson process given its "
+        "count), not equal gaps, so its span is not flowrate's",
+        "output_tokens_per_s": "inference-perf: output tokens / (first send to last end), its sends "
+        "at Poisson gaps scaled to the stage's length",
         "ttft_ms": "inference-perf: the first chunk",
         "tpot_ms": "inference-perf's time_per_output_token: (E2E - TTFT) / (n - 1)",
         "e2e_ms": "inference-perf: to the stream's end",

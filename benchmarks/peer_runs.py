@@ -71,7 +71,9 @@ def guidellm_command(load: Load, folder: Path, bin_dir: Path) -> list[str]:
 
 
 def inference_perf_config(load: Load, folder: Path) -> dict[str, Any]:
-    """One constant stage of requests / rate seconds; output tokens from the server's usage."""
+    """One 'constant' stage of requests / rate seconds (inference-perf 0.7.0 sends that many
+    requests at exponential gaps scaled to sum to the stage's length, not at equal gaps: the
+    nearest it offers); output tokens from the server's usage."""
 
     def fixed(n: int) -> dict[str, Any]:
         return {"type": "fixed", "mean": n, "min": n, "max": n, "std_dev": 0}
