@@ -8,7 +8,8 @@ request yields exactly --output-len tokens), with one change: a WordPiece tokeni
 instead of byte-level BPE, so every generated token streams as text (byte-level tokens that do
 not complete a character stream nothing, and AIPerf counts a stream without text as an error).
 Every tool sends the same load to it: constant
-arrivals at --rate, --input-len prompt tokens by the same tokenizer, --output-len max_tokens,
+arrivals at --rate (inference-perf's nearest: its 'constant' load, Poisson gaps scaled to sum to
+-n / --rate seconds), --input-len prompt tokens by the same tokenizer, --output-len max_tokens,
 -n requests, streamed from /v1/completions. The tools run interleaved in rounds, the order
 rotated each round. Each reads the same five figures: request rate, output tokens/s and the
 medians of TTFT, TPOT and E2E (peer_figures.py). Per figure and peer it prints the medians over
