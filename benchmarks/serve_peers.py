@@ -46,8 +46,8 @@ STARTUP_S = 180
 
 # `transformers serve` through a launcher that lets a torchvision whose compiled operators do not
 # load import anyway (transformers imports torchvision when it is installed), and that makes
-# /v1/completions accept and ignore vLLM's `ignore_eos`, which inference-perf sends in every
-# request and transformers serve otherwise refuses (422): this model never emits EOS, so
+# /v1/completions accept and ignore vLLM's `ignore_eos`, which inference-perf and guidellm send
+# in every request and transformers serve otherwise refuses (422): this model never emits EOS, so
 # ignoring it changes no response
 LAUNCHER = (
     "import sys; from flowrate.problems.sources.vision_source import load_torchvision; "
