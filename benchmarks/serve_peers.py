@@ -42,6 +42,7 @@ import peer_figures  # beside this script
 import peer_runs
 
 CACHE = Path.home() / ".cache" / "flowrate-peers"
+CONTEXT = 128  # the served model's max_position_embeddings (BUILD)
 STARTUP_S = 180
 
 # `transformers serve` through a launcher that lets a torchvision whose compiled operators do not
@@ -205,8 +206,13 @@ def main() -> None:
     known = peers()
     chosen = [p.strip() for p in args.peers.split(",") if p.strip()]
     unknown = sorted(set(chosen) - set(known))
-    if unknown or args.rounds < 1 or args.num_requests < 2 or not args.rate > 0:
-        sys.exit(f"error: --peers takes {', '.join(known)}; --rounds >= 1, -n >= 2, --rate > 0")
+    if unknown or args.rounds < 1 or args.num_requests < 2 or not 0 < args.rate < float("inf"):
+        print(f"error: --peers takes {', '.join(known)}; --rounds >= 1, -n >= 2, --rate > 0", file=sys.stderr)
+        sys.exit(2)
+    if args.input_len < 1 or args.output_len < 2 or args.input_len + args.output_len > CONTEXT:
+        print(f"error: --input-len >= 1, --output-len >= 2, their sum <= {CONTEXT} (the model's context)",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     args.work.mkdir(parents=True, exist_ok=True)
     skipped: dict[str, str] = {}
     for name in chosen:
