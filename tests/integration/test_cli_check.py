@@ -15,7 +15,8 @@ from flowrate.results.schema import Result
 
 CHECK = ("check", "--problem", "fc_mnist", "--size", "debug", "--steps", "60", "--device", "cpu")
 
-# The README's my_model example: a user problem with make_batch but no learnable_batch.
+# The own-model guide's my_model example (docs/guides/own-model.md): a user problem with make_batch
+# but no learnable_batch.
 USER_PROBLEM = textwrap.dedent("""
     import torch
     from torch import nn

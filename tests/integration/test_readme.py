@@ -1,4 +1,4 @@
-"""The README's examples and examples/ run exactly as a user would run them."""
+"""The README's examples, the own-model guide's and examples/ run exactly as a user would run them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from docs_blocks import DOCS, blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -21,7 +25,9 @@ def block_after(marker: str) -> str:
 
 
 def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    # as a new user: the installed `flowrate` first on PATH, the default store (./flowrate.db)
+    env = {k: v for k, v in os.environ.items() if k != "FLOWRATE_STORE"}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
@@ -33,9 +39,19 @@ def flop_warnings(text: str) -> list[str]:
     return [line for line in text.splitlines() if "warning" in line and "FLOP" in line]
 
 
-def test_readme_user_problem_from_cli_and_python(tmp_path: Path) -> None:
-    (tmp_path / "my_model.py").write_text(block_after("<!-- example-file: my_model.py -->"))
-    shell = block_after("<!-- example-shell -->").strip()
+def guide_block(page: str, action: str, language: str) -> str:
+    """The one block of a docs page with this marker and language."""
+    every = blocks(page, (DOCS / page).read_text())
+    found = [b.code for b in every if (b.action, b.language) == (action, language)]
+    assert len(found) == 1, f"{page} has {len(found)} {language} blocks marked {action}"
+    return found[0]
+
+
+def test_own_model_guide_from_cli_and_python(tmp_path: Path) -> None:
+    """The guide's model file, its command and its Python, with the figures a user relies on checked."""
+    page = "guides/own-model.md"
+    (tmp_path / "my_model.py").write_text(guide_block(page, "file", "python"))
+    shell = guide_block(page, "run", "bash").strip()
     assert shell.startswith("flowrate run --problem my_model.py:make_problem")
     done = run(["bash", "-c", shell], tmp_path)
     assert "two_layer_mlp/default" in done.stderr
@@ -45,9 +61,19 @@ def test_readme_user_problem_from_cli_and_python(tmp_path: Path) -> None:
     assert [w for w in recorded["warnings"] if "FLOP" in w] == []
     flops = recorded["flops"]
     assert flops["model_flops_per_sample"] == flops["executed_flops_per_sample"]
-    done = run([sys.executable, "-c", block_after("<!-- example-python -->")], tmp_path)
+    done = run([sys.executable, "-c", guide_block(page, "run", "python")], tmp_path)
     assert "samples/s" in done.stdout
     assert flop_warnings(done.stdout) == []
+
+
+@pytest.mark.slow
+def test_readme_tour(tmp_path: Path) -> None:
+    """The README's tour, as written: two recorded runs, compared, listed and reported."""
+    done = run(["bash", "-euo", "pipefail", "-c", block_after("<!-- example-tour -->")], tmp_path)
+    assert "transformer/debug" in done.stderr
+    assert "2 runs in flowrate.db" in done.stdout
+    assert "report written to report.html (2 runs)" in done.stderr
+    assert (tmp_path / "report.html").stat().st_size > 0
 
 
 def test_examples_directory(tmp_path: Path) -> None:

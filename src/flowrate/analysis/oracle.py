@@ -1,7 +1,7 @@
 """The oracle view: for each value of one axis, the best configuration of all the others.
 
-Seed 003 asks an oracle, for each value of a parameter of interest, for the optimal set of all
-other parameters; the recorded runs approximate it. Runs are first pooled into configurations:
+An oracle would give, for each value of a parameter of interest, the optimal set of all other
+parameters; the recorded runs approximate it. Runs are first pooled into configurations:
 runs of one problem whose every option (run options, the problem's shape, batch size, device)
 matches are repeats of one configuration, whatever the procedure that measured them (duration,
 preheat, seed: how a run measured, not what). Then, per problem and per value of the axis, the

@@ -2,7 +2,7 @@
 
 A run dominates another when it is at least as good on every objective and strictly better on
 one. The frontier is what is left when dominated runs are removed: the configurations worth
-choosing between, each the best at some trade-off (seed 003: throughput against energy, memory
+choosing between, each the best at some trade-off (throughput against energy, memory
 and fidelity). Runs with equal figures on every objective do not dominate each other, so both stay.
 
 Two guards keep the frontier's trade-offs real. Figures within TIE (1%) of each other are equal:

@@ -1,6 +1,6 @@
 """The run's side of ``--data``: batches from the loader, copied to the device, the wait timed.
 
-Input-bound share (MEASUREMENT.md, seed 001) = the time a step waits for its next batch plus the
+Input-bound share (MEASUREMENT.md) = the time a step waits for its next batch plus the
 host-to-device copy, over the step time. The wait is read on the host clock around the loader's
 ``next``; on CUDA the copy (non-blocking, from pinned memory, on the compute stream, so it holds
 up the step that needs it) is timed with CUDA events read at the next sample point, so the loop

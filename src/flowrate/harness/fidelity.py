@@ -1,4 +1,4 @@
-"""Fidelity: does training still converge? The check run apart from throughput (seed 003).
+"""Fidelity: does training still converge? The check run apart from throughput.
 
 A check trains the problem for a fixed number of steps on a learnable synthetic task made for it
 (Problem.learnable_batch: class clusters, a bigram-and-copy language) and records the loss

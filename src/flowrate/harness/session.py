@@ -1,7 +1,6 @@
 """Measure your own training loop: wrap the model, the optimizer and the loader, in a few lines.
 
-Seed 002's programming model: an existing PyTorch program adapts by wrapping what it already has,
-and runs inside a session::
+An existing PyTorch program adapts by wrapping what it already has, and runs inside a session::
 
     import flowrate
 

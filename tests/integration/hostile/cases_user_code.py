@@ -103,7 +103,8 @@ CASES = [
     ),
     _method("loss_string", FAILED, ("loss",), command="check"),
     _method("build_raises", FAILED, (user_line("build_raises"),), command="check"),
-    # issue 15: the README's own example runs clean (no warning that its FLOPs are off)
+    # issue 15: the own-model guide's example (docs/guides/own-model.md) runs clean (no warning
+    # that its FLOPs are off)
     Case(
         "readme-my-model-runs-clean",
         ("run", "-p", "{my_model}:make_problem", *TINY, "--precision", "bf16"),

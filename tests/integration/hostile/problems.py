@@ -136,8 +136,8 @@ def user_file(name: str, text: str | bytes, mode: int | None = None) -> Setup:
 
 
 def readme_example(ws: Workspace) -> None:
-    """The README's own my_model.py, exactly as printed there."""
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    start = readme.index("<!-- example-file: my_model.py -->")
-    code = readme[start:].split("```python\n", 1)[1].split("```", 1)[0]
+    """The own-model guide's my_model.py (docs/guides/own-model.md), exactly as printed there."""
+    guide = (Path(__file__).parents[3] / "docs" / "guides" / "own-model.md").read_text()
+    start = guide.index("<!-- file: my_model.py -->")
+    code = guide[start:].split("```python\n", 1)[1].split("```", 1)[0]
     ws.path("my_model", "my_model.py").write_text(code)

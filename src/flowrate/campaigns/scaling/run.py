@@ -1,6 +1,6 @@
 """Weak scaling on this machine: the same per-rank batch at 1, 2, 4… processes, through torchrun.
 
-Seed 002 measures success by linear scaling. Weak-scaling efficiency at N processes is
+Success is linear scaling. Weak-scaling efficiency at N processes is
 
     efficiency(N) = throughput(N) / (N × throughput(1))
 
