@@ -9,7 +9,7 @@ table, Markdown or JSON) and turns a significant slowdown into an exit code with
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -105,6 +105,7 @@ def command(
     until_ci_pct: float | None,
     max_runs: int | None,
     revs: tuple[str, ...],
+    budget: str | None,
 ) -> None:
     """Compare B against the baseline A, metric by metric, and say whether the difference is real.
 
@@ -140,7 +141,7 @@ def command(
     from flowrate.results.noise import history_in_store
     from flowrate.results.store import RunFilter
 
-    if run_specs is not None or revs or runs or until_ci_pct or max_runs:  # measure the sides now
+    if run_specs is not None or revs or runs or until_ci_pct or max_runs or budget:  # measure the sides now
         from flowrate.cli.compare_live import compare_live
 
         if a is not None and run_specs is not None:
@@ -157,7 +158,10 @@ def command(
             force=force,
             store=store,
             history=history,
-            show=lambda comparison, gate: _show(comparison, output_format, force, fail_pct if gate else None),
+            budget=budget,
+            show=lambda comparison, gate, spent: _show(
+                comparison, output_format, force, fail_pct if gate else None, spent
+            ),
         )
         return
     if a is None or b is None:
@@ -176,8 +180,15 @@ def command(
     _show(comparison, output_format, force, fail_pct)
 
 
-def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: float | None) -> None:
-    """Print the comparison as asked; refuse a problem or machine mismatch unless forced; apply
+def _show(
+    comparison: Comparison,
+    output_format: str,
+    force: bool,
+    fail_pct: float | None,
+    budget: dict[str, Any] | None = None,
+) -> None:
+    """Print the comparison as asked (with ``budget``, how a --budget was spent: in the JSON as
+    "budget", on stderr otherwise); refuse a problem or machine mismatch unless forced; apply
     the gate."""
     from flowrate.cli import compare_text, console
 
@@ -186,7 +197,7 @@ def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: flo
     for line in comparison.warnings:
         console.warn(line)
     if output_format == "json":
-        console.data(json.dumps(comparison.to_dict(), indent=2))
+        console.data(json.dumps({**comparison.to_dict(), **({"budget": budget} if budget else {})}, indent=2))
     elif output_format == "md":
         console.data(compare_text.to_markdown(comparison))
     else:
@@ -197,6 +208,8 @@ def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: flo
         console.status(compare_text.legend(comparison))
         for line in compare_text.evidence(comparison):
             console.status(line)
+        if budget:
+            console.status(compare_text.budget_line(budget))
     if fail_pct is not None:
         _fail_if_slower(comparison, fail_pct)
 

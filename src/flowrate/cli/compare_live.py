@@ -13,6 +13,7 @@ functions only.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,16 @@ LIVE_OPTIONS = [
         "with this environment's torch. A revision that does not build is named, with its log.",
     ),
     click.option(
+        "--budget",
+        metavar="DURATION",
+        help="With --run: spend at most this long on the whole comparison (90s, 2m, 1h). A first "
+        "A B B A block of short runs measures a run's start-up and the noise (or the store's "
+        "history of the configuration gives it); the rest goes on the processes a side and the "
+        "seconds each measures that make the interval of B/A narrowest, run in A B B A blocks while "
+        "the next block ends within the budget. Each run's --duration is the plan's: give none in "
+        "the specs. Not with --runs.",
+    ),
+    click.option(
         "--max-runs",
         type=click.IntRange(3, MAX_RUNS),
         metavar="N",
@@ -93,19 +104,32 @@ def compare_live(
     force: bool,
     store: str | None,
     history: bool = True,
-    show: Callable[[Comparison, bool], None],
+    budget: str | None = None,
+    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
 ) -> None:
-    """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now),
-    then ``show(comparison, gate)`` (which prints, and with ``gate`` applies --fail-if-slower).
-    Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
+    """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now, or
+    compare_within_budget with ``budget``), then ``show(comparison, gate, budget_section)`` (which
+    prints, and with ``gate`` applies --fail-if-slower). Ctrl-C shows the verdict so far, then
+    exits 130 (KeyboardInterrupt).
     """
     from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
 
+    started = time.monotonic()
     if specs is None:
         raise click.UsageError(
-            "--runs, --until-ci, --max-runs and --rev measure the sides now: give --run A_SPEC B_SPEC"
+            "--runs, --until-ci, --max-runs, --budget and --rev measure the sides now: "
+            "give --run A_SPEC B_SPEC"
         )
+    if budget is not None:
+        from flowrate.cli import compare_budget
+
+        seconds = compare_budget.budget_seconds(budget, runs, max_runs, test)
+        sides = _sides(specs, revs)
+        _check_same_problem(sides, force)
+        compare_budget.check_no_duration(sides)
+        compare_budget.within_budget(seconds, sides, started, until_ci_pct, alpha, min_effect, store, show)
+        return
     rule = _rule(runs or DEFAULT_RUNS, until_ci_pct, max_runs, alpha)
     sides = _sides(specs, revs)
     _check_same_problem(sides, force)
@@ -121,7 +145,7 @@ def compare_live(
         on_run=lambda run: console.status(run_line(run)),
     )
     if live.comparison is not None:
-        show(live.comparison, not live.interrupted)
+        show(live.comparison, not live.interrupted, None)
     console.status(closing_line(live))
     if live.interrupted:
         raise KeyboardInterrupt
@@ -206,13 +230,13 @@ def _check_same_problem(sides: list[Side], force: bool) -> None:
         )
 
 
-def opening_lines(sides: list[Side], rule: StoppingRule) -> list[str]:
+def opening_lines(sides: list[Side], rule: StoppingRule | None) -> list[str]:
     """What each side runs (at its revision, if it has one) and how the runs stop."""
     lines = []
     for side in sides:
         at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
         lines.append(f"{side.label}: flowrate run {side.spec}{at}")
-    return [*lines, f"stopping: {rule.method}"]
+    return lines if rule is None else [*lines, f"stopping: {rule.method}"]
 
 
 def run_line(run: LiveRun) -> str:
@@ -228,6 +252,13 @@ def closing_line(live: LiveComparison) -> str:
     a, b = (len(live.done.values[side]) for side in "AB")
     if live.interrupted:
         how = f"interrupted after {live.recorded} runs ({a} of A, {b} of B); they stay recorded"
+    elif live.budget is not None:
+        spent = live.budget
+        how = (
+            f"{spent.stopped}: {a} run{'s' if a != 1 else ''} a side in {a // 2} A B B A blocks after "
+            f"a first block of {len(spent.pilot)} (tagged {labels[0][:-2]}:pilot), "
+            f"{spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
+        )
     else:
         how = f"{live.done.stopped}: {a} run{'s' if a != 1 else ''} a side"
     return (
