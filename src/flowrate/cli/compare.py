@@ -141,11 +141,32 @@ def command(
     from flowrate.results.noise import history_in_store
     from flowrate.results.store import RunFilter
 
-    if run_specs is not None or revs or runs or until_ci_pct or max_runs or budget:  # measure the sides now
+    def show(comparison: Comparison, gate: bool, budget_report: dict[str, Any] | None) -> None:
+        _show(comparison, output_format, force, fail_pct if gate else None, budget_report)
+
+    if a is not None and run_specs is not None:
+        raise click.UsageError("with --run the sides are its two specs: give no A or B")
+    if budget is not None:
+        from flowrate.cli.compare_budget import compare_within
+
+        compare_within(
+            run_specs,
+            revs,
+            budget,
+            runs=runs,
+            until_ci_pct=until_ci_pct,
+            max_runs=max_runs,
+            test=test,
+            alpha=alpha,
+            min_effect=min_effect_pct / 100,
+            force=force,
+            store=store,
+            show=show,
+        )
+        return
+    if run_specs is not None or revs or runs or until_ci_pct or max_runs:  # measure the sides now
         from flowrate.cli.compare_live import compare_live
 
-        if a is not None and run_specs is not None:
-            raise click.UsageError("with --run the sides are its two specs: give no A or B")
         compare_live(
             run_specs,
             revs,
@@ -158,10 +179,7 @@ def command(
             force=force,
             store=store,
             history=history,
-            budget=budget,
-            show=lambda comparison, gate, spent: _show(
-                comparison, output_format, force, fail_pct if gate else None, spent
-            ),
+            show=show,
         )
         return
     if a is None or b is None:

@@ -22,6 +22,35 @@ if TYPE_CHECKING:
     from flowrate.results.compare import Comparison
 
 
+def compare_within(
+    specs: tuple[str, str] | None,
+    revs: tuple[str, ...],
+    budget: str,
+    *,
+    runs: int | None,
+    until_ci_pct: float | None,
+    max_runs: int | None,
+    test: str,
+    alpha: float,
+    min_effect: float,
+    force: bool,
+    store: str | None,
+    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
+) -> None:
+    """Check --budget and the sides, spend the budget on them, then ``show(comparison, gate,
+    report)``; Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt)."""
+    from flowrate.cli import compare_live
+
+    started = time.monotonic()
+    if specs is None:
+        raise click.UsageError(compare_live.NEEDS_SPECS)
+    seconds = budget_seconds(budget, runs, max_runs, test)
+    sides = compare_live.sides_of(specs, revs)
+    compare_live.check_same_problem(sides, force)
+    check_no_duration(sides)
+    within_budget(seconds, sides, started, until_ci_pct, alpha, min_effect, store, show)
+
+
 def budget_seconds(budget: str, runs: int | None, max_runs: int | None, test: str) -> float:
     """--budget in seconds, checked against the flags it excludes and the least it can be."""
     from flowrate.campaigns.compare.budgeted import minimum_budget_s

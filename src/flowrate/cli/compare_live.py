@@ -13,7 +13,6 @@ functions only.
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,9 @@ if TYPE_CHECKING:
     from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
     from flowrate.results.compare import Comparison
 
+NEEDS_SPECS = (
+    "--runs, --until-ci, --max-runs, --budget and --rev measure the sides now: give --run A_SPEC B_SPEC"
+)
 MAX_RUNS = 1000  # a side; each run is a fresh process and a whole benchmark
 DEFAULT_RUNS = 3
 DEFAULT_MAX_RUNS = 20
@@ -104,35 +106,21 @@ def compare_live(
     force: bool,
     store: str | None,
     history: bool = True,
-    budget: str | None = None,
     show: Callable[[Comparison, bool, dict[str, Any] | None], None],
 ) -> None:
-    """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now, or
-    compare_within_budget with ``budget``), then ``show(comparison, gate, budget_section)`` (which
-    prints, and with ``gate`` applies --fail-if-slower). Ctrl-C shows the verdict so far, then
-    exits 130 (KeyboardInterrupt).
+    """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now),
+    then ``show(comparison, gate, None)`` (which prints, and with ``gate`` applies
+    --fail-if-slower). Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
+    With --budget, flowrate.cli.compare_budget does this instead.
     """
     from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
 
-    started = time.monotonic()
     if specs is None:
-        raise click.UsageError(
-            "--runs, --until-ci, --max-runs, --budget and --rev measure the sides now: "
-            "give --run A_SPEC B_SPEC"
-        )
-    if budget is not None:
-        from flowrate.cli import compare_budget
-
-        seconds = compare_budget.budget_seconds(budget, runs, max_runs, test)
-        sides = _sides(specs, revs)
-        _check_same_problem(sides, force)
-        compare_budget.check_no_duration(sides)
-        compare_budget.within_budget(seconds, sides, started, until_ci_pct, alpha, min_effect, store, show)
-        return
+        raise click.UsageError(NEEDS_SPECS)
     rule = _rule(runs or DEFAULT_RUNS, until_ci_pct, max_runs, alpha)
-    sides = _sides(specs, revs)
-    _check_same_problem(sides, force)
+    sides = sides_of(specs, revs)
+    check_same_problem(sides, force)
     for line in opening_lines(sides, rule):
         console.status(line)
     live = compare_now(
@@ -171,7 +159,7 @@ def _spec_command(**flags: Any) -> None:
     """Only parses a side's spec: the run options `flowrate run` takes, nothing else."""
 
 
-def _sides(specs: tuple[str, str], revs: tuple[str, ...]) -> list[Side]:
+def sides_of(specs: tuple[str, str], revs: tuple[str, ...]) -> list[Side]:
     """The two sides: checked here, or (with --rev) each at its revision, extracted and checked."""
     from flowrate.campaigns.compare.live import Side
     from flowrate.campaigns.compare.revisions import prepare
@@ -201,7 +189,7 @@ def _side(label: str, spec: str) -> Side:
 
     tokens = _tokens(label, spec)
     try:
-        with _spec_command.make_context("flowrate run", tokens) as context:
+        with _spec_command.make_context("flowrate run", list(tokens)) as context:  # click empties the list
             flags = dict(context.params)
         sample_shape = flags.pop("sample_shape", None)
         config, _ = resolve_run(flags, sample_shape)
@@ -212,7 +200,7 @@ def _side(label: str, spec: str) -> Side:
     return Side(label, spec, tokens, config)
 
 
-def _check_same_problem(sides: list[Side], force: bool) -> None:
+def check_same_problem(sides: list[Side], force: bool) -> None:
     """Sides of different problems (problem, size, mode, shape) are refused before any run, unless
     forced (at revisions, after the runs: `flowrate compare`'s own check)."""
     if any(side.config is None for side in sides):
