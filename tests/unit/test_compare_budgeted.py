@@ -115,3 +115,19 @@ def test_an_interrupt_ends_the_runs_with_what_was_measured() -> None:
     spent = spend(60.0, clock=machine.clock, started=0.0, run_one=interrupted, history_of=_none, alpha=ALPHA)
     assert spent.stopped == INTERRUPTED
     assert spent.values == {"A": [pytest.approx(100.0 * 1.02)], "B": [pytest.approx(100.0 * 0.99)]}
+
+
+def test_no_block_starts_that_would_end_after_the_budget() -> None:
+    machine = FakeMachine(startup_s=0.5)
+    spent = spend(
+        32.5,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=lambda: History(cv=0.036, runs=40),
+        alpha=ALPHA,
+    )
+    assert spent.plan is not None and (spent.plan.seconds, spent.plan.noise.startup_s) == (0.5, 0.5)
+    # a first block of 4 × 1.5 s, then blocks of 4 × 1.0 s: the 6th ends at 30 s, a 7th would at 34 s
+    assert len(spent.values["A"]) == 12
+    assert spent.elapsed_s == 30.0
