@@ -55,8 +55,9 @@ LIVE_OPTIONS = [
         type=FiniteRange(0, 100, min_open=True, max_open=True),
         metavar="PCT",
         help="With --run: add pairs of runs until the confidence interval of B/A is within ±PCT "
-        "percent, or --max-runs a side. The verdict is then tested at alpha/2, which keeps its "
-        "false-positive rate at alpha however early the rule stops.",
+        "percent, or --max-runs a side (with --budget: A B B A blocks until then, or the budget is "
+        "spent). The verdict is then tested at alpha/2, which keeps its false-positive rate at "
+        "alpha however early the rule stops.",
     ),
     click.option(
         "--rev",

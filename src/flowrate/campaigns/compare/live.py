@@ -5,7 +5,9 @@ by the revision's own code). The sides run alternately, A B B A …, each run a 
 (flowrate.campaigns.compare.interleave), and each is recorded in the store as it ends, tagged
 compare:ID:A or compare:ID:B, so an interrupted comparison loses nothing and `flowrate compare
 compare:ID:A compare:ID:B` compares it again. The comparison is the one `flowrate compare` makes
-over recorded runs (flowrate.results.compare).
+over recorded runs (flowrate.results.compare). Within a time budget (compare_within_budget) the
+runs' count and length come from a plan (flowrate.campaigns.compare.budgeted), and throughput is
+tested over the A B B A blocks (flowrate.results.blocks).
 """
 
 from __future__ import annotations
