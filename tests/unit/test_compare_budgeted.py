@@ -14,7 +14,7 @@ from flowrate.campaigns.compare.budgeted import (
     spend,
 )
 from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW
-from flowrate.campaigns.compare.plan import BudgetTooSmall
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Plan
 from flowrate.results.compare import History
 
 ALPHA = 0.05
@@ -28,9 +28,12 @@ class FakeMachine:
     """A clock that moves only when a process runs: each takes ``startup_s`` plus what it
     measures; side A runs at 100 samples/s, B at ``b_rate``, with a fixed wobble."""
 
-    def __init__(self, startup_s: float = 1.0, b_rate: float = 100.0) -> None:
+    def __init__(
+        self, startup_s: float = 1.0, b_rate: float = 100.0, slower: dict[int, float] | None = None
+    ) -> None:
         self.now = 0.0
         self.startup_s = startup_s
+        self.slower = slower or {}  # the Nth process (from 1): seconds more start-up
         self.b_rate = b_rate
         self.calls: list[tuple[str, float, bool]] = []
 
@@ -39,11 +42,11 @@ class FakeMachine:
 
     def run_one(self, label: str, seconds: float, first: bool) -> Process:
         self.calls.append((label, seconds, first))
-        wall = self.startup_s + seconds
+        wall = self.startup_s + self.slower.get(len(self.calls), 0.0) + seconds
         self.now += wall
         wobble = (1.0, 1.02, 0.99, 0.98)[len(self.calls) % 4]
         rate = (100.0 if label == "A" else self.b_rate) * wobble
-        return Process(label, rate, wall, seconds, 0.05)
+        return Process(label, rate, wall, seconds, 0.05, seconds)
 
 
 def test_a_first_block_measures_then_blocks_run_while_the_next_fits() -> None:
@@ -68,7 +71,7 @@ def test_a_first_block_measures_then_blocks_run_while_the_next_fits() -> None:
 
 
 def test_the_store_s_history_gives_the_between_run_noise() -> None:
-    pilot = [Process(label, 100.0 + i, 2.5, 1.0, 0.04) for i, label in enumerate("ABBA")]
+    pilot = [Process(label, 100.0 + i, 2.5, 1.0, 0.04, 1.0) for i, label in enumerate("ABBA")]
     noise = noise_from(pilot, History(cv=0.036, runs=40))
     assert (noise.between_cv, noise.within_cv, noise.startup_s) == (0.036, 0.04, 1.5)
     assert noise.source == "the store's 40 earlier runs" and noise.at_seconds is None
@@ -131,3 +134,22 @@ def test_no_block_starts_that_would_end_after_the_budget() -> None:
     # a first block of 4 × 1.5 s, then blocks of 4 × 1.0 s: the 6th ends at 30 s, a 7th would at 34 s
     assert len(spent.values["A"]) == 12
     assert spent.elapsed_s == 30.0
+
+
+def test_a_budget_whose_first_planned_block_would_overrun_is_refused() -> None:
+    machine = FakeMachine(startup_s=1.0, slower={3: 6.0})  # the first block's third starts 6 s slower
+    planned: list[Plan] = []
+    with pytest.raises(BudgetTooSmall) as refused:
+        spend(
+            24.0,
+            clock=machine.clock,
+            started=0.0,
+            run_one=machine.run_one,
+            history_of=_none,
+            alpha=ALPHA,
+            on_plan=planned.append,
+        )
+    assert len(machine.calls) == 4  # the first block only: 3 × 1.5 s + 7.5 s
+    # the plan counts on the median start-up (1 s); a block judged by the slowest is 4 × (7 s + s)
+    assert planned[0].noise.startup_s == 1.0
+    assert refused.value.minimum_s == 12.0 + 4 * (7.0 + planned[0].seconds)

@@ -3,17 +3,19 @@
 The budget bounds the whole comparison's wall-clock time, counted from ``started``:
 
 1. A first A B B A block of short processes (PILOT_SECONDS each, less for a small budget) measures
-   a process's start-up on this machine (its wall time less the seconds it measured; the median
-   of the four, as the first may start the fork server) and how steady its intervals are, and
+   a process's start-up on this machine (its wall time less the seconds it was asked to measure;
+   the median of the four, as the first may start the fork server) and how steady its intervals
+   are, and
    names the configuration whose history the store may hold. Its runs are recorded (tagged
    …:pilot) but not compared: they measured for a different length than the rest.
 2. The noise is the store's between-run CV of the configuration where it knows one
    (``history_of``), else the first block's own. flowrate.campaigns.compare.plan chooses the
    processes a side and their length for what is left of the budget.
 3. Blocks of four run at that length while the next would end within the budget (its length
-   judged by the slowest process so far), or, with ``until_ci``, until the interval of B/A is that
-   narrow (flowrate.results.blocks, at the verdict's level). The first planned block always runs:
-   the plan found room for it.
+   judged by the slowest process so far, the first block's included but for its first process,
+   which may have started the fork server), or, with ``until_ci``, until the interval of B/A is
+   that narrow (flowrate.results.blocks, at the verdict's level). When not even one block fits
+   (start-up varied more than its median said), the budget is too small: BudgetTooSmall.
 """
 
 from __future__ import annotations
@@ -39,13 +41,19 @@ BUDGET_SPENT = "budget spent"
 
 @dataclass(frozen=True)
 class Process:
-    """One process as the budget sees it: its value, its wall time and the seconds it measured."""
+    """One process as the budget sees it: its value, its wall time, the seconds it measured and
+    the seconds it was asked to (its wall time less those is its start-up)."""
 
     label: str
     value: float
     wall_s: float
     measured_s: float
     within_cv: float | None
+    asked_s: float
+
+    @property
+    def startup_s(self) -> float:
+        return max(0.0, self.wall_s - self.asked_s)
 
 
 @dataclass
@@ -121,7 +129,7 @@ def pilot_seconds(budget_s: float) -> float:
 def noise_from(pilot: Sequence[Process], history: History | None) -> Noise:
     """The plan's noise: start-up and steadiness from the first block, the between-run CV from
     the store's history where there is one, else from the first block's two runs a side."""
-    startup = max(0.0, statistics.median(p.wall_s - p.measured_s for p in pilot))
+    startup = statistics.median(p.startup_s for p in pilot)
     cvs = [p.within_cv for p in pilot if p.within_cv is not None]
     within = statistics.fmean(cvs) if cvs else 0.0
     if history is not None:
@@ -161,15 +169,15 @@ def spend(
     configuration; ``alpha`` the verdict's level (the interval the plan and ``until_ci`` judge);
     ``on_plan`` hears of the plan once it is made.
     BudgetTooSmall when the first block overruns the budget, or what is left after it cannot pay
-    for two processes a side (its ``minimum_s``, from the start-up measured); an
+    for one block (its ``minimum_s``, from the start-up measured); an
     interrupt (Ctrl-C) ends the runs, marked INTERRUPTED."""
     spent = Spent(budget_s)
     try:
         first = pilot_seconds(budget_s)
         for label in abba_order(4):
             if spent.pilot and clock() - started > budget_s:  # the first block alone overran it
-                startup = statistics.median(p.wall_s - p.measured_s for p in spent.pilot)
-                raise BudgetTooSmall(budget_s, minimum_budget_s(max(0.0, startup)))
+                startup = statistics.median(p.startup_s for p in spent.pilot)
+                raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
             spent.pilot.append(run_one(label, first, True))
         noise = noise_from(spent.pilot, history_of())
         left = budget_s - (clock() - started)
@@ -178,16 +186,19 @@ def spend(
         except BudgetTooSmall:
             raise BudgetTooSmall(budget_s, clock() - started + minimum_budget(noise.startup_s)) from None
         on_plan(spent.plan)
-        slowest = spent.plan.process_s
+        slowest = max(spent.plan.process_s, *(p.startup_s + spent.plan.seconds for p in spent.pilot[1:]))
         while spent.stopped is None:
+            if clock() - started + 4 * slowest > budget_s:
+                if not spent.values[A]:  # not one planned block fits
+                    raise BudgetTooSmall(budget_s, clock() - started + 4 * slowest)
+                spent.stopped = BUDGET_SPENT
+                break
             for label in abba_order(4):
                 process = run_one(label, spent.plan.seconds, False)
                 spent.values[label].append(process.value)
                 slowest = max(slowest, process.wall_s)
             if until_ci is not None and narrow_enough(spent.values, until_ci, alpha):
                 spent.stopped = NARROW
-            elif clock() - started + 4 * slowest > budget_s:
-                spent.stopped = BUDGET_SPENT
     except KeyboardInterrupt:
         spent.stopped = INTERRUPTED
     spent.elapsed_s = clock() - started

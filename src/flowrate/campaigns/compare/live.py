@@ -166,7 +166,7 @@ def compare_within_budget(
             value = process_values(METRICS["samples_per_sec"], result)[0]
             measured = result.summary.timed_duration_s or seconds
             wall = clock() - before
-            return Process(label, value, wall, measured, result.summary.cv)
+            return Process(label, value, wall, measured, result.summary.cv, seconds)
 
         def history() -> History | None:
             from flowrate.results.noise import history_in_store
