@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.special import stdtr, stdtrit
 
 from flowrate.results.blocks import DRIFT_F, block_test, block_verdict
-from flowrate.results.verdict import run_level_verdict
+from flowrate.results.verdict import Verdict, run_level_verdict
 
 ALPHA = 0.05
 
@@ -91,3 +92,26 @@ def test_the_array_form_gives_each_comparison_the_scalar_answer() -> None:
         assert verdict.p_value == pytest.approx(test.p_values()[row], rel=1e-9)
         assert (verdict.ci_low, verdict.ci_high) == pytest.approx((low[row], high[row]), rel=1e-9)
         assert ("; paired: " in verdict.method) == bool(test.paired[row])
+
+
+def test_with_one_block_a_known_noise_stands_in_for_the_runs_spread() -> None:
+    a, b = [100.0, 101.0], [95.0, 95.5]  # two runs a side that happen to agree closely
+    alone = block_verdict(a, b, alpha=ALPHA, min_effect=0.01)
+    known = block_verdict(a, b, alpha=ALPHA, min_effect=0.01, history_cv=0.4, history_runs=3)
+    assert known == _with_method(
+        run_level_verdict(a, b, alpha=ALPHA, min_effect=0.01, history_cv=0.4, history_runs=3),
+        "; unpaired: 1 block, pairing needs 3",
+    )
+    assert alone.significant and not known.significant
+    # with three runs a side or more the runs' own spread is the noise, as the simulation checks
+    six = [100.0, 101.0, 99.0, 100.5, 100.0, 99.5]
+    assert (
+        block_verdict(six, six, alpha=ALPHA, min_effect=0.01, history_cv=0.4, history_runs=3).noise_source
+        == "runs"
+    )
+
+
+def _with_method(verdict: Verdict, why: str) -> Verdict:
+    return replace(
+        verdict, method=verdict.method + why, evidence=f"{verdict.evidence}, 1 A B B A blocks ({why[2:]})"
+    )

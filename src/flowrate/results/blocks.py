@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import stdtr, stdtrit
 
-from flowrate.results.verdict import FASTER, SAME, SLOWER, Verdict, run_level_verdict
+from flowrate.results.verdict import FASTER, MIN_OWN_RUNS, SAME, SLOWER, Verdict, run_level_verdict
 
 MIN_PAIRED_BLOCKS = 3  # two blocks leave the paired test one degree of freedom
 DRIFT_F = 5.0  # F above which the drift's variance exceeds the within-block noise's
@@ -107,12 +107,24 @@ def block_test(a: np.ndarray, b: np.ndarray) -> BlockTest:
     )
 
 
-def block_verdict(a: Sequence[float], b: Sequence[float], *, alpha: float, min_effect: float) -> Verdict:
+def block_verdict(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    alpha: float,
+    min_effect: float,
+    history_cv: float | None = None,
+    history_runs: int = 0,
+) -> Verdict:
     """B against A over one comparison's runs in A B B A blocks (each side in run order). The
     method says which test was used and why; where the sides are not whole blocks, the unpaired
-    verdict of flowrate.results.verdict."""
+    verdict of flowrate.results.verdict. ``history_cv`` (from ``history_runs`` runs): a between-run
+    CV known apart from these runs, which stands in for their spread when a side has fewer than
+    MIN_OWN_RUNS (never below it: flowrate.results.verdict), and is otherwise not used."""
+    few = min(len(a), len(b)) < MIN_OWN_RUNS
+    cv, runs = (history_cv, history_runs) if few else (None, 0)
     if len(a) != len(b) or len(a) < 2 or len(a) % 2:
-        return run_level_verdict(a, b, alpha=alpha, min_effect=min_effect)
+        return run_level_verdict(a, b, alpha=alpha, min_effect=min_effect, history_cv=cv, history_runs=runs)
     if any(not math.isfinite(v) or v <= 0 for v in (*a, *b)):
         raise ValueError("per-run values must be finite and positive")
     test = block_test(np.array([a]), np.array([b]))
@@ -120,7 +132,9 @@ def block_verdict(a: Sequence[float], b: Sequence[float], *, alpha: float, min_e
     paired = bool(test.paired[0])
     drift = float(test.drift_f[0])
     if not paired:
-        verdict = run_level_verdict(a, b, alpha=alpha, min_effect=min_effect)
+        verdict = run_level_verdict(
+            a, b, alpha=alpha, min_effect=min_effect, history_cv=cv, history_runs=runs
+        )
         why = (
             f"unpaired: block drift F {drift:.2f} ≤ {DRIFT_F:g}"
             if blocks >= MIN_PAIRED_BLOCKS

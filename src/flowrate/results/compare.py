@@ -273,7 +273,14 @@ def compare_metric(
     # the throughput figures are proportional to samples/s: they share its between-run CV
     known = history if metric.name in THROUGHPUT_METRICS and history is not None else None
     if blocks and metric.name in THROUGHPUT_METRICS:
-        v = block_verdict(xs, ys, alpha=alpha, min_effect=min_effect)
+        v = block_verdict(
+            xs,
+            ys,
+            alpha=alpha,
+            min_effect=min_effect,
+            history_cv=known.cv if known else None,
+            history_runs=known.runs if known else 0,
+        )
     else:
         v = run_level_verdict(
             xs,

@@ -66,6 +66,9 @@ class Spent:
     plan: Plan | None = None
     values: dict[str, list[float]] = field(default_factory=lambda: {A: [], B: []})
     stopped: str | None = None
+    # the between-run noise the plan used, as a history apart from the compared runs: the store's,
+    # or the first block's (2 degrees of freedom)
+    history: History | None = None
     elapsed_s: float = 0.0
 
 
@@ -179,7 +182,9 @@ def spend(
                 startup = statistics.median(p.startup_s for p in spent.pilot)
                 raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
             spent.pilot.append(run_one(label, first, True))
-        noise = noise_from(spent.pilot, history_of())
+        known = history_of()
+        noise = noise_from(spent.pilot, known)
+        spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
         left = budget_s - (clock() - started)
         try:
             spent.plan = plan(left, noise, alpha)

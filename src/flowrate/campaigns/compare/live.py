@@ -146,7 +146,8 @@ def compare_within_budget(
     """Spend ``budget_s`` seconds (``spent_before_s`` of them already, checking the input) on the sides
     (flowrate.campaigns.compare.budgeted: a first block, a plan, A B B A blocks), record each run
     (``on_run`` hears of it; ``on_plan`` of the plan once made), then compare the planned runs
-    with the throughput paired by block where the machine drifted (flowrate.results.blocks), at
+    with the throughput paired by block where the machine drifted (flowrate.results.blocks; with
+    under three runs a side, the noise the plan used stands in for their spread), at
     ``alpha`` (a sequential ``until_ci`` rule: at half of it, as interleave says why). A failed
     run raises RunFailed; BudgetTooSmall when the budget leaves no room for two processes a side
     after the first block; an interrupt comes back as ``interrupted``."""
@@ -187,7 +188,13 @@ def compare_within_budget(
     comparison = None
     if results["A"] and results["B"]:
         comparison = compare(
-            results["A"], results["B"], alpha=level, min_effect=min_effect, labels=labels, blocks=True
+            results["A"],
+            results["B"],
+            alpha=level,
+            min_effect=min_effect,
+            labels=labels,
+            history=spent.history,
+            blocks=True,
         )
     done = Interleaved(spent.values, spent.stopped)
     recorded = len(pilot) + len(results["A"]) + len(results["B"])
