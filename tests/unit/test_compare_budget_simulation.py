@@ -12,7 +12,7 @@ from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, plan
 from flowrate.results.blocks import block_test
 
 ALPHA = 0.05
-TRIALS = 8000  # A/A comparisons per plan and drift: the rate's standard error is 0.24%
+TRIALS = 6000  # A/A comparisons per plan and drift: the rate's standard error is 0.28%
 BUDGETS_S = (6.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 BETWEEN_CVS = (0.005, 0.02, 0.04, 0.08)
 WITHIN_CVS = (0.01, 0.05, 0.2)
