@@ -153,3 +153,16 @@ def test_a_budget_whose_first_planned_block_would_overrun_is_refused() -> None:
     # the plan counts on the median start-up (1 s); a block judged by the slowest is 4 × (7 s + s)
     assert planned[0].noise.startup_s == 1.0
     assert refused.value.minimum_s == 12.0 + 4 * (7.0 + planned[0].seconds)
+
+
+def test_a_side_at_a_revision_measures_the_plans_seconds_through_its_own_command_line() -> None:
+    from pathlib import Path
+
+    from flowrate.campaigns.compare.live import Side
+    from flowrate.campaigns.compare.revisions import Revision
+
+    side = Side("B", "-p fc_mnist", ["-p", "fc_mnist"], None, Revision("HEAD", "a" * 40, Path("/src")))
+    planned = side.measuring(1.5)
+    assert planned.tokens == ["-p", "fc_mnist", "--duration", "1.5"]
+    assert planned.argv == ["flowrate", "run", "-p", "fc_mnist", "--duration", "1.5"]
+    assert planned.revision == side.revision and side.tokens == ["-p", "fc_mnist"]
