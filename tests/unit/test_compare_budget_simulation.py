@@ -1,5 +1,6 @@
-"""A/A comparisons simulated for every plan the budget planner can choose: the verdict's
-false-positive rate stays at alpha + 1%, with and without a drifting machine."""
+"""A/A comparisons simulated for every plan the budget planner can choose, and for --until-ci
+within a budget: the verdict's false-positive rate stays at alpha + 1%, with and without a
+drifting machine."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from flowrate.campaigns.compare.interleave import SEQUENTIAL_ALPHA_SHARE
 from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, plan
 from flowrate.results.blocks import block_test
 
@@ -61,3 +63,30 @@ def test_every_plan_keeps_the_false_positive_rate_at_alpha_plus_one_percent(drif
     assert rates[worst] <= ALPHA + 0.01, f"{worst} processes a side: {rates[worst]:.2%}"
     # over all plans together (tens of thousands of comparisons): the rate itself, within 0.5%
     assert np.mean(list(rates.values())) <= ALPHA + 0.005
+
+
+@pytest.mark.parametrize("drift", DRIFTS)
+def test_until_ci_within_a_budget_keeps_the_false_positive_rate_at_alpha_plus_one_percent(
+    drift: float,
+) -> None:
+    """Blocks until the interval is within ±target (at least 2 blocks, at most MAX_BLOCKS: the
+    budget), the interval and verdict at alpha × SEQUENTIAL_ALPHA_SHARE, as --until-ci with
+    --budget does; targets from a quarter to twice the process CV."""
+    rng = np.random.default_rng(42)
+    cv, trials, most = 0.02, 4000, 20
+    level = ALPHA * SEQUENTIAL_ALPHA_SHARE
+    order = np.array(list("ABBA" * most))
+    for target in (0.25 * cv, 0.5 * cv, cv, 2 * cv):
+        logs = cv * rng.standard_normal((trials, 4 * most))
+        logs += drift * cv * np.cumsum(rng.standard_normal((trials, 4 * most)), axis=1)
+        logs += drift * cv * np.repeat(rng.standard_normal((trials, most)), 4, axis=1)
+        a, b = np.exp(logs[:, order == "A"]), np.exp(logs[:, order == "B"])
+        decided = np.zeros(trials, dtype=bool)
+        called = np.zeros(trials, dtype=bool)
+        for blocks in range(2, most + 1):
+            test = block_test(a[:, : 2 * blocks], b[:, : 2 * blocks])
+            low, high = test.interval(level)
+            stop = ~decided & (((high - low) / (high + low) <= target) | (blocks == most))
+            called |= stop & (test.p_values() < level)
+            decided |= stop
+        assert called.mean() <= ALPHA + 0.01, f"target ±{target:.2%}: {called.mean():.2%}"
