@@ -16,8 +16,13 @@ noisier than it.
 Side B's problem file differs from A's, so those comparisons pass --force (the problem and its
 shape are the same; only the file that builds it differs).
 
+With --budget, each comparison is `compare --run … --budget DURATION` instead: flowrate chooses
+the processes a side and their length (its plan, and whether it paired the blocks, are printed),
+and each comparison's wall time is checked against the budget.
+
     python benchmarks/aa.py                           # N = 40 each: about 40 min on 2 cores
     python benchmarks/aa.py -n 4 --duration 1         # a quick check that it works
+    python benchmarks/aa.py --budget 60s              # N = 40 each at 60 s: 80 min per problem
 """
 
 from __future__ import annotations
@@ -52,10 +57,17 @@ def power(cv: float, runs: int, slowdown: float) -> float:
     return statistics.NormalDist().cdf(abs(math.log(1 - slowdown)) / se - z)
 
 
+class Refused(Exception):
+    """`compare --budget` found the budget too short on this machine at this moment."""
+
+
 def flowrate(*args: str, env: dict[str, str]) -> str:
-    """Run the flowrate command line; its stdout (a failure stops the benchmark, saying why)."""
+    """Run the flowrate command line; its stdout (a failure stops the benchmark, saying why; a
+    budget found too short is Refused)."""
     command = [sys.executable, "-m", "flowrate", *args]
     done = subprocess.run(command, check=False, env=env, capture_output=True, text=True)
+    if done.returncode == 2 and "error: --budget:" in done.stderr:
+        raise Refused(done.stderr.strip().splitlines()[-1])
     if done.returncode != 0:
         sys.exit(f"flowrate {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
     return done.stdout
@@ -67,17 +79,19 @@ def spec(factory: str, flags: str) -> str:
 
 
 def comparison(
-    base: str, runs: int, flags: str, slowdown: float | None, store: str, env: dict[str, str]
+    base: str, count: list[str], flags: str, slowdown: float | None, store: str, env: dict[str, str]
 ) -> dict[str, object]:
-    """One interleaved comparison through `flowrate compare --run`; its samples/s row."""
+    """One interleaved comparison through `flowrate compare --run` (``count``: its --runs or
+    --budget flag); its samples/s row, with the budget's report and the wall time it took."""
     slow = slowdown is not None
     side_env = {**env, "FLOWRATE_AA_BASE": base, "FLOWRATE_AA_SLOWDOWN": str(slowdown or 0.0)}
     b_factory = "make_slow_problem" if slow else "make_problem"
-    args = ["compare", "--run", spec("make_problem", flags), spec(b_factory, flags)]
-    args += ["--runs", str(runs), "--format", "json", "--store", store, *(["--force"] if slow else [])]
-    metrics = json.loads(flowrate(*args, env=side_env))["metrics"]
-    row: dict[str, object] = next(m for m in metrics if m["metric"] == "samples_per_sec")
-    return row
+    args = ["compare", "--run", spec("make_problem", flags), spec(b_factory, flags), *count]
+    args += ["--format", "json", "--store", store, *(["--force"] if slow else [])]
+    started = time.perf_counter()
+    compared = json.loads(flowrate(*args, env=side_env))
+    row: dict[str, object] = next(m for m in compared["metrics"] if m["metric"] == "samples_per_sec")
+    return {**row, "budget": compared.get("budget"), "wall_s": time.perf_counter() - started}
 
 
 def main() -> None:
@@ -92,8 +106,13 @@ def main() -> None:
         help="zoo problems (problem:size) taken in turn, comma-separated",
     )
     parser.add_argument("--threads", type=int, help="--threads of every run [default: PyTorch's]")
+    parser.add_argument("--budget", help="each comparison within this budget (60s, 2m) instead of --runs")
     args = parser.parse_args()
-    flags = f"--duration {args.duration}" + (f" --threads {args.threads}" if args.threads else "")
+    threads = f" --threads {args.threads}" if args.threads else ""
+    flags = (f"--duration {args.duration}" if args.budget is None else "") + threads
+    count = ["--runs", str(args.runs)] if args.budget is None else ["--budget", args.budget]
+    overran = refused = 0
+    shape = f"{args.runs} runs a side ({flags})" if args.budget is None else f"budget {args.budget}"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -104,7 +123,12 @@ def main() -> None:
         for kind in ("A/A", "A/B"):
             for index in range(args.n):
                 base = bases[index % len(bases)]
-                row = comparison(base, args.runs, flags, args.slowdown if kind == "A/B" else None, store, env)
+                try:
+                    row = comparison(base, count, flags, args.slowdown if kind == "A/B" else None, store, env)
+                except Refused as refusal:
+                    refused += 1
+                    print(f"{kind} {index + 1:>3} {base:<17} refused: {refusal}", flush=True)
+                    continue
                 called = bool(row["significant"])
                 false_positives += kind == "A/A" and called
                 detections += kind == "A/B" and called and float(row["ratio"]) < 1  # type: ignore[arg-type]
@@ -116,15 +140,27 @@ def main() -> None:
                     f"  ({row['evidence']})",
                     flush=True,
                 )
+                if isinstance(budget := row["budget"], dict):
+                    wall = float(row["wall_s"])  # type: ignore[arg-type]
+                    overran += wall > budget["budget_s"]
+                    plan = budget["plan"]["reason"] if budget["plan"] else "no plan"
+                    print(
+                        f"      {wall:.1f} s of {budget['budget_s']:g} s; {plan}; {budget['analysis']}",
+                        flush=True,
+                    )
     minutes = (time.perf_counter() - started) / 60
     print(
-        f"\n{args.n} A/A comparisons, {args.runs} runs a side ({flags}): "
+        f"\n{args.n} A/A comparisons, {shape}: "
         f"{false_positives} false positives (target ≤ {FALSE_POSITIVES_TARGET * args.n:.1f})"
     )
     print(
         f"{args.n} A/B comparisons with a {args.slowdown:.0%} slowdown: {detections} detected "
         f"(target ≥ {DETECTIONS_TARGET * args.n:.1f}); {minutes:.1f} min in all"
     )
+    if args.budget is not None:
+        print(f"comparisons longer than the budget (the whole command, start to end): {overran}")
+        print(f"comparisons refused (the budget too short for this machine's start-up then): {refused}")
+        return
     if noise:
         cv = statistics.median(noise)
         chance = power(cv, args.runs, args.slowdown)

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from flowrate.campaigns.compare import live
 from flowrate.campaigns.process import child
 from flowrate.results.store import Store
 
 TINY = "-p fc_mnist --size debug --device cpu --steps 4 --preheat 1"
 SPECS = (f"{TINY} --batch-size 16", f"{TINY} --batch-size 32")
+BUDGETED = "-p fc_mnist --size debug --device cpu --preheat 1 --min-steps 1"  # --budget sets --duration
 
 
 def _tags(stderr: str) -> tuple[str, str]:
@@ -83,6 +85,13 @@ def test_an_interrupt_keeps_the_recorded_runs_and_shows_the_verdict_so_far(
         (("x", "--run", TINY, TINY), "give no A or B"),
         (("x",), "give A and B"),
         (("x", "--runs", "3"), "measure the sides now: give --run"),
+        (("x", "--budget", "1m"), "measure the sides now: give --run"),
+        (("--run", TINY, TINY, "--budget", "1m"), "--steps is chosen by --budget: leave it out"),
+        (
+            ("--run", BUDGETED, BUDGETED, "--budget", "1m", "--max-runs", "5"),
+            "--max-runs: bounds --until-ci;",
+        ),
+        (("--run", BUDGETED, BUDGETED, "--budget", "1m", "--test", "mannwhitney"), "--test: with --budget"),
     ],
 )
 def test_bad_input_is_one_line_before_any_run(run_cli, args: tuple[str, ...], says: str) -> None:  # type: ignore[no-untyped-def]
@@ -162,3 +171,50 @@ def test_each_side_runs_at_its_revision_recorded_with_its_commit(
     assert {run.result.environment.commit for run in runs} == {head}
     # the revision's own code ran: its process imported flowrate from the cached tree
     assert all("/revs/" + head in (run.result.environment.command_line or [""])[0] for run in runs)
+
+
+def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  # type: ignore[no-untyped-def]
+    run_cli,
+    results_store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the budget is counted on a clock on which every process takes 2 s more than it measures,
+    # whatever this machine's load
+    real = child.run_in_fresh_process
+    launched: list[object] = []
+
+    def counted(config: Any, **kwargs: Any) -> child.ChildOutcome:
+        launched.append(config)
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(child, "run_in_fresh_process", counted)
+    monkeypatch.setattr(live, "clock", lambda: sum(2.0 + config.duration_s for config in launched))  # type: ignore[attr-defined]
+    outcome = run_cli("compare", "--run", BUDGETED, BUDGETED, "--budget", "24s", "--format", "json")
+    assert outcome.code == 0, outcome.stderr
+    # a first block of 4 processes of 0.5 s (24 s × 25% / 4 less 1 s of start-up, at least 0.5 s)
+    # leaves 14 s: one block of 2 a side (of 0.5 or 1 s: both fit once; the steadier wins), no more
+    assert "a first A B B A block of 0.5 s runs" in outcome.stderr
+    order = re.findall(r"run (\d+) \(([AB])\): median", outcome.stderr)
+    assert "".join(label for _, label in order) == "ABBAABBA"
+    assert re.search(r"plan: 2 processes of [0-9.]+ s a side: between-run CV [0-9.]+%", outcome.stderr)
+    budget = outcome.json()["budget"]
+    seconds = budget["plan"]["seconds"]
+    assert [config.duration_s for config in launched] == [0.5] * 4 + [seconds] * 4  # type: ignore[attr-defined]
+    assert (budget["budget_s"], budget["stopped"], budget["runs_a_side"]) == (24.0, "budget spent", 2)
+    assert budget["plan"]["noise"]["startup_s"] == pytest.approx(2.0)
+    assert seconds in (0.5, 1.0)
+    # and the instant it took to read the flags
+    assert budget["elapsed_s"] == pytest.approx(10.0 + 4 * (2.0 + seconds), abs=1.0)
+    assert budget["first_block"]["processes"] == 4
+    assert budget["analysis"] == "unpaired"  # one block: nothing to pair
+    interval = budget["interval"]
+    assert interval["level"] == 0.95 and interval["low"] < interval["ratio"] < interval["high"]
+    found = re.search(r"tagged (compare:[0-9a-f]{8}):pilot\), 2[02] s of the 24 s budget", outcome.stderr)
+    assert found, outcome.stderr
+    with Store(results_store) as store:
+        assert len(store.resolve(f"{found[1]}:pilot")) == 4
+        side_a = store.resolve(f"{found[1]}:A")
+        assert len(side_a) == len(store.resolve(f"{found[1]}:B")) == 2
+    # each run is recorded with the command that makes it again: the spec and the plan's length
+    command = ["flowrate", "run", *BUDGETED.split(), "--duration", f"{seconds:g}"]
+    assert side_a[0].result.environment.command_line == command

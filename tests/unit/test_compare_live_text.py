@@ -38,3 +38,19 @@ def test_the_closing_line_says_how_it_ended_and_how_to_see_it_again() -> None:
     assert closing_line(LiveComparison(stopped, None, 3, LABELS, Path("/s/results.db"))).startswith(
         "interrupted after 3 runs (1 of A, 2 of B); they stay recorded, tagged compare:0123abcd:A"
     )
+
+
+def test_the_budget_line_gives_the_plan_the_runs_and_the_analysis() -> None:
+    from flowrate.cli.compare_text import budget_line
+
+    budget = {
+        "budget_s": 120.0,
+        "elapsed_s": 117.4,
+        "plan": {"reason": "24 processes of 1.5 s a side: between-run CV 3.6%"},
+        "runs_a_side": 24,
+        "analysis": "paired",
+    }
+    assert budget_line(budget) == (
+        "budget 120 s (117 s spent): 24 processes of 1.5 s a side: between-run CV 3.6%; "
+        "24 runs a side compared, paired"
+    )

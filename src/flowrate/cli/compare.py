@@ -9,7 +9,7 @@ table, Markdown or JSON) and turns a significant slowdown into an exit code with
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -105,6 +105,7 @@ def command(
     until_ci_pct: float | None,
     max_runs: int | None,
     revs: tuple[str, ...],
+    budget: str | None,
 ) -> None:
     """Compare B against the baseline A, metric by metric, and say whether the difference is real.
 
@@ -125,7 +126,9 @@ def command(
 
     With --run A_SPEC B_SPEC the sides are measured now, interleaved, each run a fresh process
     recorded in the store (flowrate.cli.compare_live); with --rev REV_A --rev REV_B too, each
-    side runs at its own git revision.
+    side runs at its own git revision. With --budget DURATION the whole command takes at most that
+    long: flowrate chooses the runs a side and their length from the noise and says why, and
+    pairs the A B B A blocks where the machine drifted (flowrate.cli.compare_budget).
 
     Two surveys (`flowrate survey`) are compared figure by figure: each figure of both, B/A, and
     whether the two agree within their own spread. A survey is never compared with a run.
@@ -140,11 +143,32 @@ def command(
     from flowrate.results.noise import history_in_store
     from flowrate.results.store import RunFilter
 
+    def show(comparison: Comparison, gate: bool, budget_report: dict[str, Any] | None) -> None:
+        _show(comparison, output_format, force, fail_pct if gate else None, budget_report)
+
+    if a is not None and run_specs is not None:
+        raise click.UsageError("with --run the sides are its two specs: give no A or B")
+    if budget is not None:
+        from flowrate.cli.compare_budget import compare_within
+
+        compare_within(
+            run_specs,
+            revs,
+            budget,
+            runs=runs,
+            until_ci_pct=until_ci_pct,
+            max_runs=max_runs,
+            test=test,
+            alpha=alpha,
+            min_effect=min_effect_pct / 100,
+            force=force,
+            store=store,
+            show=show,
+        )
+        return
     if run_specs is not None or revs or runs or until_ci_pct or max_runs:  # measure the sides now
         from flowrate.cli.compare_live import compare_live
 
-        if a is not None and run_specs is not None:
-            raise click.UsageError("with --run the sides are its two specs: give no A or B")
         compare_live(
             run_specs,
             revs,
@@ -157,7 +181,7 @@ def command(
             force=force,
             store=store,
             history=history,
-            show=lambda comparison, gate: _show(comparison, output_format, force, fail_pct if gate else None),
+            show=show,
         )
         return
     if a is None or b is None:
@@ -176,8 +200,15 @@ def command(
     _show(comparison, output_format, force, fail_pct)
 
 
-def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: float | None) -> None:
-    """Print the comparison as asked; refuse a problem or machine mismatch unless forced; apply
+def _show(
+    comparison: Comparison,
+    output_format: str,
+    force: bool,
+    fail_pct: float | None,
+    budget: dict[str, Any] | None = None,
+) -> None:
+    """Print the comparison as asked (with ``budget``, how a --budget was spent: in the JSON as
+    "budget", on stderr otherwise); refuse a problem or machine mismatch unless forced; apply
     the gate."""
     from flowrate.cli import compare_text, console
 
@@ -186,7 +217,7 @@ def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: flo
     for line in comparison.warnings:
         console.warn(line)
     if output_format == "json":
-        console.data(json.dumps(comparison.to_dict(), indent=2))
+        console.data(json.dumps({**comparison.to_dict(), **({"budget": budget} if budget else {})}, indent=2))
     elif output_format == "md":
         console.data(compare_text.to_markdown(comparison))
     else:
@@ -197,6 +228,8 @@ def _show(comparison: Comparison, output_format: str, force: bool, fail_pct: flo
         console.status(compare_text.legend(comparison))
         for line in compare_text.evidence(comparison):
             console.status(line)
+        if budget:
+            console.status(compare_text.budget_line(budget))
     if fail_pct is not None:
         _fail_if_slower(comparison, fail_pct)
 

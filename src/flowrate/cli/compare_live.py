@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
     from flowrate.results.compare import Comparison
 
+NEEDS_SPECS = (
+    "--runs, --until-ci, --max-runs, --budget and --rev measure the sides now: give --run A_SPEC B_SPEC"
+)
 MAX_RUNS = 1000  # a side; each run is a fresh process and a whole benchmark
 DEFAULT_RUNS = 3
 DEFAULT_MAX_RUNS = 20
@@ -52,8 +55,9 @@ LIVE_OPTIONS = [
         type=FiniteRange(0, 100, min_open=True, max_open=True),
         metavar="PCT",
         help="With --run: add pairs of runs until the confidence interval of B/A is within ±PCT "
-        "percent, or --max-runs a side. The verdict is then tested at alpha/2, which keeps its "
-        "false-positive rate at alpha however early the rule stops.",
+        "percent, or --max-runs a side (with --budget: A B B A blocks until then, or the budget is "
+        "spent). The verdict is then tested at alpha/2, which keeps its false-positive rate at "
+        "alpha however early the rule stops.",
     ),
     click.option(
         "--rev",
@@ -63,6 +67,16 @@ LIVE_OPTIONS = [
         help="With --run, twice (--rev REV_A --rev REV_B): run each side at a git revision of the "
         "repository in this folder, from its own cached source tree ($FLOWRATE_CACHE/revs/SHA) "
         "with this environment's torch. A revision that does not build is named, with its log.",
+    ),
+    click.option(
+        "--budget",
+        metavar="DURATION",
+        help="With --run: spend at most this long on the whole comparison (90s, 2m, 1h). A first "
+        "A B B A block of short runs measures a run's start-up and the noise (or the store's "
+        "history of the configuration gives it); the rest goes on the processes a side and the "
+        "seconds each measures that make the interval of B/A narrowest, run in A B B A blocks while "
+        "the next block ends within the budget. Each run's --duration is the plan's: give none in "
+        "the specs. Not with --runs.",
     ),
     click.option(
         "--max-runs",
@@ -93,22 +107,21 @@ def compare_live(
     force: bool,
     store: str | None,
     history: bool = True,
-    show: Callable[[Comparison, bool], None],
+    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
 ) -> None:
     """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now),
-    then ``show(comparison, gate)`` (which prints, and with ``gate`` applies --fail-if-slower).
-    Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
+    then ``show(comparison, gate, None)`` (which prints, and with ``gate`` applies
+    --fail-if-slower). Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
+    With --budget, flowrate.cli.compare_budget does this instead.
     """
     from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
 
     if specs is None:
-        raise click.UsageError(
-            "--runs, --until-ci, --max-runs and --rev measure the sides now: give --run A_SPEC B_SPEC"
-        )
+        raise click.UsageError(NEEDS_SPECS)
     rule = _rule(runs or DEFAULT_RUNS, until_ci_pct, max_runs, alpha)
-    sides = _sides(specs, revs)
-    _check_same_problem(sides, force)
+    sides = sides_of(specs, revs)
+    check_same_problem(sides, force)
     for line in opening_lines(sides, rule):
         console.status(line)
     live = compare_now(
@@ -121,7 +134,7 @@ def compare_live(
         on_run=lambda run: console.status(run_line(run)),
     )
     if live.comparison is not None:
-        show(live.comparison, not live.interrupted)
+        show(live.comparison, not live.interrupted, None)
     console.status(closing_line(live))
     if live.interrupted:
         raise KeyboardInterrupt
@@ -147,7 +160,7 @@ def _spec_command(**flags: Any) -> None:
     """Only parses a side's spec: the run options `flowrate run` takes, nothing else."""
 
 
-def _sides(specs: tuple[str, str], revs: tuple[str, ...]) -> list[Side]:
+def sides_of(specs: tuple[str, str], revs: tuple[str, ...]) -> list[Side]:
     """The two sides: checked here, or (with --rev) each at its revision, extracted and checked."""
     from flowrate.campaigns.compare.live import Side
     from flowrate.campaigns.compare.revisions import prepare
@@ -177,7 +190,7 @@ def _side(label: str, spec: str) -> Side:
 
     tokens = _tokens(label, spec)
     try:
-        with _spec_command.make_context("flowrate run", tokens) as context:
+        with _spec_command.make_context("flowrate run", list(tokens)) as context:  # click empties the list
             flags = dict(context.params)
         sample_shape = flags.pop("sample_shape", None)
         config, _ = resolve_run(flags, sample_shape)
@@ -188,7 +201,7 @@ def _side(label: str, spec: str) -> Side:
     return Side(label, spec, tokens, config)
 
 
-def _check_same_problem(sides: list[Side], force: bool) -> None:
+def check_same_problem(sides: list[Side], force: bool) -> None:
     """Sides of different problems (problem, size, mode, shape) are refused before any run, unless
     forced (at revisions, after the runs: `flowrate compare`'s own check)."""
     if any(side.config is None for side in sides):
@@ -206,13 +219,13 @@ def _check_same_problem(sides: list[Side], force: bool) -> None:
         )
 
 
-def opening_lines(sides: list[Side], rule: StoppingRule) -> list[str]:
+def opening_lines(sides: list[Side], rule: StoppingRule | None) -> list[str]:
     """What each side runs (at its revision, if it has one) and how the runs stop."""
     lines = []
     for side in sides:
         at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
         lines.append(f"{side.label}: flowrate run {side.spec}{at}")
-    return [*lines, f"stopping: {rule.method}"]
+    return lines if rule is None else [*lines, f"stopping: {rule.method}"]
 
 
 def run_line(run: LiveRun) -> str:
@@ -228,6 +241,13 @@ def closing_line(live: LiveComparison) -> str:
     a, b = (len(live.done.values[side]) for side in "AB")
     if live.interrupted:
         how = f"interrupted after {live.recorded} runs ({a} of A, {b} of B); they stay recorded"
+    elif live.budget is not None:
+        spent = live.budget
+        how = (
+            f"{spent.stopped}: {a} run{'s' if a != 1 else ''} a side in {a // 2} A B B A blocks after "
+            f"a first block of {len(spent.pilot)} (tagged {labels[0][:-2]}:pilot), "
+            f"{spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
+        )
     else:
         how = f"{live.done.stopped}: {a} run{'s' if a != 1 else ''} a side"
     return (

@@ -5,7 +5,7 @@ Pure: a Comparison in, strings out (plain strings, shared by the terminal table 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flowrate.results.identity import is_workload_field
 from flowrate.units import DASH, compact, counted, p_value
@@ -151,4 +151,14 @@ def slower_message(comparison: Comparison, fail_pct: float) -> str:
         f"{comparison.b_label} is significantly slower than {comparison.a_label}: samples/s "
         f"{throughput.relative or 0.0:+.1%} (p = {p_value(throughput.p_value)}; {throughput.evidence}), "
         f"more than the {fail_pct:g}% --fail-if-slower allows"
+    )
+
+
+def budget_line(budget: dict[str, Any]) -> str:
+    """How a --budget was spent, in one line: the plan's reason, the runs and the analysis."""
+    plan = budget["plan"]
+    chose = f"{plan['reason']}; " if plan else ""
+    return (
+        f"budget {budget['budget_s']:g} s ({budget['elapsed_s']:.0f} s spent): {chose}"
+        f"{budget['runs_a_side']} runs a side compared, {budget['analysis']}"
     )

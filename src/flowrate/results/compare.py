@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flowrate.measure.stats import DEFAULT_ALPHA
+from flowrate.results.blocks import block_verdict
 from flowrate.results.environment import environment_fingerprint
 from flowrate.results.identity import kind_of, workload
 from flowrate.results.metrics import METRICS, SERVING_METRICS, Metric
@@ -177,13 +178,16 @@ def compare(
     min_effect: float = DEFAULT_MIN_EFFECT,
     labels: tuple[str, str] = ("A", "B"),
     history: History | None = None,
+    blocks: bool = False,
 ) -> Comparison:
     """Compare the runs of B against the runs of A (the baseline), metric by metric.
 
     ``test`` is "welch" or "mannwhitney" (over the runs' values); ``alpha`` the significance level
     (the interval is the 1 − alpha one); ``min_effect`` the smallest relative difference that is
     called (0.01 = 1%); ``history`` the store's between-run noise for this configuration, used
-    when a side has too few runs to show its own.
+    when a side has too few runs to show its own; ``blocks``: the runs were made in A B B A blocks,
+    each side in run order, so the throughput figures are paired by block where the machine
+    drifted (flowrate.results.blocks).
     """
     if not a or not b:
         raise ValueError("each side needs at least one run")
@@ -197,7 +201,7 @@ def compare(
     metrics = [
         m
         for metric in [*METRICS.values(), *(SERVING_METRICS.values() if serving else ())]
-        if (m := compare_metric(metric, a, b, test, alpha, min_effect, history))
+        if (m := compare_metric(metric, a, b, test, alpha, min_effect, history, blocks))
     ]
     mismatch = _differences(problem_identity(a[0]), problem_identity(b[0]))
     notes = _within_sides(labels, (a, b), mismatch)
@@ -253,9 +257,11 @@ def compare_metric(
     alpha: float = DEFAULT_ALPHA,
     min_effect: float = DEFAULT_MIN_EFFECT,
     history: History | None = None,
+    blocks: bool = False,
 ) -> MetricComparison | None:
     """One metric of B against A over one value per process; None when neither side records it.
-    ``history`` (samples/s and the figures proportional to it): the store's between-run noise."""
+    ``history`` (samples/s and the figures proportional to it): the store's between-run noise;
+    ``blocks``: those figures are tested over A B B A blocks (flowrate.results.blocks)."""
     xs, ys = side_values(metric, a), side_values(metric, b)
     if not xs and not ys:
         return None
@@ -267,15 +273,25 @@ def compare_metric(
         return MetricComparison(**figures, verdict=NOT_AVAILABLE, reason="a value is zero or negative")
     # the throughput figures are proportional to samples/s: they share its between-run CV
     known = history if metric.name in THROUGHPUT_METRICS and history is not None else None
-    v = run_level_verdict(
-        xs,
-        ys,
-        alpha=alpha,
-        min_effect=min_effect,
-        test=test,
-        history_cv=known.cv if known else None,
-        history_runs=known.runs if known else 0,
-    )
+    if blocks and metric.name in THROUGHPUT_METRICS:
+        v = block_verdict(
+            xs,
+            ys,
+            alpha=alpha,
+            min_effect=min_effect,
+            history_cv=known.cv if known else None,
+            history_runs=known.runs if known else 0,
+        )
+    else:
+        v = run_level_verdict(
+            xs,
+            ys,
+            alpha=alpha,
+            min_effect=min_effect,
+            test=test,
+            history_cv=known.cv if known else None,
+            history_runs=known.runs if known else 0,
+        )
     figures.update(
         ci_low=_nan_none(v.ci_low),
         ci_high=_nan_none(v.ci_high),

@@ -210,6 +210,33 @@ CASES = [
         USAGE,
         ("--fail-if-slower",),
     ),
+    *(
+        Case(
+            f"compare-budget-{name}",
+            (
+                "compare",
+                "--run",
+                "-p fc_mnist --size debug",
+                "-p fc_mnist --size debug",
+                "--budget",
+                value,
+                *more,
+            ),
+            USAGE,
+            says,
+        )
+        for name, value, more, says in (
+            ("not-a-duration", "soon", (), ("--budget", "a duration above 0 like 90s")),
+            ("zero", "0s", (), ("--budget", "a duration above 0")),
+            (
+                "too-small",
+                "5s",
+                (),
+                ("--budget", "too short for a first block and two processes a side", "at least 12s"),
+            ),
+            ("with-runs", "2m", ("--runs", "5"), ("--budget", "give --budget or --runs, not both")),
+        )
+    ),
     Case(
         "data-make-samples-zero",
         ("data", "make", "-p", "fc_mnist", "--samples", "0", "-o", "{tmp}/d"),

@@ -5,26 +5,41 @@ by the revision's own code). The sides run alternately, A B B A …, each run a 
 (flowrate.campaigns.compare.interleave), and each is recorded in the store as it ends, tagged
 compare:ID:A or compare:ID:B, so an interrupted comparison loses nothing and `flowrate compare
 compare:ID:A compare:ID:B` compares it again. The comparison is the one `flowrate compare` makes
-over recorded runs (flowrate.results.compare).
+over recorded runs (flowrate.results.compare). Within a time budget (compare_within_budget) the
+runs' count and length come from a plan (flowrate.campaigns.compare.budgeted), and throughput is
+tested over the A B B A blocks (flowrate.results.blocks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowrate.campaigns.compare.interleave import INTERRUPTED, Interleaved, StoppingRule, interleave
+from flowrate.campaigns.compare.budgeted import Process, Spent, spend
+from flowrate.campaigns.compare.interleave import (
+    INTERRUPTED,
+    SEQUENTIAL_ALPHA_SHARE,
+    Interleaved,
+    StoppingRule,
+    interleave,
+)
+from flowrate.campaigns.compare.plan import Plan
 from flowrate.campaigns.compare.revisions import Revision, run_at
 from flowrate.campaigns.process import child
 from flowrate.config import RunConfig
 from flowrate.errors import RunFailed
-from flowrate.results.compare import Comparison, compare
+from flowrate.results.compare import Comparison, History, compare
 from flowrate.results.metrics import METRICS
 from flowrate.results.per_process import process_values
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
+
+# what a budget is counted by (a test may count differently)
+clock: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,12 @@ class Side:
     def argv(self) -> list[str]:
         """The `flowrate run` command the side's runs are recorded with."""
         return ["flowrate", "run", *self.tokens]
+
+    def measuring(self, seconds: float) -> Side:
+        """The side with each run measuring ``seconds`` (`--duration`), as a budget's plan says."""
+        tokens = [*self.tokens, "--duration", f"{seconds:g}"]
+        config = None if self.config is None else dataclasses.replace(self.config, duration_s=seconds)
+        return dataclasses.replace(self, tokens=tokens, config=config)
 
 
 @dataclass(frozen=True)
@@ -61,6 +82,7 @@ class LiveComparison:
     recorded: int  # runs recorded, both sides
     labels: tuple[str, str]  # the tags of side A and side B
     store: Path
+    budget: Spent | None = None  # with a budget: how it was spent
 
     @property
     def interrupted(self) -> bool:
@@ -109,6 +131,76 @@ def compare_now(
     return LiveComparison(done, comparison, recorded, labels, where)
 
 
+def compare_within_budget(
+    budget_s: float,
+    sides: list[Side],
+    store: str | None,
+    *,
+    spent_before_s: float = 0.0,
+    alpha: float,
+    min_effect: float,
+    until_ci: float | None = None,
+    on_run: Callable[[LiveRun], None] = lambda run: None,
+    on_plan: Callable[[Plan], None] = lambda chosen: None,
+) -> LiveComparison:
+    """Spend ``budget_s`` seconds (``spent_before_s`` of them already, checking the input) on the sides
+    (flowrate.campaigns.compare.budgeted: a first block, a plan, A B B A blocks), record each run
+    (``on_run`` hears of it; ``on_plan`` of the plan once made), then compare the planned runs
+    with the throughput paired by block where the machine drifted (flowrate.results.blocks; with
+    under three runs a side, the noise the plan used stands in for their spread), at
+    ``alpha`` (a sequential ``until_ci`` rule: at half of it, as interleave says why). A failed
+    run raises RunFailed; BudgetTooSmall when the budget leaves no room for two processes a side
+    after the first block; an interrupt comes back as ``interrupted``."""
+    name = f"compare:{secrets.token_hex(4)}"
+    labels = (f"{name}:A", f"{name}:B")
+    results: dict[str, list[Result]] = {"A": [], "B": []}
+    pilot: list[Result] = []
+    level = alpha if until_ci is None else alpha * SEQUENTIAL_ALPHA_SHARE
+    started = clock() - spent_before_s
+    with Store(store) as opened:
+        record = _recorder(sides, opened, name, results, on_run)
+        where = opened.path
+
+        def run_one(label: str, seconds: float, first: bool) -> Process:
+            before = clock()
+            result = record(label, seconds, pilot if first else None)
+            value = process_values(METRICS["samples_per_sec"], result)[0]
+            measured = result.summary.timed_duration_s or seconds
+            wall = clock() - before
+            return Process(label, value, wall, measured, result.summary.cv, seconds)
+
+        def history() -> History | None:
+            from flowrate.results.noise import history_in_store
+
+            side_a, side_b = ([r for r, p in zip(pilot, "ABBA", strict=True) if p == s] for s in "AB")
+            return history_in_store(where, side_a, side_b)
+
+        spent = spend(
+            budget_s,
+            clock=clock,
+            started=started,
+            run_one=run_one,
+            history_of=history,
+            alpha=level,
+            until_ci=until_ci,
+            on_plan=on_plan,
+        )
+    comparison = None
+    if results["A"] and results["B"]:
+        comparison = compare(
+            results["A"],
+            results["B"],
+            alpha=level,
+            min_effect=min_effect,
+            labels=labels,
+            history=spent.history,
+            blocks=True,
+        )
+    done = Interleaved(spent.values, spent.stopped)
+    recorded = len(pilot) + len(results["A"]) + len(results["B"])
+    return LiveComparison(done, comparison, recorded, labels, where, spent)
+
+
 def _interleave(
     rule: StoppingRule,
     sides: list[Side],
@@ -118,12 +210,27 @@ def _interleave(
     on_run: Callable[[LiveRun], None],
 ) -> Interleaved:
     """The runs, each recorded as it ends; a failed run ends the comparison (what was recorded stays)."""
+    record = _recorder(sides, store, name, results, on_run)
+    throughput = METRICS["samples_per_sec"]
+    return interleave(rule, lambda label: process_values(throughput, record(label, None, None))[0])
+
+
+def _recorder(
+    sides: list[Side],
+    store: Store,
+    name: str,
+    results: dict[str, list[Result]],
+    on_run: Callable[[LiveRun], None],
+) -> Callable[[str, float | None, list[Result] | None], Result]:
+    """``record(label, seconds, pilot)``: one run of a side (measuring ``seconds`` where given) in a
+    fresh process, recorded in the store and appended to ``results`` (or, given a ``pilot`` list,
+    to it, tagged NAME:pilot); a failed run raises RunFailed (what was recorded stays)."""
     by_label = {side.label: side for side in sides}
     throughput = METRICS["samples_per_sec"]
 
-    def run_one(label: str) -> float:
-        side = by_label[label]
-        number = len(results["A"]) + len(results["B"]) + 1
+    def record(label: str, seconds: float | None, pilot: list[Result] | None) -> Result:
+        side = by_label[label] if seconds is None else by_label[label].measuring(seconds)
+        number = len(results["A"]) + len(results["B"]) + len(pilot or []) + 1
         if side.revision is not None:
             outcome = run_at(side.revision, side.tokens)
         else:
@@ -134,10 +241,10 @@ def _interleave(
                 f"run {number} (side {label}: flowrate run {side.spec}) failed: {outcome.message}; "
                 f"the {number - 1} runs before it are recorded, tagged {name}"
             )
-        store.add(outcome.result, [name, f"{name}:{label}"])
-        results[label].append(outcome.result)
+        store.add(outcome.result, [name, f"{name}:pilot" if pilot is not None else f"{name}:{label}"])
+        (pilot if pilot is not None else results[label]).append(outcome.result)
         value = process_values(throughput, outcome.result)[0]
         on_run(LiveRun(number, label, value, outcome.result.run_id))
-        return value
+        return outcome.result
 
-    return interleave(rule, run_one)
+    return record

@@ -1,0 +1,210 @@
+"""A comparison within a time budget: a first block measures, a plan spends the rest.
+
+The budget bounds the whole comparison's wall-clock time, counted from ``started``:
+
+1. A first A B B A block of short processes (PILOT_SECONDS each, less for a small budget) measures
+   a process's start-up on this machine (its wall time less the seconds it was asked to measure;
+   the median of the four, as the first may start the fork server) and how steady its intervals
+   are, and
+   names the configuration whose history the store may hold. Its runs are recorded (tagged
+   …:pilot) but not compared: they measured for a different length than the rest.
+2. The noise is the store's between-run CV of the configuration where it knows one
+   (``history_of``), else the first block's own. flowrate.campaigns.compare.plan chooses the
+   processes a side and their length for what is left of the budget.
+3. Blocks of four run at that length while the next would end within the budget (its length
+   judged by the slowest process so far, the first block's included but for its first process,
+   which may have started the fork server), or, with ``until_ci``, until the interval of B/A is
+   that narrow (flowrate.results.blocks, at the verdict's level). When not even one block fits
+   (start-up varied more than its median said), the budget is too small: BudgetTooSmall.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW, A, B, abba_order
+from flowrate.campaigns.compare.plan import MIN_SECONDS, BudgetTooSmall, Noise, Plan, minimum_budget, plan
+from flowrate.results.blocks import PAIRED, UNPAIRED, block_test
+from flowrate.results.compare import Comparison, History
+
+PILOT_SECONDS = 1.0  # measured by each process of the first block, at most
+PILOT_SHARE = 0.25  # of the budget, the most the first block is planned to take
+ASSUMED_STARTUP_S = 1.0  # a process's start-up before the first block has measured it
+BUDGET_SPENT = "budget spent"
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process as the budget sees it: its value, its wall time, the seconds it measured and
+    the seconds it was asked to (its wall time less those is its start-up)."""
+
+    label: str
+    value: float
+    wall_s: float
+    measured_s: float
+    within_cv: float | None
+    asked_s: float
+
+    @property
+    def startup_s(self) -> float:
+        return max(0.0, self.wall_s - self.asked_s)
+
+
+@dataclass
+class Spent:
+    """How a budget was spent: the first block, the plan, the compared runs' values and why they
+    stopped (BUDGET_SPENT, NARROW or INTERRUPTED)."""
+
+    budget_s: float
+    pilot: list[Process] = field(default_factory=list)
+    plan: Plan | None = None
+    values: dict[str, list[float]] = field(default_factory=lambda: {A: [], B: []})
+    stopped: str | None = None
+    # the between-run noise the plan used, as a history apart from the compared runs: the store's,
+    # or the first block's (2 degrees of freedom)
+    history: History | None = None
+    elapsed_s: float = 0.0
+
+
+def analysis_of(values: dict[str, list[float]]) -> str:
+    """PAIRED or UNPAIRED: the test flowrate.results.blocks chose for these runs' throughput."""
+    a, b = values[A], values[B]
+    if len(a) != len(b) or len(a) < 2 or len(a) % 2:
+        return UNPAIRED
+    return PAIRED if bool(block_test(np.array([a]), np.array([b])).paired[0]) else UNPAIRED
+
+
+def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
+    """How the budget was spent, for the JSON: the budget, the first block, the plan, the runs,
+    the analysis (paired or not) and the interval of B/A's samples/s at the verdict's level."""
+    throughput = comparison.metric("samples_per_sec")
+    chosen = spent.plan
+    return {
+        "budget_s": spent.budget_s,
+        "elapsed_s": spent.elapsed_s,
+        "stopped": spent.stopped,
+        "first_block": {
+            "processes": len(spent.pilot),
+            "seconds": spent.pilot[0].measured_s if spent.pilot else None,
+            "startup_s": chosen.noise.startup_s if chosen else None,
+        },
+        "plan": None
+        if chosen is None
+        else {
+            "processes_a_side": chosen.processes,
+            "seconds": chosen.seconds,
+            "expected_half_width": chosen.half_width,
+            "reason": chosen.reason,
+            "noise": asdict(chosen.noise),
+        },
+        "runs_a_side": min(len(spent.values[A]), len(spent.values[B])),
+        "analysis": analysis_of(spent.values),
+        "interval": None
+        if throughput is None
+        else {
+            "metric": "samples_per_sec",
+            "level": 1 - comparison.alpha,
+            "ratio": throughput.ratio,
+            "low": throughput.ci_low,
+            "high": throughput.ci_high,
+            "verdict": throughput.verdict,
+        },
+    }
+
+
+def minimum_budget_s(startup_s: float = ASSUMED_STARTUP_S) -> float:
+    """The least budget that pays for the first block and two processes a side after it."""
+    return 2 * minimum_budget(startup_s)
+
+
+def pilot_seconds(budget_s: float) -> float:
+    """What each process of the first block measures: PILOT_SECONDS, less for a small budget."""
+    share = budget_s * PILOT_SHARE / 4 - ASSUMED_STARTUP_S
+    return min(PILOT_SECONDS, max(MIN_SECONDS, math.floor(share * 10) / 10))
+
+
+def noise_from(pilot: Sequence[Process], history: History | None) -> Noise:
+    """The plan's noise: start-up and steadiness from the first block, the between-run CV from
+    the store's history where there is one, else from the first block's two runs a side."""
+    startup = statistics.median(p.startup_s for p in pilot)
+    cvs = [p.within_cv for p in pilot if p.within_cv is not None]
+    within = statistics.fmean(cvs) if cvs else 0.0
+    if history is not None:
+        return Noise(history.cv, within, startup, f"the store's {history.runs} earlier runs")
+    squares, df = 0.0, 0
+    for label in (A, B):
+        values = [p.value for p in pilot if p.label == label]
+        mean = statistics.fmean(values)
+        squares += sum((v / mean - 1) ** 2 for v in values)
+        df += len(values) - 1
+    at = statistics.fmean(p.measured_s for p in pilot)
+    return Noise(math.sqrt(squares / df), within, startup, f"a first block of {len(pilot)} processes", at)
+
+
+def narrow_enough(values: dict[str, list[float]], until_ci: float, alpha: float) -> bool:
+    """Whether the interval of B/A over whole blocks (two or more) is within ±``until_ci``."""
+    a, b = values[A], values[B]
+    if len(a) != len(b) or len(a) < 4 or len(a) % 2:
+        return False
+    low, high = block_test(np.array([a]), np.array([b])).interval(alpha)
+    return bool((high[0] - low[0]) / (high[0] + low[0]) <= until_ci)
+
+
+def spend(
+    budget_s: float,
+    *,
+    clock: Callable[[], float],
+    started: float,
+    run_one: Callable[[str, float, bool], Process],
+    history_of: Callable[[], History | None],
+    alpha: float,
+    until_ci: float | None = None,
+    on_plan: Callable[[Plan], None] = lambda chosen: None,
+) -> Spent:
+    """Spend ``budget_s`` (module docstring). ``run_one(label, seconds, pilot)`` runs one process
+    of a side, recording it; ``history_of()`` (after the first block) is the store's noise for its
+    configuration; ``alpha`` the verdict's level (the interval the plan and ``until_ci`` judge);
+    ``on_plan`` hears of the plan once it is made.
+    BudgetTooSmall when the first block overruns the budget, or what is left after it cannot pay
+    for one block (its ``minimum_s``, from the start-up measured); an
+    interrupt (Ctrl-C) ends the runs, marked INTERRUPTED."""
+    spent = Spent(budget_s)
+    try:
+        first = pilot_seconds(budget_s)
+        for label in abba_order(4):
+            if spent.pilot and clock() - started > budget_s:  # the first block alone overran it
+                startup = statistics.median(p.startup_s for p in spent.pilot)
+                raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
+            spent.pilot.append(run_one(label, first, True))
+        known = history_of()
+        noise = noise_from(spent.pilot, known)
+        spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
+        left = budget_s - (clock() - started)
+        try:
+            spent.plan = plan(left, noise, alpha)
+        except BudgetTooSmall:
+            raise BudgetTooSmall(budget_s, clock() - started + minimum_budget(noise.startup_s)) from None
+        on_plan(spent.plan)
+        slowest = max(spent.plan.process_s, *(p.startup_s + spent.plan.seconds for p in spent.pilot[1:]))
+        while spent.stopped is None:
+            if clock() - started + 4 * slowest > budget_s:
+                if not spent.values[A]:  # not one planned block fits
+                    raise BudgetTooSmall(budget_s, clock() - started + 4 * slowest)
+                spent.stopped = BUDGET_SPENT
+                break
+            for label in abba_order(4):
+                process = run_one(label, spent.plan.seconds, False)
+                spent.values[label].append(process.value)
+                slowest = max(slowest, process.wall_s)
+            if until_ci is not None and narrow_enough(spent.values, until_ci, alpha):
+                spent.stopped = NARROW
+    except KeyboardInterrupt:
+        spent.stopped = INTERRUPTED
+    spent.elapsed_s = clock() - started
+    return spent

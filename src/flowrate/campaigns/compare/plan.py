@@ -1,0 +1,136 @@
+"""How to spend a time budget on a comparison: how many processes a side, how long each measures.
+
+A comparison's unit is the process (flowrate.results.verdict): each run gives one value, and the
+interval of B/A narrows as the square root of the processes a side. A process costs its start-up
+(fork, model build, preheat, recording) plus the seconds it measures, so a budget buys many short
+processes or few long ones. The per-process value's relative variance at ``s`` measured seconds is
+
+    cv²(s) = σ_o² + MEDIAN_EFFICIENCY · σ_w² · interval / s
+
+with σ_o the process's own offset (what a longer run cannot average away), σ_w the CV of one
+sample interval and ``interval`` its length (a value is the median of s / interval intervals;
+the median of normal values has π/2 the variance of their mean). A between-run CV measured at
+``at_seconds`` a process gives the offset: σ_o² = between² − MEDIAN_EFFICIENCY · σ_w² · interval
+/ at_seconds, with the sampling term capped at between² (intervals that agree more than
+independent ones would: the measured spread is what counts). Where ``at_seconds`` is unknown,
+σ_o² = between²: an overstatement, so a plan leans towards longer processes, never towards a
+narrower interval than it gets.
+
+With n processes a side, in A B B A blocks of four, the half-width of the (1 − alpha) interval of
+log(B/A) is t(1 − alpha/2, 2n − 2) · cv(s) · √(2/n), and n = ⌊budget / (2 (start-up + s))⌋ rounded
+down to whole blocks (an even n). plan() tries each length of SECONDS and keeps the narrowest; two
+processes a side (one block) is the least a plan runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.special import stdtrit
+
+MIN_PROCESSES = 2  # a side: one A B B A block
+MIN_SECONDS = 0.5  # measured per process, at least: a few sample intervals
+SECONDS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0, 60.0)  # the lengths a plan tries
+INTERVAL_S = 0.2  # a sample interval's length, as `flowrate run` aims for by default
+MEDIAN_EFFICIENCY = math.pi / 2  # variance of a median of normal values over that of their mean
+
+
+class BudgetTooSmall(ValueError):
+    """The budget cannot pay for two processes a side; ``minimum_s`` would."""
+
+    def __init__(self, budget_s: float, minimum_s: float) -> None:
+        self.budget_s = budget_s
+        self.minimum_s = minimum_s
+        super().__init__(f"{budget_s:g} s is too short for two processes a side: at least {minimum_s:.0f} s")
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What a plan is made from: the noise of this configuration on this machine and its cost.
+
+    ``between_cv``: the CV of one process's value, measured at ``at_seconds`` a process (None:
+    unknown); ``within_cv``: the CV of one sample interval; ``startup_s``: a process's seconds
+    beyond those it measures; ``source``: where the figures come from ("the store's 40 earlier
+    runs", "a first block of 4 processes").
+    """
+
+    between_cv: float
+    within_cv: float
+    startup_s: float
+    source: str
+    at_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("between_cv", "within_cv", "startup_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and ≥ 0, got {value}")
+
+    def process_cv(self, seconds: float, interval_s: float = INTERVAL_S) -> float:
+        """The CV of one process's value when it measures ``seconds`` (module docstring)."""
+        sampling = MEDIAN_EFFICIENCY * self.within_cv**2 * interval_s  # × 1/s: the sampling variance
+        offset2 = self.between_cv**2
+        if self.at_seconds is not None:
+            at = max(self.at_seconds, interval_s)
+            sampling = min(sampling, offset2 * at)  # never more than the between-run CV it is part of
+            offset2 -= sampling / at
+        return math.sqrt(offset2 + sampling / max(seconds, interval_s))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Processes a side, and the seconds each measures, for a budget; and why."""
+
+    processes: int  # a side, in A B B A blocks (even)
+    seconds: float  # each process measures this long (`flowrate run --duration`)
+    budget_s: float
+    noise: Noise
+    half_width: float  # the expected half-width of the interval of B/A, relative (0.01: ±1%)
+
+    @property
+    def process_s(self) -> float:
+        """The expected wall time of one process."""
+        return self.noise.startup_s + self.seconds
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"{self.processes} processes of {self.seconds:g} s a side: between-run CV "
+            f"{self.noise.between_cv:.1%}, within-run CV {self.noise.within_cv:.1%}, start-up "
+            f"{self.noise.startup_s:.1f} s ({self.noise.source}); expected interval ±{self.half_width:.1%}"
+        )
+
+
+def minimum_budget(startup_s: float) -> float:
+    """The least budget that buys two processes a side of MIN_SECONDS each."""
+    return 2 * MIN_PROCESSES * (startup_s + MIN_SECONDS)
+
+
+def processes_within(budget_s: float, process_s: float) -> int:
+    """Processes a side that ``budget_s`` pays for at ``process_s`` each, in whole blocks."""
+    return 2 * math.floor(budget_s / (4 * process_s)) if process_s > 0 else 0
+
+
+def expected_half_width(noise: Noise, processes: int, seconds: float, alpha: float) -> float:
+    """The expected relative half-width of the (1 − alpha) interval of B/A (module docstring)."""
+    t = float(stdtrit(2 * processes - 2, 1 - alpha / 2))
+    return math.expm1(t * noise.process_cv(seconds) * math.sqrt(2 / processes))
+
+
+def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
+    """The narrowest interval ``budget_s`` buys (module docstring); BudgetTooSmall when it cannot
+    pay for two processes a side. Ties go to the shorter length (more processes)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
+    best: Plan | None = None
+    for seconds in SECONDS:
+        processes = processes_within(budget_s, noise.startup_s + seconds)
+        if processes < MIN_PROCESSES:
+            continue
+        width = expected_half_width(noise, processes, seconds, alpha)
+        if best is None or width < best.half_width:
+            best = Plan(processes, seconds, budget_s, noise, width)
+    if best is None:
+        raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
+    return best

@@ -1,0 +1,162 @@
+"""B against A over runs made in A B B A blocks: paired by block where the machine drifted.
+
+An interleaved comparison runs A B B A, A B B A, …: block k holds runs 2k and 2k + 1 of each
+side. A machine whose speed changes between blocks (a neighbour's load, heat) moves all four
+runs of a block together. The unpaired test (flowrate.results.verdict: Welch over the runs) counts
+that drift as noise; a paired test over the blocks' log ratios d_k = mean log B_k − mean log A_k
+cancels it (and, by the A B B A order, a linear drift inside a block too), at the price of fewer
+degrees of freedom: K − 1 for K blocks against about 4K − 2.
+
+Which to use is read from the runs: the log values are split, as a two-way layout without
+interaction, into the blocks' mean square MS_block (K − 1 degrees of freedom) and the residual one
+MS_res (3K − 1) left after the blocks and the sides. Their variance components are σ_w² = MS_res
+(the within-block noise) and σ_drift² = (MS_block − MS_res) / 4; the blocks are paired when the
+drift exceeds the within-block noise, σ_drift² > σ_w², i.e. F = MS_block / MS_res > 5, with
+MIN_PAIRED_BLOCKS blocks or more. Without drift F exceeds 5 rarely (under 1% of the time at 6
+blocks), so choosing from the same runs moves the error rate little; the simulation in
+tests/unit/test_compare_budget_simulation.py pins it at alpha + 1% over every plan the budget
+planner can choose.
+
+Paired: ratio exp(mean d), standard error sd(d) / √K, t with K − 1 degrees of freedom. Unpaired:
+the Welch log-ratio test of flowrate.results.verdict, exactly. The functions work on arrays of
+comparisons at once (the last axis holds one comparison's runs), so the simulation runs this
+code itself; block_verdict wraps one comparison as a Verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.special import stdtr, stdtrit
+
+from flowrate.results.verdict import FASTER, MIN_OWN_RUNS, SAME, SLOWER, Verdict, run_level_verdict
+
+MIN_PAIRED_BLOCKS = 3  # two blocks leave the paired test one degree of freedom
+DRIFT_F = 5.0  # F above which the drift's variance exceeds the within-block noise's
+PAIRED, UNPAIRED = "paired", "unpaired"
+
+
+@dataclass(frozen=True)
+class BlockTest:
+    """Arrays over comparisons: log(B/A), its standard error and degrees of freedom, whether the
+    blocks were paired, and the drift's F (NaN with fewer than two blocks)."""
+
+    log_ratio: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    paired: np.ndarray
+    drift_f: np.ndarray
+
+    def p_values(self) -> np.ndarray:
+        t = np.abs(self.log_ratio) / np.where(self.se > 0, self.se, np.inf)
+        p = 2 * stdtr(self.df, -t)
+        return np.where(self.se > 0, p, np.where(self.log_ratio == 0, 1.0, 0.0))
+
+    def interval(self, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        half = stdtrit(self.df, 1 - alpha / 2) * self.se
+        return np.exp(self.log_ratio - half), np.exp(self.log_ratio + half)
+
+
+def block_test(a: np.ndarray, b: np.ndarray) -> BlockTest:
+    """The test for runs in A B B A blocks: ``a`` and ``b`` (…, 2K) hold each side's per-run
+    values in run order, positive, K ≥ 1 (module docstring)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.shape[-1] < 2 or a.shape[-1] % 2:
+        raise ValueError(
+            f"each side needs the same even number of runs (whole blocks), got {a.shape} and {b.shape}"
+        )
+    n = a.shape[-1]
+    blocks = n // 2
+    # unpaired: Welch over the runs' values (flowrate.results.verdict._own), on every comparison
+    ma, mb = a.mean(-1), b.mean(-1)
+    qa = a.var(-1, ddof=1) / (n * ma * ma)
+    qb = b.var(-1, ddof=1) / (n * mb * mb)
+    se2 = qa + qb
+    denominator = (qa * qa + qb * qb) / (n - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        welch_df = np.where(denominator > 0, se2 * se2 / denominator, np.inf)
+    unpaired = (np.log(mb / ma), np.sqrt(se2), welch_df)
+    shape = a.shape[:-1]
+    if blocks < 2:
+        nan = np.full(shape, np.nan)
+        return BlockTest(*unpaired, paired=np.zeros(shape, dtype=bool), drift_f=nan)
+    la = np.log(a).reshape(*shape, blocks, 2)
+    lb = np.log(b).reshape(*shape, blocks, 2)
+    block_mean = (la.sum(-1) + lb.sum(-1)) / 4  # (…, K)
+    side = (lb.mean((-1, -2)) - la.mean((-1, -2))) / 2  # half the sides' difference
+    grand = block_mean.mean(-1)
+    fitted_a = block_mean[..., None] - side[..., None, None]
+    fitted_b = block_mean[..., None] + side[..., None, None]
+    residual = ((la - fitted_a) ** 2).sum((-1, -2)) + ((lb - fitted_b) ** 2).sum((-1, -2))
+    ms_res = residual / (3 * blocks - 1)
+    ms_block = 4 * ((block_mean - grand[..., None]) ** 2).sum(-1) / (blocks - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        drift_f = np.where(ms_res > 0, ms_block / ms_res, np.where(ms_block > 0, np.inf, 0.0))
+    d = lb.mean(-1) - la.mean(-1)  # (…, K): each block's log ratio, of geometric means
+    paired_se = d.std(-1, ddof=1) / math.sqrt(blocks)
+    paired = (drift_f > DRIFT_F) & (blocks >= MIN_PAIRED_BLOCKS)
+    return BlockTest(
+        log_ratio=np.where(paired, d.mean(-1), unpaired[0]),
+        se=np.where(paired, paired_se, unpaired[1]),
+        df=np.where(paired, float(blocks - 1), unpaired[2]),
+        paired=paired,
+        drift_f=drift_f,
+    )
+
+
+def block_verdict(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    alpha: float,
+    min_effect: float,
+    history_cv: float | None = None,
+    history_runs: int = 0,
+) -> Verdict:
+    """B against A over one comparison's runs in A B B A blocks (each side in run order). The
+    method says which test was used and why; where the sides are not whole blocks, the unpaired
+    verdict of flowrate.results.verdict. ``history_cv`` (from ``history_runs`` runs): a between-run
+    CV known apart from these runs, which stands in for their spread when a side has fewer than
+    MIN_OWN_RUNS (never below it: flowrate.results.verdict), and is otherwise not used."""
+    few = min(len(a), len(b)) < MIN_OWN_RUNS
+    cv, runs = (history_cv, history_runs) if few else (None, 0)
+    if len(a) != len(b) or len(a) < 2 or len(a) % 2:
+        return run_level_verdict(a, b, alpha=alpha, min_effect=min_effect, history_cv=cv, history_runs=runs)
+    if any(not math.isfinite(v) or v <= 0 for v in (*a, *b)):
+        raise ValueError("per-run values must be finite and positive")
+    test = block_test(np.array([a]), np.array([b]))
+    blocks = len(a) // 2
+    paired = bool(test.paired[0])
+    drift = float(test.drift_f[0])
+    if not paired:
+        verdict = run_level_verdict(
+            a, b, alpha=alpha, min_effect=min_effect, history_cv=cv, history_runs=runs
+        )
+        why = (
+            f"unpaired: block drift F {drift:.2f} ≤ {DRIFT_F:g}"
+            if blocks >= MIN_PAIRED_BLOCKS
+            else f"unpaired: {blocks} block{'s' if blocks != 1 else ''}, pairing needs {MIN_PAIRED_BLOCKS}"
+        )
+        return replace(
+            verdict,
+            method=f"{verdict.method}; {why}",
+            evidence=f"{verdict.evidence}, {blocks} A B B A blocks ({why})",
+        )
+    ratio = math.exp(float(test.log_ratio[0]))
+    low, high = (float(x[0]) for x in test.interval(alpha))
+    p = float(test.p_values()[0])
+    significant = p < alpha and abs(ratio - 1) >= min_effect and ratio != 1
+    direction = (FASTER if ratio > 1 else SLOWER) if significant else SAME
+    method = (
+        f"paired t-test of the blocks' log ratios ({blocks} A B B A blocks, {blocks - 1} degrees of "
+        f"freedom; one value per process); paired: block drift F {drift:.2f} > {DRIFT_F:g}"
+    )
+    block_cv = float(test.se[0]) * math.sqrt(blocks)
+    evidence = (
+        f"{len(a)} runs a side in {blocks} A B B A blocks, block-ratio CV {block_cv:.1%} "
+        "(paired: the machine drifted between blocks)"
+    )
+    return Verdict(ratio, low, high, p, significant, direction, method, evidence, len(a), len(b), "runs")

@@ -1,0 +1,92 @@
+"""A/A comparisons simulated for every plan the budget planner can choose, and for --until-ci
+within a budget: the verdict's false-positive rate stays at alpha + 1%, with and without a
+drifting machine."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from flowrate.campaigns.compare.interleave import SEQUENTIAL_ALPHA_SHARE
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, plan
+from flowrate.results.blocks import block_test
+
+ALPHA = 0.05
+TRIALS = 6000  # A/A comparisons per plan and drift: the rate's standard error is 0.28%
+BUDGETS_S = (6.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+BETWEEN_CVS = (0.005, 0.02, 0.04, 0.08)
+WITHIN_CVS = (0.01, 0.05, 0.2)
+STARTUPS_S = (0.3, 0.5, 1.0, 3.0)
+# the machine's drift, as a multiple of a process's CV: none; a random walk from process to process
+# and a jump between blocks as large as that CV; three times as large
+DRIFTS = (0.0, 1.0, 3.0)
+
+
+def _plans() -> dict[int, Plan]:
+    """Every plan the grid leads to, one per count of processes a side (what the test depends on)."""
+    plans: dict[int, Plan] = {}
+    for budget, between, within, startup in itertools.product(BUDGETS_S, BETWEEN_CVS, WITHIN_CVS, STARTUPS_S):
+        try:
+            chosen = plan(budget, Noise(between, within, startup, "simulated"), ALPHA)
+        except BudgetTooSmall:
+            continue
+        plans.setdefault(chosen.processes, chosen)
+    return plans
+
+
+def _false_positive_rate(chosen: Plan, drift: float, rng: np.random.Generator) -> float:
+    n = chosen.processes
+    cv = chosen.noise.process_cv(chosen.seconds)
+    order = np.array(list("ABBA" * (n // 2)))
+    logs = cv * rng.standard_normal((TRIALS, 2 * n), dtype=np.float32)
+    if drift:
+        logs += drift * cv * np.cumsum(rng.standard_normal((TRIALS, 2 * n), dtype=np.float32), axis=1)
+        logs += drift * cv * np.repeat(rng.standard_normal((TRIALS, n // 2), dtype=np.float32), 4, axis=1)
+    values = np.exp(logs, dtype=np.float64)
+    test = block_test(values[:, order == "A"], values[:, order == "B"])
+    return float((test.p_values() < ALPHA).mean())
+
+
+def test_the_grid_reaches_small_and_large_plans() -> None:
+    counts = sorted(_plans())
+    assert counts[0] == 2 and counts[-1] > 300
+    assert all(count % 2 == 0 for count in counts)  # whole A B B A blocks
+
+
+@pytest.mark.parametrize("drift", DRIFTS)
+def test_every_plan_keeps_the_false_positive_rate_at_alpha_plus_one_percent(drift: float) -> None:
+    rng = np.random.default_rng(41)
+    rates = {n: _false_positive_rate(chosen, drift, rng) for n, chosen in _plans().items()}
+    worst = max(rates, key=lambda n: rates[n])
+    assert rates[worst] <= ALPHA + 0.01, f"{worst} processes a side: {rates[worst]:.2%}"
+    # over all plans together (tens of thousands of comparisons): the rate itself, within 0.5%
+    assert np.mean(list(rates.values())) <= ALPHA + 0.005
+
+
+@pytest.mark.parametrize("drift", DRIFTS)
+def test_until_ci_within_a_budget_keeps_the_false_positive_rate_at_alpha_plus_one_percent(
+    drift: float,
+) -> None:
+    """Blocks until the interval is within ±target (at least 2 blocks, at most MAX_BLOCKS: the
+    budget), the interval and verdict at alpha × SEQUENTIAL_ALPHA_SHARE, as --until-ci with
+    --budget does; targets from a quarter to twice the process CV."""
+    rng = np.random.default_rng(42)
+    cv, trials, most = 0.02, 4000, 20
+    level = ALPHA * SEQUENTIAL_ALPHA_SHARE
+    order = np.array(list("ABBA" * most))
+    for target in (0.25 * cv, 0.5 * cv, cv, 2 * cv):
+        logs = cv * rng.standard_normal((trials, 4 * most))
+        logs += drift * cv * np.cumsum(rng.standard_normal((trials, 4 * most)), axis=1)
+        logs += drift * cv * np.repeat(rng.standard_normal((trials, most)), 4, axis=1)
+        a, b = np.exp(logs[:, order == "A"]), np.exp(logs[:, order == "B"])
+        decided = np.zeros(trials, dtype=bool)
+        called = np.zeros(trials, dtype=bool)
+        for blocks in range(2, most + 1):
+            test = block_test(a[:, : 2 * blocks], b[:, : 2 * blocks])
+            low, high = test.interval(level)
+            stop = ~decided & (((high - low) / (high + low) <= target) | (blocks == most))
+            called |= stop & (test.p_values() < level)
+            decided |= stop
+        assert called.mean() <= ALPHA + 0.01, f"target ±{target:.2%}: {called.mean():.2%}"

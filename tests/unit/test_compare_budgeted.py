@@ -1,0 +1,168 @@
+"""Spending a budget: a first block, a plan for the rest, A B B A blocks while they fit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flowrate.campaigns.compare.budgeted import (
+    BUDGET_SPENT,
+    Process,
+    noise_from,
+    pilot_seconds,
+    spend,
+)
+from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Plan
+from flowrate.results.compare import History
+
+ALPHA = 0.05
+
+
+def _none() -> History | None:
+    return None
+
+
+class FakeMachine:
+    """A clock that moves only when a process runs: each takes ``startup_s`` plus what it
+    measures; side A runs at 100 samples/s, B at ``b_rate``, with a fixed wobble."""
+
+    def __init__(
+        self, startup_s: float = 1.0, b_rate: float = 100.0, slower: dict[int, float] | None = None
+    ) -> None:
+        self.now = 0.0
+        self.startup_s = startup_s
+        self.slower = slower or {}  # the Nth process (from 1): seconds more start-up
+        self.b_rate = b_rate
+        self.calls: list[tuple[str, float, bool]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def run_one(self, label: str, seconds: float, first: bool) -> Process:
+        self.calls.append((label, seconds, first))
+        wall = self.startup_s + self.slower.get(len(self.calls), 0.0) + seconds
+        self.now += wall
+        wobble = (1.0, 1.02, 0.99, 0.98)[len(self.calls) % 4]
+        rate = (100.0 if label == "A" else self.b_rate) * wobble
+        return Process(label, rate, wall, seconds, 0.05, seconds)
+
+
+def test_a_first_block_measures_then_blocks_run_while_the_next_fits() -> None:
+    machine = FakeMachine(startup_s=1.0)
+    spent = spend(
+        30.0, clock=machine.clock, started=0.0, run_one=machine.run_one, history_of=lambda: None, alpha=ALPHA
+    )
+    assert pilot_seconds(30.0) == 0.8  # 30 s × 25% / 4 − 1 s assumed start-up
+    first = [call for call in machine.calls if call[2]]
+    assert first == [("A", 0.8, True), ("B", 0.8, True), ("B", 0.8, True), ("A", 0.8, True)]
+    assert spent.plan is not None
+    assert spent.plan.noise.startup_s == pytest.approx(1.0)
+    assert spent.plan.noise.source == "a first block of 4 processes"
+    # the first block took 7.2 s; the plan has 22.8 s; each planned block takes 4 × (1 s + seconds)
+    rest = machine.calls[4:]
+    assert "".join(label for label, _, _ in rest) == "ABBA" * (len(rest) // 4)
+    block_s = 4 * (1.0 + spent.plan.seconds)
+    assert len(rest) // 4 == math.floor(22.8 / block_s)  # every block that fits, and no more
+    assert spent.stopped == BUDGET_SPENT
+    assert spent.elapsed_s == pytest.approx(machine.now) and spent.elapsed_s <= 30.0
+    assert len(spent.values["A"]) == len(spent.values["B"]) == len(rest) // 2
+
+
+def test_the_store_s_history_gives_the_between_run_noise() -> None:
+    pilot = [Process(label, 100.0 + i, 2.5, 1.0, 0.04, 1.0) for i, label in enumerate("ABBA")]
+    noise = noise_from(pilot, History(cv=0.036, runs=40))
+    assert (noise.between_cv, noise.within_cv, noise.startup_s) == (0.036, 0.04, 1.5)
+    assert noise.source == "the store's 40 earlier runs" and noise.at_seconds is None
+    own = noise_from(pilot, None)
+    # A: 100 and 103, B: 101 and 102, relative to each side's mean, 2 degrees of freedom
+    squares = (1.5 / 101.5) ** 2 * 2 + (0.5 / 101.5) ** 2 * 2
+    assert own.between_cv == pytest.approx(math.sqrt(squares / 2))
+    assert own.at_seconds == 1.0
+
+
+def test_until_ci_stops_once_the_interval_is_narrow_enough() -> None:
+    machine = FakeMachine(startup_s=0.2)
+    spent = spend(
+        600.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=lambda: None,
+        alpha=ALPHA / 2,
+        until_ci=0.05,
+    )
+    assert spent.stopped == NARROW
+    assert len(spent.values["A"]) == 4  # two blocks, the least the interval is judged over
+    assert spent.elapsed_s < 600.0
+
+
+def test_a_budget_the_first_block_leaves_too_little_of_is_refused_with_the_measured_minimum() -> None:
+    machine = FakeMachine(startup_s=3.0)
+    with pytest.raises(BudgetTooSmall) as refused:
+        spend(15.0, clock=machine.clock, started=0.0, run_one=machine.run_one, history_of=_none, alpha=ALPHA)
+    # 4 × 3.5 s of first block, then 2 a side × (3 s + 0.5 s)
+    assert refused.value.minimum_s == pytest.approx(14.0 + 14.0)
+    assert len(machine.calls) == 4
+
+
+def test_an_interrupt_ends_the_runs_with_what_was_measured() -> None:
+    machine = FakeMachine()
+
+    def interrupted(label: str, seconds: float, first: bool) -> Process:
+        if len(machine.calls) == 6:
+            raise KeyboardInterrupt
+        return machine.run_one(label, seconds, first)
+
+    spent = spend(60.0, clock=machine.clock, started=0.0, run_one=interrupted, history_of=_none, alpha=ALPHA)
+    assert spent.stopped == INTERRUPTED
+    assert spent.values == {"A": [pytest.approx(100.0 * 1.02)], "B": [pytest.approx(100.0 * 0.99)]}
+
+
+def test_no_block_starts_that_would_end_after_the_budget() -> None:
+    machine = FakeMachine(startup_s=0.5)
+    spent = spend(
+        32.5,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=lambda: History(cv=0.036, runs=40),
+        alpha=ALPHA,
+    )
+    assert spent.plan is not None and (spent.plan.seconds, spent.plan.noise.startup_s) == (0.5, 0.5)
+    # a first block of 4 × 1.5 s, then blocks of 4 × 1.0 s: the 6th ends at 30 s, a 7th would at 34 s
+    assert len(spent.values["A"]) == 12
+    assert spent.elapsed_s == 30.0
+
+
+def test_a_budget_whose_first_planned_block_would_overrun_is_refused() -> None:
+    machine = FakeMachine(startup_s=1.0, slower={3: 6.0})  # the first block's third starts 6 s slower
+    planned: list[Plan] = []
+    with pytest.raises(BudgetTooSmall) as refused:
+        spend(
+            24.0,
+            clock=machine.clock,
+            started=0.0,
+            run_one=machine.run_one,
+            history_of=_none,
+            alpha=ALPHA,
+            on_plan=planned.append,
+        )
+    assert len(machine.calls) == 4  # the first block only: 3 × 1.5 s + 7.5 s
+    # the plan counts on the median start-up (1 s); a block judged by the slowest is 4 × (7 s + s)
+    assert planned[0].noise.startup_s == 1.0
+    assert refused.value.minimum_s == 12.0 + 4 * (7.0 + planned[0].seconds)
+
+
+def test_a_side_at_a_revision_measures_the_plans_seconds_through_its_own_command_line() -> None:
+    from pathlib import Path
+
+    from flowrate.campaigns.compare.live import Side
+    from flowrate.campaigns.compare.revisions import Revision
+
+    side = Side("B", "-p fc_mnist", ["-p", "fc_mnist"], None, Revision("HEAD", "a" * 40, Path("/src")))
+    planned = side.measuring(1.5)
+    assert planned.tokens == ["-p", "fc_mnist", "--duration", "1.5"]
+    assert planned.argv == ["flowrate", "run", "-p", "fc_mnist", "--duration", "1.5"]
+    assert planned.revision == side.revision and side.tokens == ["-p", "fc_mnist"]

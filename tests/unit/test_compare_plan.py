@@ -1,0 +1,76 @@
+"""The budget planner: processes a side and seconds each, from the noise and the start-up."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.special import stdtrit
+
+from flowrate.campaigns.compare.plan import (
+    BudgetTooSmall,
+    Noise,
+    expected_half_width,
+    minimum_budget,
+    plan,
+    processes_within,
+)
+
+ALPHA = 0.05
+HISTORY = "the store's 40 earlier runs"
+
+
+def test_a_process_cv_is_its_offset_plus_the_sampling_of_its_intervals() -> None:
+    noise = Noise(between_cv=0.04, within_cv=0.05, startup_s=1.0, source="a first block", at_seconds=1.0)
+    sampling = math.pi / 2 * 0.05**2 * 0.2  # per second measured: the median of 0.2 s intervals
+    offset2 = 0.04**2 - sampling / 1.0
+    assert noise.process_cv(1.0) == pytest.approx(0.04)
+    assert noise.process_cv(4.0) == pytest.approx(math.sqrt(offset2 + sampling / 4.0))
+    # steadier than independent intervals would be: the measured spread is all there is to halve
+    steady = Noise(between_cv=0.02, within_cv=0.10, startup_s=1.0, source="a first block", at_seconds=1.0)
+    assert steady.process_cv(1.0) == pytest.approx(0.02)
+    assert steady.process_cv(4.0) == pytest.approx(0.01)
+    # from history, the length it was measured at unknown: all of it is offset
+    assert Noise(0.03, 0.05, 0.5, HISTORY).process_cv(2.0) == pytest.approx(math.sqrt(0.03**2 + sampling / 2))
+
+
+def test_cheap_processes_buy_many_short_ones_and_the_reason_says_why() -> None:
+    noise = Noise(between_cv=0.036, within_cv=0.05, startup_s=0.5, source=HISTORY)
+    chosen = plan(60.0, noise, ALPHA)
+    assert (chosen.processes, chosen.seconds) == (30, 0.5)  # 60 s / (2 sides × 1.0 s), whole blocks
+    cv = noise.process_cv(0.5)
+    assert chosen.half_width == pytest.approx(math.expm1(float(stdtrit(58, 0.975)) * cv * math.sqrt(2 / 30)))
+    assert chosen.reason == (
+        "30 processes of 0.5 s a side: between-run CV 3.6%, within-run CV 5.0%, start-up 0.5 s "
+        f"({HISTORY}); expected interval ±{chosen.half_width:.1%}"
+    )
+
+
+def test_a_costly_start_up_and_steady_offsets_buy_fewer_longer_processes() -> None:
+    noise = Noise(between_cv=0.002, within_cv=0.2, startup_s=3.0, source=HISTORY)
+    chosen = plan(120.0, noise, ALPHA)
+    widths = {
+        seconds: expected_half_width(noise, processes_within(120.0, 3.0 + seconds), seconds, ALPHA)
+        for seconds in (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0)  # 30 s and more: under 2 a side
+    }
+    assert chosen.seconds == min(widths, key=lambda s: widths[s]) == 12.0
+    assert chosen.processes == processes_within(120.0, 15.0) == 4
+
+
+def test_processes_come_in_whole_abba_blocks() -> None:
+    assert processes_within(10.0, 1.0) == 4  # 10 processes' worth, 2 blocks of 4
+    assert processes_within(7.9, 1.0) == 2
+    assert processes_within(3.9, 1.0) == 0
+
+
+def test_a_budget_under_two_processes_a_side_is_refused_naming_the_minimum() -> None:
+    noise = Noise(between_cv=0.02, within_cv=0.05, startup_s=1.0, source=HISTORY)
+    assert minimum_budget(1.0) == 6.0  # 2 a side × (1.0 s start-up + 0.5 s measured)
+    assert plan(6.0, noise, ALPHA).processes == 2
+    with pytest.raises(BudgetTooSmall, match=r"5\.9 s is too short for two processes a side: at least 6 s"):
+        plan(5.9, noise, ALPHA)
+
+
+def test_noise_figures_must_be_finite_and_not_negative() -> None:
+    with pytest.raises(ValueError, match="startup_s"):
+        Noise(0.02, 0.05, math.nan, HISTORY)
