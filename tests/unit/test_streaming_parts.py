@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from flowrate.config import Mode, OptimizerName, Precision
-from flowrate.execution import step_times, streaming
+from flowrate.execution import host_memory, step_times
 from flowrate.execution.host_memory import HostArena, may_pin, pinned_size
 from flowrate.execution.host_optimizer import BlockUpdater, updater_threads
 from flowrate.execution.precision import PrecisionPolicy
@@ -190,7 +190,7 @@ def test_an_arena_is_pinned_only_when_the_rounding_leaves_room_for_the_blocks_st
 
     def placed(available: int) -> StreamingExecutor:
         monkeypatch.setattr(
-            streaming.psutil, "virtual_memory", lambda: type("M", (), {"available": available})
+            host_memory.psutil, "virtual_memory", lambda: type("M", (), {"available": available})
         )
         pins.clear()
         policy = PrecisionPolicy(Precision.BF16, torch.device("cpu"))

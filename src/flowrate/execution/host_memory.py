@@ -70,6 +70,22 @@ def may_pin(requested: int, still_to_place: int, available: int) -> bool:
     return pinned_size(requested) + still_to_place <= available
 
 
+def room_to_pin(requested: int, parameters: int, later_parameters: int) -> bool:
+    """``may_pin`` for a block of ``parameters`` whose arena asks ``requested`` bytes, the blocks
+    after it (``later_parameters`` in all) assumed to need as many host bytes per parameter."""
+    still_to_place = int(requested / max(parameters, 1) * later_parameters)
+    return may_pin(requested, still_to_place, psutil.virtual_memory().available)
+
+
+def pageable_note(unpinned: int, streamed: int) -> str:
+    """The run's warning when ``room_to_pin`` kept blocks pageable."""
+    return (
+        f"{unpinned} of {streamed} streamed blocks keep their host memory pageable: pinning rounds "
+        "each block's host memory up to a power of two, and pinning more would leave too little "
+        "for the others; their copies are slower and not asynchronous"
+    )
+
+
 class HostArena:
     """One block's host memory: one allocation, handed out as aligned flat views (``take``).
 

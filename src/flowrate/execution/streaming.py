@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psutil
 import torch
 from torch import nn
 
@@ -40,7 +39,7 @@ from flowrate.config import Mode, OptimizerName, Precision
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.base import Optimizers
 from flowrate.execution.flat_params import BlockBuffers, FlatGroup, cast_by_autocast, group_parameters
-from flowrate.execution.host_memory import may_pin
+from flowrate.execution.host_memory import pageable_note, room_to_pin
 from flowrate.execution.host_optimizer import BlockOptimizer, BlockUpdater, updater_threads
 from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.recompute import recompute_in_backward
@@ -150,7 +149,8 @@ class StreamingExecutor:
             ):
                 block.groups.append(FlatGroup(params, dtype, trains, state_buffers))
             block.buffers = BlockBuffers(block.groups, block.arena, self.device)
-            pin = self._pins_host_memory() and self._room_to_pin(block, streamed)
+            later = sum(b.parameters for b in streamed[streamed.index(block) + 1 :])
+            pin = self._pins_host_memory() and room_to_pin(block.arena.requested, block.parameters, later)
             unpinned += self._pins_host_memory() and not pin
             warning = block.arena.allocate(pin=pin)
             failed += [warning] if warning else []
@@ -160,11 +160,7 @@ class StreamingExecutor:
         if failed:  # one line for the run, not one per block
             self.warnings.append(f"{failed[0]} ({len(failed)} of {len(self.blocks)} blocks)")
         if unpinned:
-            self.warnings.append(
-                f"{unpinned} of {len(streamed)} streamed blocks keep their host memory pageable: "
-                "pinning rounds each block's host memory up to a power of two, and pinning more "
-                "would leave too little for the others; their copies are slower and not asynchronous"
-            )
+            self.warnings.append(pageable_note(unpinned, len(streamed)))
 
     def _keep_resident(self, block: Block, optimizer: Any, make: MakeOptimizer | None, lr: float) -> None:
         for param in block.owned:
@@ -176,15 +172,6 @@ class StreamingExecutor:
             block.optimizer = make_optimizer(optimizer, trained, lr, self.device)
         else:
             block.optimizer = make(trained)
-
-    @staticmethod
-    def _room_to_pin(block: Block, streamed: list[Block]) -> bool:
-        """Whether this block's arena may be pinned (host_memory.may_pin): the blocks after it
-        are assumed to need as many host bytes per parameter as this one."""
-        later = streamed[streamed.index(block) + 1 :]
-        per_parameter = block.arena.requested / max(block.parameters, 1)
-        still_to_place = int(per_parameter * sum(b.parameters for b in later))
-        return may_pin(block.arena.requested, still_to_place, psutil.virtual_memory().available)
 
     def _pins_host_memory(self) -> bool:
         """Page-locked host memory makes copies to a CUDA device asynchronous (and faster)."""
