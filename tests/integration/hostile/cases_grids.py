@@ -59,6 +59,15 @@ CASES = [
     _file("grid-lr-nan", "[grid]\nlr = [nan]\n", "--lr", "nan"),
     _file("grid-unknown-option", "[grid]\nnosuch = [1]\n", "--file", "unknown option 'nosuch'"),
     _file("grid-not-a-table", "grid = 5\n", "--file", "grid must be a table"),
+    # what one run does after it ends is not a sweep's: one line naming the flag, not "unknown"
+    _file("base-profile", f'[base]\nprofile_dir = "p"\n{_grid("[2]")}', "--file", "give --profile to"),
+    _file("grid-price", "[grid]\nprice_per_hour = [1.0, 2.0]\n", "--file", "give --price-per-hour to"),
+    Case(
+        "sweep-flag-profile",
+        (*_SWEEP, "--profile", "p", "-g", "batch_size=2", "--dry-run"),
+        USAGE,
+        ("--profile", "applies to one run"),
+    ),
     # [base] and the file's own entries
     _file("base-duration-nan", f"[base]\nduration = nan\n{_grid('[2]')}", "--duration", "nan"),
     _file("base-date", f"[base]\nseed = 1979-05-27\n{_grid('[2]')}", "--file", "seed"),

@@ -33,6 +33,7 @@ from typing import Any
 from flowrate.campaigns.process.job import COMMANDS, RUN, PointConfig, check_command
 from flowrate.campaigns.sweep.command import SAMPLE_SHAPE, build_config, command_fields, settle
 from flowrate.config import AUTO, RunConfig
+from flowrate.config.setting import settings
 from flowrate.config.values import (
     BadValue,
     doubling,
@@ -72,6 +73,10 @@ def canonical_key(key: str, source: str, command: str = RUN) -> str:
     options = problem_option_keys()
     if name in own.keys or name in own.extra or name in options:
         return name
+    one_run = next((f for f in settings(RunConfig) if name == f.name and not f.setting.sweepable), None)
+    if one_run is not None:  # --profile, the prices, --to-solution: what one run does after it ends
+        what = "it" if source == key else one_run.flag
+        raise ConfigError(source, f"applies to one run: give {what} to `flowrate run`, not a sweep or search")
     known = [*own.keys, *own.extra, *options, *own.aliases]
     close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
     meant = [own.aliases.get(c, c) for c in close]
