@@ -176,6 +176,7 @@ def test_stopped_points_are_judged_once_twice_the_design_is_measured_or_the_budg
         assert rungs[:first].count(0) == 4 and rungs.count(1) == 2
 
 
+@pytest.mark.slow  # about 20 s on 2 cores (an Optuna study of 14 points); the others keep its class
 def test_when_every_point_is_measured_the_points_waiting_to_be_judged_go_on(
     table: GridTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
