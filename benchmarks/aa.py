@@ -107,6 +107,7 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, help="--threads of every run [default: PyTorch's]")
     parser.add_argument("--budget", help="each comparison within this budget (60s, 2m) instead of --runs")
+    parser.add_argument("--out", type=Path, help="append each comparison as a JSON line to this file")
     args = parser.parse_args()
     threads = f" --threads {args.threads}" if args.threads else ""
     flags = (f"--duration {args.duration}" if args.budget is None else "") + threads
@@ -120,8 +121,8 @@ def main() -> None:
         bases = args.problems.split(",")
         false_positives = detections = 0
         noise: list[float] = []  # each A/B comparison's between-run CV, as its verdict used it
-        for kind in ("A/A", "A/B"):
-            for index in range(args.n):
+        for index in range(args.n):  # A/A and A/B alternate, so a stopped run has some of both
+            for kind in ("A/A", "A/B"):
                 base = bases[index % len(bases)]
                 try:
                     row = comparison(base, count, flags, args.slowdown if kind == "A/B" else None, store, env)
@@ -132,6 +133,10 @@ def main() -> None:
                 called = bool(row["significant"])
                 false_positives += kind == "A/A" and called
                 detections += kind == "A/B" and called and float(row["ratio"]) < 1  # type: ignore[arg-type]
+                if args.out is not None:
+                    line = {"kind": kind, "index": index + 1, "problem": base, **row}
+                    with args.out.open("a") as out:
+                        out.write(json.dumps(line) + "\n")
                 if kind == "A/B" and (found := NOISE.search(str(row["evidence"]))):
                     noise.append(float(found.group(1)) / 100)
                 print(

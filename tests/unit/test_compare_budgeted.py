@@ -8,6 +8,7 @@ import pytest
 
 from flowrate.campaigns.compare.budgeted import (
     BUDGET_SPENT,
+    FINISH_S,
     Process,
     noise_from,
     pilot_seconds,
@@ -60,11 +61,12 @@ def test_a_first_block_measures_then_blocks_run_while_the_next_fits() -> None:
     assert spent.plan is not None
     assert spent.plan.noise.startup_s == pytest.approx(1.0)
     assert spent.plan.noise.source == "a first block of 4 processes"
-    # the first block took 7.2 s; the plan has 22.8 s; each planned block takes 4 × (1 s + seconds)
+    # the first block took 7.2 s; the plan has 22.8 s less the finishing reserve; each planned
+    # block takes 4 × (1 s + seconds)
     rest = machine.calls[4:]
     assert "".join(label for label, _, _ in rest) == "ABBA" * (len(rest) // 4)
     block_s = 4 * (1.0 + spent.plan.seconds)
-    assert len(rest) // 4 == math.floor(22.8 / block_s)  # every block that fits, and no more
+    assert len(rest) // 4 == math.floor((22.8 - FINISH_S) / block_s)  # every block that fits, and no more
     assert spent.stopped == BUDGET_SPENT
     assert spent.elapsed_s == pytest.approx(machine.now) and spent.elapsed_s <= 30.0
     assert len(spent.values["A"]) == len(spent.values["B"]) == len(rest) // 2
@@ -102,8 +104,8 @@ def test_a_budget_the_first_block_leaves_too_little_of_is_refused_with_the_measu
     machine = FakeMachine(startup_s=3.0)
     with pytest.raises(BudgetTooSmall) as refused:
         spend(15.0, clock=machine.clock, started=0.0, run_one=machine.run_one, history_of=_none, alpha=ALPHA)
-    # 4 × 3.5 s of first block, then 2 a side × (3 s + 0.5 s)
-    assert refused.value.minimum_s == pytest.approx(14.0 + 14.0)
+    # 4 × 3.5 s of first block, then 2 a side × (3 s + 0.5 s), then the finishing reserve
+    assert refused.value.minimum_s == pytest.approx(14.0 + 14.0 + FINISH_S)
     assert len(machine.calls) == 4
 
 
@@ -152,7 +154,7 @@ def test_a_budget_whose_first_planned_block_would_overrun_is_refused() -> None:
     assert len(machine.calls) == 4  # the first block only: 3 × 1.5 s + 7.5 s
     # the plan counts on the median start-up (1 s); a block judged by the slowest is 4 × (7 s + s)
     assert planned[0].noise.startup_s == 1.0
-    assert refused.value.minimum_s == 12.0 + 4 * (7.0 + planned[0].seconds)
+    assert refused.value.minimum_s == 12.0 + 4 * (7.0 + planned[0].seconds) + FINISH_S
 
 
 def test_a_side_at_a_revision_measures_the_plans_seconds_through_its_own_command_line() -> None:

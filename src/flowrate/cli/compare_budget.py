@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from flowrate.process_clock import command_start
+
 if TYPE_CHECKING:
     from flowrate.campaigns.compare.live import Side
     from flowrate.results.compare import Comparison
@@ -41,7 +43,7 @@ def compare_within(
     report)``; Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt)."""
     from flowrate.cli import compare_live
 
-    started = time.monotonic()
+    started = command_start()  # the budget covers the interpreter's start and imports too
     if specs is None:
         raise click.UsageError(compare_live.NEEDS_SPECS)
     seconds = budget_seconds(budget, runs, max_runs, test)

@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: a failure becomes one line on stderr and an exit code, and SIGTERM is
     answered as Ctrl-C is (cli/boundary.py)."""
     from flowrate.cli.boundary import answer, signals_as_interrupts
+    from flowrate.process_clock import mark_command_start
 
+    mark_command_start(fresh=argv is None)  # a budget counts from here (flowrate.process_clock)
     with signals_as_interrupts():
         answer(lambda: cli.main(args=argv, prog_name="flowrate", standalone_mode=False))

@@ -31,17 +31,6 @@ OWN = ("budget", "slo_percentile", "confidence", "resolution")  # flags only a s
 RULE = "the percentile's distribution-free upper bound within every SLO limit (serving.search)"
 
 
-def process_start() -> float:
-    """When this process started, on time.monotonic()'s scale: --budget covers the interpreter's
-    start and the imports too, so the whole command ends within it."""
-    import psutil
-
-    try:
-        return time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
-    except psutil.Error:
-        return time.monotonic()
-
-
 def settings_from(
     config: ServeConfig, rate: float | None, slo: dict[str, float] | None, sweep: bool = False
 ) -> SearchSettings | None:

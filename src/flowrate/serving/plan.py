@@ -14,6 +14,7 @@ import numpy as np
 
 from flowrate.config.serve import MAX_PROMPT_TOKENS, MAX_TOKENS, Arrivals, Scenario, ServeConfig
 from flowrate.errors import ConfigError, RunFailed
+from flowrate.process_clock import command_start
 from flowrate.results.environment import environment_from
 from flowrate.results.schema import SCHEMA_VERSION, Result
 from flowrate.results.serving import RequestTrace, Serving, length_spec
@@ -83,7 +84,7 @@ class Plan:
     settings: dict[str, Any]  # what the serving section records about the load
     search: SearchSettings | None = None  # --find-max-rate
     calibrate: bool = False  # synthetic prompts without a tokenizer: sized by the server's counts
-    started: float = field(default_factory=capacity.process_start)  # --budget counts from here
+    started: float = field(default_factory=command_start)  # --budget counts from here
     warmup: list[Prompt] = field(default_factory=list)  # --warmup's prompts, sent first
     prefix: SharedPrefix | None = None  # --shared-prefix-len
     server_metrics: bool = False  # --server-metrics: scrape the server's /metrics around the load

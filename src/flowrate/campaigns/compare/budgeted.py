@@ -11,7 +11,8 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
 2. The noise is the store's between-run CV of the configuration where it knows one
    (``history_of``), else the first block's own. flowrate.campaigns.compare.plan chooses the
    processes a side and their length for what is left of the budget.
-3. Blocks of four run at that length while the next would end within the budget (its length
+3. Blocks of four run at that length while the next would end within the budget less FINISH_S
+   (kept for the verdict, the record and the output; its length
    judged by the slowest process so far, the first block's included but for its first process,
    which may have started the fork server), or, with ``until_ci``, until the interval of B/A is
    that narrow (flowrate.results.blocks, at the verdict's level). When not even one block fits
@@ -36,6 +37,7 @@ from flowrate.results.compare import Comparison, History
 PILOT_SECONDS = 1.0  # measured by each process of the first block, at most
 PILOT_SHARE = 0.25  # of the budget, the most the first block is planned to take
 ASSUMED_STARTUP_S = 1.0  # a process's start-up before the first block has measured it
+FINISH_S = 1.5  # of the budget, kept for comparing, recording and printing after the last block
 BUDGET_SPENT = "budget spent"
 
 
@@ -185,17 +187,18 @@ def spend(
         known = history_of()
         noise = noise_from(spent.pilot, known)
         spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
-        left = budget_s - (clock() - started)
+        left = budget_s - FINISH_S - (clock() - started)
         try:
             spent.plan = plan(left, noise, alpha)
         except BudgetTooSmall:
-            raise BudgetTooSmall(budget_s, clock() - started + minimum_budget(noise.startup_s)) from None
+            minimum = clock() - started + minimum_budget(noise.startup_s) + FINISH_S
+            raise BudgetTooSmall(budget_s, minimum) from None
         on_plan(spent.plan)
         slowest = max(spent.plan.process_s, *(p.startup_s + spent.plan.seconds for p in spent.pilot[1:]))
         while spent.stopped is None:
-            if clock() - started + 4 * slowest > budget_s:
+            if clock() - started + 4 * slowest + FINISH_S > budget_s:
                 if not spent.values[A]:  # not one planned block fits
-                    raise BudgetTooSmall(budget_s, clock() - started + 4 * slowest)
+                    raise BudgetTooSmall(budget_s, clock() - started + 4 * slowest + FINISH_S)
                 spent.stopped = BUDGET_SPENT
                 break
             for label in abba_order(4):
