@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 
-# The exit codes the README promises.
+# The exit codes the command reference (docs/reference/cli.md) promises.
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2

@@ -61,7 +61,7 @@ def select_runs(store: str | None, refs: Sequence[str], where: RunFilter) -> lis
 
 def _name_what_is_missing(opened: Store, where: RunFilter) -> None:
     """Refuse a --sweep or --tag that names nothing in the store, listing what it holds (a
-    README example's placeholder, `--sweep sweep-1a2b3c`, is not "no runs match")."""
+    docs example's placeholder, `--sweep sweep-1a2b3c`, is not "no runs match")."""
     if where.sweep:
         sweeps = opened.sweeps()
         named = [s for s in sweeps if s["name"] == where.sweep or s["sweep_id"].startswith(where.sweep)]
