@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -16,7 +15,7 @@ from flowrate.campaigns.compare.budgeted import (
     spend,
 )
 from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW
-from flowrate.campaigns.compare.plan import SHORTER_TOLERANCE, BudgetTooSmall, Noise, Plan, plan
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Plan
 from flowrate.results.compare import History
 
 ALPHA = 0.05
@@ -169,15 +168,3 @@ def test_a_side_at_a_revision_measures_the_plans_seconds_through_its_own_command
     assert planned.tokens == ["-p", "fc_mnist", "--duration", "1.5"]
     assert planned.argv == ["flowrate", "run", "-p", "fc_mnist", "--duration", "1.5"]
     assert planned.revision == side.revision and side.tokens == ["-p", "fc_mnist"]
-
-
-def test_a_plan_measures_no_shorter_than_its_noise_was_measured_at() -> None:
-    # at 1 s a process the runs differed by 3.2%; the model would price 0.5 s processes as
-    # steadier per second of budget, but a shorter process's start-up transient is unmeasured
-    measured = Noise(0.032, 0.024, 0.5, "a first block of 4 processes", at_seconds=1.03)
-    assert plan(50.0, measured, ALPHA).seconds >= 1.0
-    unknown = dataclasses.replace(measured, at_seconds=None)
-    assert plan(50.0, unknown, ALPHA).seconds == 0.5  # where the length is not known, any length
-    # a budget no measured length fits still gets a plan, at a shorter length
-    tight = dataclasses.replace(measured, at_seconds=12.0)
-    assert plan(20.0, tight, ALPHA).seconds < 12.0 / SHORTER_TOLERANCE

@@ -56,7 +56,6 @@ class History:
 
     cv: float
     runs: int
-    at_seconds: float | None = None  # the median seconds those runs measured (None: not known)
 
 
 @dataclass(frozen=True)

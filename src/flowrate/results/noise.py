@@ -63,20 +63,16 @@ class ProcessPoint:
     commit: str | None  # the flowrate checkout's commit, where the run recorded one
     dirty: bool | None
     session: str | None = None  # the back-to-back runs it belongs to (session_of), if any
-    seconds: float | None = None  # the seconds it measured (None: a repeat, which does not say)
 
 
 COMPARE_TAG = "compare:"  # `compare --run` tags its runs compare:ID:A and compare:ID:B
-PILOT_SUFFIX = ":pilot"  # and `compare --budget` its first block's compare:ID:pilot
 
 
 def session_of(tags: Iterable[str]) -> str | None:
-    """The interleaved comparison a stored run was made in (compare:ID, from its tags), if any;
-    a budgeted comparison's first block (compare:ID:pilot) is a session of its own, as its runs
-    measured for a different length than the rest."""
+    """The interleaved comparison a stored run was made in (compare:ID, from its tags), if any."""
     for tag in tags:
         if tag.startswith(COMPARE_TAG) and tag.count(":") == 2:
-            return tag if tag.endswith(PILOT_SUFFIX) else tag.rsplit(":", 1)[0]
+            return tag.rsplit(":", 1)[0]
     return None
 
 
@@ -87,17 +83,12 @@ def process_points(result: Result, session: str | None = None) -> list[ProcessPo
     commit = software.commit if software else None
     dirty = software.dirty if software else None
 
-    def point(
-        run_id: str, value: Any, cv: Any, intervals: Any, seconds: float | None = None
-    ) -> ProcessPoint | None:
+    def point(run_id: str, value: Any, cv: Any, intervals: Any) -> ProcessPoint | None:
         if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             return None
         within = float(cv) if isinstance(cv, int | float) and math.isfinite(cv) else None
         count = intervals if isinstance(intervals, int) else 0
-        made_at = result.created_at
-        return ProcessPoint(
-            run_id, float(value), within, count, made_at, commit, dirty, session, seconds or None
-        )
+        return ProcessPoint(run_id, float(value), within, count, result.created_at, commit, dirty, session)
 
     entries = result.repeat.runs if result.repeat is not None else []
     if entries and session is None:
@@ -108,7 +99,7 @@ def process_points(result: Result, session: str | None = None) -> list[ProcessPo
         if kind_of(result) is Kind.SERVE:  # completions in windows are lumpy: the run's request rate
             made = [point(result.run_id, s.samples_per_sec, None, s.intervals)]
         else:
-            made = [point(result.run_id, s.median_samples_per_sec, s.cv, s.intervals, s.timed_duration_s)]
+            made = [point(result.run_id, s.median_samples_per_sec, s.cv, s.intervals)]
     return [p for p in made if p is not None]
 
 
@@ -233,9 +224,7 @@ def history_for(
         squares, df = squares + (cv or 0.0) ** 2 * n, df + n
     if df + 1 < MIN_HISTORY_RUNS:
         return None
-    lengths = [p.seconds for points in groups.values() for p in points if p.seconds is not None]
-    at = statistics.median(lengths) if lengths else None
-    return History(cv=math.sqrt(squares / df), runs=df + 1, at_seconds=at)
+    return History(cv=math.sqrt(squares / df), runs=df + 1)
 
 
 def history_in_store(

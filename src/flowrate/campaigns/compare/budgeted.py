@@ -138,8 +138,7 @@ def noise_from(pilot: Sequence[Process], history: History | None) -> Noise:
     cvs = [p.within_cv for p in pilot if p.within_cv is not None]
     within = statistics.fmean(cvs) if cvs else 0.0
     if history is not None:
-        source = f"the store's {history.runs} earlier runs"
-        return Noise(history.cv, within, startup, source, history.at_seconds)
+        return Noise(history.cv, within, startup, f"the store's {history.runs} earlier runs")
     squares, df = 0.0, 0
     for label in (A, B):
         values = [p.value for p in pilot if p.label == label]

@@ -20,12 +20,6 @@ With n processes a side, in A B B A blocks of four, the half-width of the (1 −
 log(B/A) is t(1 − alpha/2, 2n − 2) · cv(s) · √(2/n), and n = ⌊budget / (2 (start-up + s))⌋ rounded
 down to whole blocks (an even n). plan() tries each length of SECONDS and keeps the narrowest; two
 processes a side (one block) is the least a plan runs.
-
-The model extrapolates only upwards: a plan measures no shorter than the noise was measured at
-(``at_seconds``, within SHORTER_TOLERANCE), unless no such length fits the budget. A process
-shorter than that may start with a transient (caches, allocator, the first intervals of a
-process) that the within-run CV of its steady intervals does not show, so its between-run CV can
-be much larger than cv(s) says; longer processes only average more of what was measured.
 """
 
 from __future__ import annotations
@@ -40,7 +34,6 @@ MIN_SECONDS = 0.5  # measured per process, at least: a few sample intervals
 SECONDS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0, 60.0)  # the lengths a plan tries
 INTERVAL_S = 0.2  # a sample interval's length, as `flowrate run` aims for by default
 MEDIAN_EFFICIENCY = math.pi / 2  # variance of a median of normal values over that of their mean
-SHORTER_TOLERANCE = 1.25  # a length counts as measured down to at_seconds / this (runs overshoot)
 
 
 class BudgetTooSmall(ValueError):
@@ -126,21 +119,18 @@ def expected_half_width(noise: Noise, processes: int, seconds: float, alpha: flo
 
 
 def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
-    """The narrowest interval ``budget_s`` buys at a length no shorter than the noise was measured
-    at, or at any length where none of those fits (module docstring); BudgetTooSmall when it cannot
+    """The narrowest interval ``budget_s`` buys (module docstring); BudgetTooSmall when it cannot
     pay for two processes a side. Ties go to the shorter length (more processes)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
-    floor = noise.at_seconds / SHORTER_TOLERANCE if noise.at_seconds is not None else 0.0
     best: Plan | None = None
-    for lengths in ([s for s in SECONDS if s >= floor], SECONDS):  # measured lengths first
-        for seconds in lengths:
-            processes = processes_within(budget_s, noise.startup_s + seconds)
-            if processes < MIN_PROCESSES:
-                continue
-            width = expected_half_width(noise, processes, seconds, alpha)
-            if best is None or width < best.half_width:
-                best = Plan(processes, seconds, budget_s, noise, width)
-        if best is not None:
-            return best
-    raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
+    for seconds in SECONDS:
+        processes = processes_within(budget_s, noise.startup_s + seconds)
+        if processes < MIN_PROCESSES:
+            continue
+        width = expected_half_width(noise, processes, seconds, alpha)
+        if best is None or width < best.half_width:
+            best = Plan(processes, seconds, budget_s, noise, width)
+    if best is None:
+        raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
+    return best
