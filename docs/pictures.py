@@ -122,7 +122,7 @@ def photograph(executable: str, page_file: Path, png: Path, height: int | None =
             page.goto(page_file.resolve().as_uri(), wait_until="load")
             full = page.evaluate("document.documentElement.scrollHeight")
             page.set_viewport_size({"width": WIDTH, "height": min(height or full, full)})
-            shot = png.with_suffix(".full.png")
+            shot = page_file.with_suffix(".png")  # beside the page, in the temporary folder
             page.screenshot(path=str(shot))
         finally:
             browser.close()
