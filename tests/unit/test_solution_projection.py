@@ -4,6 +4,7 @@ study: exact figures from fixed inputs, the study found in a real store, and the
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,25 @@ def test_a_study_is_found_by_its_name_or_one_of_its_runs_and_checked_before_the_
     assert refused.value.message == (
         "study s1 measured precision 'fp32', this run 'bf16': give the study of this configuration"
     )
+
+
+def test_a_study_is_found_by_the_report_flowrate_scaling_printed(tmp_path: Path) -> None:
+    from flowrate.campaigns.scaling.run import efficiency
+
+    runs = _study_runs()
+    report = efficiency([(n, r) for n, r in zip((1, 2, 4), runs, strict=True)], "s1", None)
+    path = tmp_path / "scaling.json"
+    path.write_text(json.dumps(report.to_dict()))
+    with Store(tmp_path / "runs.db") as store:
+        for run in runs[:2]:
+            store.add(run)
+        with pytest.raises(ConfigError) as refused:
+            load_study(store, str(path))
+        assert refused.value.message == f"{path}: its run a40000000 is not in {store.path}"
+        store.add(runs[2])
+        study = load_study(store, str(path))
+    assert (study.name, [r.run_id for r in study.runs]) == ("s1", ["a10000000", "a20000000", "a40000000"])
+    path.write_text("[]")
+    with Store(tmp_path / "runs.db") as store, pytest.raises(ConfigError) as refused:
+        load_study(store, str(path))
+    assert refused.value.message == f"{path} is not a `flowrate scaling --json` report"

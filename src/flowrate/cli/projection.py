@@ -1,8 +1,9 @@
 """`flowrate run --to-solution AMOUNT --scaling STUDY`: the job's wall time and cost at each size of a
 stored `flowrate scaling` study, with the efficiency the study measured.
 
-The study is named by its name (its runs are tagged scaling:NAME) or by the id of one of its
-runs, in the store the run records to (the default store under --no-store). Before the run, the
+The study is named by its name (its runs are tagged scaling:NAME), by the id of one of its runs,
+or by the file `flowrate scaling --json` wrote (its points' runs read from the store), in the store
+the run records to (the default store under --no-store). Before the run, the
 study must exist and have measured this run's problem, size, mode, precision, execution and
 optimizer; after it, the problem's shape and the batch per device are compared with the study's
 runs too, and a difference leaves the projection out, saying which. The efficiencies are computed
@@ -13,7 +14,9 @@ run of each size; the arithmetic is flowrate.results.solution.at_devices.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowrate.config import RunConfig
@@ -50,6 +53,8 @@ def load_study(store: Store, ref: str) -> Study:
     """The study ``ref`` names in ``store``; ConfigError("scaling") where it names none."""
     from flowrate.results.store import RunFilter
 
+    if Path(ref).is_file():
+        return _from_report(store, ref)
     name = ref.strip()
     tagged = store.runs(RunFilter(tag=TAG + name)) if name else []
     if not tagged and name:
@@ -71,6 +76,24 @@ def load_study(store: Store, ref: str) -> Study:
     for stored in tagged:  # newest first
         newest.setdefault(devices(stored.result), stored.result)
     return Study(name, tuple(newest[n] for n in sorted(newest)))
+
+
+def _from_report(store: Store, path: str) -> Study:
+    """A `flowrate scaling --json` report's study: its name and its points' runs, from the store."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        name, ids = str(report["name"]), [str(point["run_id"]) for point in report["points"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise ConfigError(FIELD, f"{path} is not a `flowrate scaling --json` report") from None
+    runs = []
+    for run_id in ids:
+        try:
+            runs.append(store.get(run_id).result)
+        except FlowrateError:
+            raise ConfigError(FIELD, f"{path}: its run {run_id} is not in {store.path}") from None
+    if not runs:
+        raise ConfigError(FIELD, f"{path}: the report has no points")
+    return Study(name, tuple(sorted(runs, key=devices)))
 
 
 def check_study(study: Study, config: RunConfig) -> None:

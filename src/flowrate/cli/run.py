@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     "--scaling",
     metavar="STUDY",
     help="With --to-solution: project the job to each size of this stored `flowrate scaling` study "
-    "(its name, or one of its runs' ids) at the efficiency it measured.",
+    "(its name, one of its runs' ids, or its --json report) at the efficiency it measured.",
 )
 @mlflow_options
 @output_options
