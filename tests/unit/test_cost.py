@@ -98,21 +98,27 @@ def test_a_price_must_be_finite_and_above_zero(field: str, value: float, says: s
 
 @pytest.mark.parametrize(
     ("text", "amount", "unit"),
-    [("2e12tokens", 2e12, "tokens"), ("1e6 samples", 1e6, "samples"), ("1_000 Sample", 1000.0, "samples")],
+    [
+        ("2e12tokens", 2e12, "tokens"),
+        ("1e6 samples", 1e6, "samples"),
+        ("1_000 Sample", 1000.0, "samples"),
+        ("3 Epochs", 3.0, "epochs"),
+        ("1epoch", 1.0, "epochs"),
+    ],
 )
 def test_a_job_size_reads_as_an_amount_and_a_unit(text: str, amount: float, unit: str) -> None:
     assert parse_amount("to_solution", text) == (amount, unit)
 
 
 @pytest.mark.parametrize(
-    "text", ["2e12", "tokens", "2e12 epochs", "0tokens", "-1samples", "1e999tokens", "nan tokens"]
+    "text", ["2e12", "tokens", "2e12 hours", "0tokens", "-1samples", "1e999tokens", "nan tokens"]
 )
 def test_a_job_size_without_a_positive_amount_and_a_known_unit_is_refused(text: str) -> None:
     with pytest.raises(ConfigError) as refused:
         RunConfig(to_solution=text)
     assert refused.value.field == "to_solution"
     assert refused.value.message == (
-        f"must be a positive amount and a unit, e.g. 2e12tokens or 1e6samples, got {text!r}"
+        f"must be a positive amount and a unit, e.g. 2e12tokens, 1e6samples or 3epochs, got {text!r}"
     )
 
 

@@ -72,6 +72,7 @@ PROCEDURE = frozenset(
         "profile_dir",
         "price_per_hour",
         "energy_price_per_kwh",
+        "prices",
         "to_solution",
     }
 )

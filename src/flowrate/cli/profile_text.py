@@ -1,5 +1,6 @@
 """The summary's rows for a run's profile (--profile DIR), its cost (--price-per-hour,
---energy-price) and its time to solution (--to-solution): pure functions of the record's sections."""
+--energy-price, --prices) and its time to solution (--to-solution, --scaling): pure functions of
+the record's sections."""
 
 from __future__ import annotations
 
@@ -71,9 +72,25 @@ def cost_rows(cost: Cost) -> list[tuple[str, str]]:
         line += f", {cost.dollars_per_million_tokens:.4g} $/M tokens"
     if cost.energy_cost is not None:
         line += f", energy {cost.energy_cost:.4g} $ over the timed window"
-    rows = [("cost", f"{line} (at {' + '.join(p for p in prices if p)})")]
+    source = f" from {cost.prices_from}" if cost.prices_from else ""
+    rows = [("cost", f"{line} (at {' + '.join(p for p in prices if p)}{source})")]
     if cost.reason:
         rows.append(("", cost.reason))
+    return rows
+
+
+def solution_rows(solution: Solution) -> list[tuple[str, str]]:
+    """The job at the measured rate, then at each size of a scaling study (or why not)."""
+    rows = [("to solution", solution_line(solution))]
+    for n, point in enumerate(solution.devices):
+        dollars = f", {point.dollars:.4g} $" if point.dollars is not None else ""
+        took = f"{duration(point.seconds)}{dollars} (efficiency {point.efficiency:.3g})"
+        many = "s" if point.devices != 1 else ""
+        rows.append(("at N devices" if n == 0 else "", f"{point.devices} device{many}: {took}"))
+    if solution.devices:
+        rows.append(("", f"(at {solution.devices_rest_on})"))
+    elif solution.devices_reason:
+        rows.append(("at N devices", f"— ({solution.devices_reason})"))
     return rows
 
 

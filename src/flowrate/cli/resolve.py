@@ -51,6 +51,10 @@ def resolve_run(
         check_folder(config.checkpoint_dir, "checkpoint_dir")
     if config.profile_dir is not None:
         check_folder(config.profile_dir, "profile")
+    if config.prices is not None:
+        from flowrate.config.prices import read_prices
+
+        read_prices(config.prices)  # a malformed prices file is refused before the model is built
     _warn_oversubscribed(config)
     return config, problem
 

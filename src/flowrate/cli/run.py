@@ -16,8 +16,10 @@ from flowrate.cli.options import output_options, run_options
 MAX_REPEAT = 1000  # each repeat is a fresh process and a whole run
 
 if TYPE_CHECKING:
+    from flowrate.cli.projection import Study
     from flowrate.config import RunConfig
     from flowrate.results.schema import Result
+    from flowrate.results.store import Store
 
 
 @click.command("run")
@@ -33,11 +35,18 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False),
     help="Write TensorBoard event files (Rate, GlobalRate, loss, MFU, power, memory) to this folder.",
 )
+@click.option(
+    "--scaling",
+    metavar="STUDY",
+    help="With --to-solution: project the job to each size of this stored `flowrate scaling` study "
+    "(its name, one of its runs' ids, or its --json report) at the efficiency it measured.",
+)
 @mlflow_options
 @output_options
 def command(
     repeat: int,
     tensorboard: str | None,
+    scaling: str | None,
     mlflow_uri: str | None,
     mlflow_experiment: str | None,
     store: str | None,
@@ -78,6 +87,7 @@ def command(
         raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")
     quiet = quiet or not is_primary()
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    study = _study(scaling, config, destination.store, store, repeat) if scaling is not None else None
     mlflow = open_mlflow(mlflow_uri, mlflow_experiment) if is_primary() else None  # rank 0 logs
     if launch is not None:
         console.status(run_text.data_parallel_line(launch.world_size), quiet)
@@ -95,9 +105,34 @@ def command(
         with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
             result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
     result = from_store(result, destination.store)  # MFU against a stored survey's matmul maximum
+    if study is not None:
+        from flowrate.cli.projection import projected
+
+        result = projected(result, study)
     destination.report(result, f"flowrate run {result.run_id}", run_text.summary_rows(result))
     if mlflow is not None:  # after the run is recorded: MLflow failing loses nothing
         log_run(mlflow, result, tags, destination.store is not None, quiet)
+
+
+def _study(scaling: str, config: RunConfig, opened: Store | None, store: str | None, repeat: int) -> Study:
+    """The --scaling study, found and checked before the run (flowrate.cli.projection), in the
+    store the run records to, else (--no-store, a rank other than 0) read from --store or the
+    default store."""
+    from flowrate.cli.projection import FIELD, check_study, load_study
+    from flowrate.errors import ConfigError
+    from flowrate.results.store import Store
+
+    if config.to_solution is None:
+        raise ConfigError(FIELD, "projects a job's time to solution: give --to-solution AMOUNT too")
+    if repeat > 1:
+        raise ConfigError(FIELD, "projects one run's time to solution: give it without --repeat")
+    if opened is not None:
+        study = load_study(opened, scaling)
+    else:
+        with Store(store, readonly=True) as reading:
+            study = load_study(reading, scaling)
+    check_study(study, config)
+    return study
 
 
 def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet: bool) -> Result:

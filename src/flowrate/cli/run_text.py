@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flowrate.cli.profile_text import cost_rows, profile_rows, solution_line
+from flowrate.cli.profile_text import cost_rows, profile_rows, solution_rows
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
 from flowrate.results.environment import MachineLoadInfo
@@ -154,7 +154,7 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
     if result.cost is not None:
         rows += cost_rows(result.cost)
     if result.solution is not None:
-        rows.append(("to solution", solution_line(result.solution)))
+        rows += solution_rows(result.solution)
     if result.profile is not None:
         rows += profile_rows(result.profile)
     return rows

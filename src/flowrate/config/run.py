@@ -323,16 +323,28 @@ class RunConfig:
         sweepable=False,
     )
     """The price of a kilowatt-hour, in the user's currency: prices the measured joules."""
+    prices: str | None = setting(
+        None,
+        help="A TOML file of your prices per machine ([[machine]] entries: a fingerprint key such as "
+        "device_name, and price_per_hour and/or energy_price_per_kwh); --price-per-hour and "
+        "--energy-price win over it.",
+        kind="text",
+        metavar="FILE",
+        sweepable=False,
+    )
+    """The user's prices file (flowrate.config.prices): the entry naming the machine that ran prices
+    the run where --price-per-hour or --energy-price does not."""
     to_solution: str | None = setting(
         None,
         help="Project the wall time (and cost, at your prices) of a job of this size at the measured "
-        "GlobalRate, e.g. 2e12tokens or 1e6samples.",
+        "GlobalRate, e.g. 2e12tokens, 1e6samples or 3epochs (of the --data set).",
         kind="text",
         metavar="AMOUNT",
         sweepable=False,
     )
-    """A job's size, a positive amount of tokens or samples (flowrate.config.amount), whose wall time
-    and cost the result projects at the measured rate (flowrate.results.solution)."""
+    """A job's size, a positive amount of tokens, samples or epochs of the --data set
+    (flowrate.config.amount), whose wall time and cost the result projects at the measured rate
+    (flowrate.results.solution)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from flowrate.choices import Execution, Mode, Precision
-from flowrate.config.amount import parse_amount
+from flowrate.config.amount import EPOCHS, parse_amount
 from flowrate.config.bounds import OPTION_BOUNDS
 from flowrate.config.setting import settings
 from flowrate.config.values import AUTO
@@ -121,11 +121,14 @@ def check_loader(config: Checked) -> None:
 
 def check_profile(config: Checked) -> None:
     """--profile steps the run's executor again after the timed loop (a resident one only);
-    --to-solution's amount reads as one."""
+    --to-solution's amount reads as one, and epochs count a --data set's samples."""
     if config.profile_dir is not None and config.execution is not Execution.RESIDENT:
         raise ConfigError("profile_dir", "applies to --execution resident only")
     if config.to_solution is not None:
-        parse_amount("to_solution", config.to_solution)
+        _, unit = parse_amount("to_solution", config.to_solution)
+        if unit == EPOCHS and config.data_dir is None:
+            why = "epochs count the samples of a --data set: give --data DIR, or tokens or samples"
+            raise ConfigError("to_solution", why)
 
 
 # in field order, after the problem and the batch size's spelling (the batch checks read it)

@@ -16,12 +16,14 @@ import torch
 
 from flowrate.config import Precision, RunConfig
 from flowrate.config.amount import parse_amount
+from flowrate.config.prices import Prices, choose, read_prices
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.execution.distributed import check_data_parallel_config, data_parallel
 from flowrate.harness.run import Hooks, RunObserver, run_process
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
 from flowrate.results.cost import cost_of
+from flowrate.results.noise import machine
 from flowrate.results.schema import IntervalRecord, Result
 from flowrate.results.solution import project
 from flowrate.results.tensorboard import TensorBoardWriter
@@ -77,10 +79,11 @@ def run_config(
     merged intervals from rank 0 when the run ends.
     """
     hooks = Hooks(on_interval, clock, argv, data, gemm_peak=measured_gemm_peak, observer=observer)
+    prices = read_prices(config.prices) if config.prices is not None else None  # refused before the run
     with data_parallel(config) as dp:
         if dp is None:
             single = dataclasses.replace(hooks, tensorboard=tensorboard)
-            return priced(run_process(config, problem, None, single), config)
+            return priced(run_process(config, problem, None, single), config, prices)
         check_data_parallel_config(config)
         if config.profile_dir is not None:
             raise ConfigError("profile_dir", "profiles one process: give --profile without torchrun")
@@ -92,7 +95,7 @@ def run_config(
             problem = get_problem(config.problem, config.size, config.problem_options)
         config = config.for_problem(problem.modes, problem.default_mode, problem.name)
         dp.check_same_configuration(config, problem)
-        result = priced(dp.merge(run_process(config, problem, dp, hooks)), config)
+        result = priced(dp.merge(run_process(config, problem, dp, hooks)), config, prices)
     if tensorboard is not None and dp.rank == 0:
         with TensorBoardWriter(tensorboard) as board:
             for interval in result.intervals:
@@ -100,24 +103,32 @@ def run_config(
     return result
 
 
-def priced(result: Result, config: RunConfig) -> Result:
-    """``result`` with its cost at the config's prices (flowrate.results.cost) and its projected
-    time to solution (flowrate.results.solution), where asked for."""
+def priced(result: Result, config: RunConfig, prices: Prices | None = None) -> Result:
+    """``result`` with its cost at the config's prices (flowrate.results.cost: the flags', else the
+    --prices file's entry for the machine that ran, flowrate.config.prices) and its projected time
+    to solution (flowrate.results.solution), where asked for. ``prices``: the file, read already."""
+    if prices is None and config.prices is not None:
+        prices = read_prices(config.prices)
     summary, energy = result.summary, result.energy
+    chosen = choose(config.price_per_hour, config.energy_price_per_kwh, prices, machine(result))
     cost = cost_of(
-        config.price_per_hour,
-        config.energy_price_per_kwh,
+        chosen.price_per_hour,
+        chosen.energy_price_per_kwh,
         summary.samples_per_sec,
         summary.tokens_per_sec,
         energy.joules,
         energy.average_watts,
     )
+    if cost is not None and chosen.source is not None:
+        cost = dataclasses.replace(cost, prices_from=chosen.source)
     solution = None
     if config.to_solution is not None:
         amount, unit = parse_amount("to_solution", config.to_solution)
         per_sec = cost.dollars_per_sec if cost is not None else None
-        solution = project(amount, unit, summary.samples_per_sec, summary.tokens_per_sec, per_sec)
-    return dataclasses.replace(result, cost=cost, solution=solution)
+        epoch = result.input.samples if result.input is not None else None
+        solution = project(amount, unit, summary.samples_per_sec, summary.tokens_per_sec, per_sec, epoch)
+    warnings = [*result.warnings, chosen.note] if chosen.note else result.warnings
+    return dataclasses.replace(result, cost=cost, solution=solution, warnings=warnings)
 
 
 # Square GEMM sides for the measured peak: large enough to reach the device's matmul peak.

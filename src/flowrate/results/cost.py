@@ -7,7 +7,8 @@ With a machine price P per hour and an energy price E per kWh, one second of the
 W the measured average watts over the timed window (the energy term only where the energy was
 measured). Then samples per dollar = samples/s ÷ dollars_per_sec, dollars per million tokens =
 1e6 × dollars_per_sec ÷ tokens/s, and the timed window's energy cost = joules × E / 3.6e6.
-flowrate keeps no price table: the prices are the user's, in the user's currency.
+flowrate keeps no price table: the prices are the user's, in the user's currency, given as flags
+or in a prices file keyed by machine (flowrate.config.prices).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Cost:
     dollars_per_million_tokens: float | None = None  # token problems only
     energy_cost: float | None = None  # the timed window's joules at the energy price
     reason: str | None = None  # why a figure is missing
+    prices_from: str | None = None  # the --prices entry a price came from (None: the flags)
 
 
 def cost_of(

@@ -121,6 +121,20 @@ METRICS: dict[str, Metric] = {
             False,
             lambda r: r.cost.energy_cost if r.cost is not None else None,
         ),
+        Metric(
+            "solution_seconds",
+            "time to solution",
+            "s",
+            False,
+            lambda r: r.solution.seconds if r.solution is not None else None,
+        ),
+        Metric(
+            "solution_dollars",
+            "cost to solution",
+            "$",
+            False,
+            lambda r: r.solution.dollars if r.solution is not None else None,
+        ),
     ]
 }
 

@@ -72,7 +72,9 @@ from flowrate.results.validate import InvalidResult, validate_record
 #      a figure without its cv reads with it None).
 #      Also the profile section (--profile DIR), the cost section (--price-per-hour,
 #      --energy-price) and the solution section (--to-solution): records without them read with
-#      them empty, and readers that predate them leave them out.
+#      them empty, and readers that predate them leave them out. Also cost.prices_from (--prices)
+#      and the solution's samples_per_epoch and devices (--scaling): absent ones read as None or
+#      empty.
 SCHEMA_VERSION = 7
 
 

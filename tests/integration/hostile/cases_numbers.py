@@ -129,7 +129,8 @@ CASES = [
         _case("--to-solution", label, value)
         for label, value in (
             ("no-unit", "2e12"),
-            ("bad-unit", "3epochs"),
+            ("bad-unit", "3hours"),
+            ("epochs-without-data", "3epochs"),
             ("zero", "0tokens"),
             ("inf", "inftokens"),
         )
