@@ -39,6 +39,20 @@ def _file(label: str, content: str | bytes, *says: str) -> Case:
     )
 
 
+def _prices(label: str, content: str | bytes, *says: str) -> Case:
+    """A --prices file refused before the run: one line naming the flag and the file's fault."""
+
+    def setup(ws: Workspace) -> None:
+        path = ws.path("sweep", "prices.toml")
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    argv = (*_RUN, "--prices", "{sweep}")
+    return Case(f"prices-{label}", argv, USAGE, ("--prices", *says), setup=setup)  # type: ignore[arg-type]
+
+
+_MACHINE = '[[machine]]\nhostname = "x"\n'
+
+
 def _grid(values: str) -> str:
     return f"[grid]\nbatch_size = {values}\n"
 
@@ -48,6 +62,13 @@ def _batch(label: str, *flags: str, says: tuple[str, ...]) -> Case:
 
 
 CASES = [
+    # --prices FILE: TOML of [[machine]] entries, each a machine key and a price above 0
+    _prices("binary", bytes(range(256)), "not a TOML file", "not UTF-8"),
+    _prices("not-toml", "price = [", "not valid TOML"),
+    _prices("negative", _MACHINE + "price_per_hour = -1\n", "machine 1", "price_per_hour", "above 0"),
+    _prices("nan", _MACHINE + "price_per_hour = nan\n", "machine 1", "price_per_hour"),
+    _prices("string", _MACHINE + 'price_per_hour = "dear"\n', "machine 1", "price_per_hour"),
+    _prices("unknown-key", _MACHINE + "price_per_hour = 1\nspot = 2\n", "unknown key 'spot'"),
     # [grid]: each value read as its flag reads it
     _file("grid-table", _grid("{a = 1}"), "--file", "batch_size", "{'a': 1}"),
     _file("grid-nested-array", _grid("[[1, 2]]"), "--file", "batch_size", "[1, 2]"),
