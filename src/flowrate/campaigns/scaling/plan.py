@@ -1,14 +1,17 @@
 """`flowrate scaling`'s plan and its record: what each size runs, and every size's run recorded in
-the store as it ends, tagged with the study and its process count.
+the store as it ends, tagged with the study and its process count. ``scaling_study`` is the whole
+study: plan, store, every size.
 
 The sizes themselves run in flowrate.campaigns.scaling.run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from flowrate.campaigns.scaling.comm import explain
 from flowrate.campaigns.scaling.run import ScalingReport, check_weak_scaling, run_scaling, threads_per_rank
@@ -56,3 +59,30 @@ def run_plan(
     if len(results) < 2 or results[0].config.get("mode") != Mode.TRAIN.value:
         return report  # no gradients to all-reduce, or no size above the baseline
     return replace(report, communication=explain(plan.config, list(zip(plan.sizes, results, strict=True))))
+
+
+class ScalingListener(Protocol):
+    """What a study reports as it goes: its plan before the first size, each size as it ends."""
+
+    def planned(self, plan: ScalingPlan) -> None: ...
+
+    def size_done(self, processes: int, result: Result) -> None: ...
+
+
+def scaling_study(
+    config: RunConfig,
+    sizes: Sequence[int],
+    listener: ScalingListener,
+    *,
+    name: str | None = None,
+    store: str | None = None,
+    record: bool = True,
+    tags: Sequence[str] = (),
+) -> tuple[ScalingPlan, ScalingReport]:
+    """Plan the study (plan_scaling), then run every size (run_plan), each run recorded in the
+    store at ``store`` (the default store when None) unless ``record`` is False."""
+    plan = plan_scaling(config, sizes, name)
+    listener.planned(plan)
+    with contextlib.nullcontext(None) if not record else Store(store) as opened:
+        report = run_plan(plan, opened, tags, on_size=listener.size_done)
+    return plan, report
