@@ -44,7 +44,15 @@ CONFIG = RunConfig(problem="fc_mnist", mode="infer", device="cpu", threads=1, st
 
 def test_the_plan_then_each_size_is_heard_and_recorded_with_the_studys_tags(results_store: Path) -> None:
     heard = Heard()
-    plan, report = scaling_study(CONFIG, [1, 2], heard, name="tiny", store=str(results_store), tags=("t",))
+    plan, report = scaling_study(
+        CONFIG,
+        [1, 2],
+        name="tiny",
+        store=str(results_store),
+        tags=("t",),
+        on_plan=heard.planned,
+        on_size=heard.size_done,
+    )
     assert heard.events == ["plan tiny [1, 2] threads=1", "1: n1", "2: n2"]
     assert plan.label == report.name == "tiny"
     assert [(p.processes, p.efficiency) for p in report.points] == [(1, 1.0), (2, 0.75)]
@@ -54,6 +62,6 @@ def test_the_plan_then_each_size_is_heard_and_recorded_with_the_studys_tags(resu
 
 
 def test_record_false_opens_no_store(results_store: Path) -> None:
-    _, report = scaling_study(CONFIG, [1, 2], Heard(), store=str(results_store), record=False)
+    _, report = scaling_study(CONFIG, [1, 2], store=str(results_store), record=False)
     assert [p.run_id for p in report.points] == ["n1", "n2"]
     assert not results_store.exists()

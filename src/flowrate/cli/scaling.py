@@ -14,10 +14,7 @@ import click
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.scaling.plan import ScalingPlan
-    from flowrate.problems.base import Problem
     from flowrate.results.scaling_report import ScalingReport
-    from flowrate.results.schema import Result
 
 
 @click.command("scaling")
@@ -78,7 +75,14 @@ def command(
 
         format_for(out)  # an unknown image format fails now, not after the runs
     plan, report = scaling_study(
-        config, sizes, _Status(problem, quiet), name=name, store=store, record=not no_store, tags=tags
+        config,
+        sizes,
+        name=name,
+        store=store,
+        record=not no_store,
+        tags=tags,
+        on_plan=lambda plan: console.status(scaling_text.start_line(plan, problem), quiet),
+        on_size=lambda n, result: console.status(scaling_text.size_line(n, result), quiet),
     )
     title = scaling_text.title(plan, problem)
     if out:
@@ -89,23 +93,6 @@ def command(
         console.grid(title, scaling_text.HEADER, scaling_text.rows(report), scaling_text.RIGHT_ALIGNED)
         for line in scaling_text.communication_lines(report):
             console.data(line)
-
-
-class _Status:
-    """The study's plan and each size as it ends, as status lines on stderr."""
-
-    def __init__(self, problem: Problem, quiet: bool) -> None:
-        self.problem, self.quiet = problem, quiet
-
-    def planned(self, plan: ScalingPlan) -> None:
-        from flowrate.cli import console, scaling_text
-
-        console.status(scaling_text.start_line(plan, self.problem), self.quiet)
-
-    def size_done(self, processes: int, result: Result) -> None:
-        from flowrate.cli import console, scaling_text
-
-        console.status(scaling_text.size_line(processes, result), self.quiet)
 
 
 def _plot(report: ScalingReport, title: str, out: str, quiet: bool) -> None:

@@ -11,7 +11,6 @@ import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from flowrate.campaigns.scaling.comm import explain
 from flowrate.campaigns.scaling.run import ScalingReport, check_weak_scaling, run_scaling, threads_per_rank
@@ -61,28 +60,22 @@ def run_plan(
     return replace(report, communication=explain(plan.config, list(zip(plan.sizes, results, strict=True))))
 
 
-class ScalingListener(Protocol):
-    """What a study reports as it goes: its plan before the first size, each size as it ends."""
-
-    def planned(self, plan: ScalingPlan) -> None: ...
-
-    def size_done(self, processes: int, result: Result) -> None: ...
-
-
 def scaling_study(
     config: RunConfig,
     sizes: Sequence[int],
-    listener: ScalingListener,
     *,
     name: str | None = None,
     store: str | None = None,
     record: bool = True,
     tags: Sequence[str] = (),
+    on_plan: Callable[[ScalingPlan], None] = lambda plan: None,
+    on_size: Callable[[int, Result], None] | None = None,
 ) -> tuple[ScalingPlan, ScalingReport]:
-    """Plan the study (plan_scaling), then run every size (run_plan), each run recorded in the
-    store at ``store`` (the default store when None) unless ``record`` is False."""
+    """Plan the study (plan_scaling; ``on_plan`` hears the plan), then run every size (run_plan;
+    ``on_size`` hears each as it ends), each run recorded in the store at ``store`` (the default
+    store when None) unless ``record`` is False."""
     plan = plan_scaling(config, sizes, name)
-    listener.planned(plan)
+    on_plan(plan)
     with contextlib.nullcontext(None) if not record else Store(store) as opened:
-        report = run_plan(plan, opened, tags, on_size=listener.size_done)
+        report = run_plan(plan, opened, tags, on_size=on_size)
     return plan, report
