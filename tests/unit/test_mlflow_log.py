@@ -16,6 +16,7 @@ from factories import make_result
 from flowrate.errors import ConfigError, FlowrateError, RunFailed
 from flowrate.results.mlflow_log import ARTIFACT, RUN_ID_TAG, MlflowLog, interval_values, params
 from flowrate.results.schema import Result
+from flowrate.results.store import StoredRun
 
 COMMIT = "b431653a9768707927945a65df8a2287bb8492e7"
 
@@ -84,6 +85,7 @@ def test_sending_a_run_again_adds_nothing(log: MlflowLog, tracking_uri: str) -> 
     result = _result()
     first = log.send(result)
     assert first is not None and log.send(result) is None
+    assert log.send_all([StoredRun.from_result(result, ())]) == 0  # how many it sent
     assert log.logged(result.run_id) == first
     runs = MlflowClient(tracking_uri).search_runs([log.experiment_id])
     assert [r.info.run_id for r in runs] == [first]
@@ -128,8 +130,9 @@ def test_a_store_that_fails_after_opening_is_one_line_and_leaves_no_half_run(
     client = MlflowClient(tracking_uri)
     client.delete_experiment(log.experiment_id)
     with pytest.raises(RunFailed, match=r"^MLflow logging to sqlite:///.* failed: ") as failed:
-        log.send(_result())
+        log.send_all([StoredRun.from_result(_result(run_id="eeee00000001"), ())])
     assert "\n" not in str(failed.value)
+    assert str(failed.value).endswith(" (at run eeee00000001; 0 runs sent before it)")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ each process (a run, or each repeat of a --repeat run) is one value, its median 
 every run records the commit of the flowrate checkout it ran (the environment's flowrate.commit;
 a dirty tree is its own point), points are commits, each the mean of its processes, in the order
 each commit was first recorded. Otherwise points are runs in time order, and the series says so.
-flowrate.analysis.steps fits the steps.
+flowrate.analysis.steps fits the steps; ``history`` is what `flowrate history` shows: the series,
+their steps and the regressions a CI gate fails on.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from flowrate.analysis.steps import StepFit, detect_steps
+from flowrate.errors import FlowrateError
 from flowrate.results.compare import configuration, problem_identity
 from flowrate.results.noise import ProcessPoint, configuration_key, machine, process_points
 from flowrate.results.schema import Result
@@ -125,3 +127,32 @@ def regressions(series: Series, max_drop: float) -> list[int]:
         for k, step in enumerate(series.fit.steps)
         if step.relative < -max_drop and last < step.before * (1 - max_drop)
     ]
+
+
+@dataclass(frozen=True)
+class History:
+    """The series of two points or more (steps fitted when asked), the series of one point left
+    out, and each regression found as (series, index into its ``fit.steps``)."""
+
+    series: list[Series]
+    left_out: list[Series]
+    regressions: list[tuple[Series, int]]
+
+
+def history(results: Iterable[Result], *, detect: bool = False, max_drop: float | None = None) -> History:
+    """The history of ``results``: steps fitted with ``detect`` or ``max_drop``, and with
+    ``max_drop`` (0.05 = 5%) the drops not recovered from. Refuses results that make no series of
+    two points (FlowrateError, naming the one point there is)."""
+    built = build_series(results)
+    series = [s for s in built if len(s.points) > 1]
+    if not series:
+        only = built[0].points[0] if built and built[0].points else None
+        what = f" ({only.label})" if only else ""
+        raise FlowrateError(
+            f"a history needs 2 points or more; the runs that match make one{what}: record runs at "
+            "other commits, or widen the filters"
+        )
+    if detect or max_drop is not None:
+        series = [with_steps(s) for s in series]
+    found = [(s, k) for s in series for k in regressions(s, max_drop)] if max_drop is not None else []
+    return History(series, [s for s in built if len(s.points) == 1], found)

@@ -1,19 +1,21 @@
 """`flowrate history -p PROBLEM --detect`: samples/s over commits, its steps, and a CI gate.
 
-The series are flowrate.analysis.history's (one per configuration on a machine), the steps
-flowrate.analysis.steps'; this module chooses the runs, prints, and turns a regression into an
-exit code with --fail-if-slower.
+The series, their steps and the regressions are flowrate.analysis.history.history's; this module
+chooses the runs, prints, and turns a regression into an exit code with --fail-if-slower.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrate.cli.options import filter_options, store_option
 from flowrate.cli.param_types import FiniteRange
+
+if TYPE_CHECKING:
+    from flowrate.analysis.history import History
 
 
 @click.command("history")
@@ -43,44 +45,36 @@ def command(store: str | None, detect: bool, fail_pct: float | None, as_json: bo
     Exit codes: 0 shown; 1 a regression over --fail-if-slower; 2 bad input (no -p, no runs, or
     a history of one point).
     """
-    from flowrate.analysis.history import build_series, regressions, with_steps
-    from flowrate.cli import console, history_text
+    from flowrate.analysis.history import history
+    from flowrate.cli import history_text
     from flowrate.cli.select import pop_filter, select_runs
-    from flowrate.errors import FlowrateError, RunFailed
+    from flowrate.errors import RunFailed
 
     if not flags.get("problem"):
         raise click.UsageError("name the problem: flowrate history -p PROBLEM [filters]")
     runs = select_runs(store, [], pop_filter(flags))
-    built = build_series(run.result for run in runs)
-    series = [s for s in built if len(s.points) > 1]
-    if not series:
-        only = built[0].points[0] if built and built[0].points else None
-        what = f" ({only.label})" if only else ""
-        raise FlowrateError(
-            f"a history needs 2 points or more; the runs that match make one{what}: record runs at "
-            "other commits, or widen the filters"
-        )
-    if detect or fail_pct is not None:
-        series = [with_steps(s) for s in series]
-    for s in series:
+    max_drop = None if fail_pct is None else fail_pct / 100
+    shown = history((run.result for run in runs), detect=detect, max_drop=max_drop)
+    _show(shown, as_json)
+    if fail_pct is not None and shown.regressions:
+        raise RunFailed(history_text.gate_message(shown, fail_pct))
+
+
+def _show(shown: History, as_json: bool) -> None:
+    """Each series' notes as warnings; then the series as JSON, or each as a table with its steps
+    and the series left out."""
+    from flowrate.cli import console, history_text
+
+    for s in shown.series:
         for line in s.notes:
             console.warn(line)
     if as_json:
-        console.data(json.dumps(history_text.to_json(series), indent=2))
-    else:
-        for s in series:
-            table = history_text.header(s), history_text.rows(s)
-            console.grid(s.title, *table, right_aligned=history_text.RIGHT_ALIGNED)
-            for line in history_text.step_lines(s):
-                console.status(line)
-        for s in built:
-            if len(s.points) == 1:
-                console.status(history_text.skipped_line(s))
-    if fail_pct is not None:
-        failing = [
-            history_text.regression_message(s, k, fail_pct)
-            for s in series
-            for k in regressions(s, fail_pct / 100)
-        ]
-        if failing:
-            raise RunFailed("; ".join(failing))
+        console.data(json.dumps(history_text.to_json(shown.series), indent=2))
+        return
+    for s in shown.series:
+        table = history_text.header(s), history_text.rows(s)
+        console.grid(s.title, *table, right_aligned=history_text.RIGHT_ALIGNED)
+        for line in history_text.step_lines(s):
+            console.status(line)
+    for s in shown.left_out:
+        console.status(history_text.skipped_line(s))

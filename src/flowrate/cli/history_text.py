@@ -1,6 +1,6 @@
 """`flowrate history` as text and JSON: each series point by point, its steps, its regressions.
 
-Pure: Series in, rows of cells, lines or a JSON-ready object out.
+Pure: Series (or a History) in, rows of cells, lines or a JSON-ready object out.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from flowrate.units import compact
 
 if TYPE_CHECKING:
-    from flowrate.analysis.history import Series
+    from flowrate.analysis.history import History, Series
     from flowrate.analysis.steps import Step
 
 RIGHT_ALIGNED = (0, 3, 4, 5)
@@ -74,6 +74,11 @@ def regression_message(series: Series, index: int, fail_pct: float) -> str:
         f"{series.points[step.index].label} and has not recovered, more than the {fail_pct:g}% "
         "--fail-if-slower allows"
     )
+
+
+def gate_message(history: History, fail_pct: float) -> str:
+    """Every regression over --fail-if-slower, in one line."""
+    return "; ".join(regression_message(s, k, fail_pct) for s, k in history.regressions)
 
 
 def to_json(series: list[Series]) -> list[dict[str, Any]]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from flowrate.cli.options import checked_tags, store_option
+
+if TYPE_CHECKING:
+    from flowrate.results.transfer import Imported
 
 
 @click.command("import")
@@ -23,19 +28,16 @@ def command(files: tuple[str, ...], tags: tuple[str, ...], store: str | None) ->
 
     Each file is all or nothing: an unreadable line imports nothing from that file, and says which.
     """
-    from pathlib import Path
-
     from flowrate.cli import console
-    from flowrate.results.store import Store
-    from flowrate.results.transfer import read_results
+    from flowrate.results.transfer import import_files
+
+    import_files(files, store, tags, on_file=lambda done: console.status(imported_line(done)))
+
+
+def imported_line(done: Imported) -> str:
+    """'runs.jsonl: 3 runs imported into flowrate.db; 1 run was there already'"""
     from flowrate.units import counted
 
-    loaded = {file: read_results(Path(file)) for file in files}  # every file read before any write
-    with Store(store) as opened:
-        for file, entries in loaded.items():
-            added = opened.add_many([(result, [*own, *tags]) for result, own in entries])
-            kept = len(entries) - len(added)
-            already = (
-                f"; {counted(kept, 'run')} {'was' if kept == 1 else 'were'} there already" if kept else ""
-            )
-            console.status(f"{file}: {counted(len(added), 'run')} imported into {opened.path}{already}")
+    kept = done.kept
+    already = f"; {counted(kept, 'run')} {'was' if kept == 1 else 'were'} there already" if kept else ""
+    return f"{done.file}: {counted(done.added, 'run')} imported into {done.store}{already}"

@@ -73,17 +73,11 @@ def log_run(log: MlflowLog, result: Result, tags: Sequence[str], recorded: bool,
 
 
 def send_runs(log: MlflowLog, runs: list[StoredRun], quiet: bool = False) -> None:
-    """Each run that MLflow does not hold yet, in order; a failure says how far it got."""
+    """Each run that MLflow does not hold yet, in order (MlflowLog.send_all), then how many."""
     from flowrate.cli import console
-    from flowrate.errors import RunFailed
     from flowrate.units import counted
 
-    sent = 0
-    for run in runs:
-        try:
-            sent += log.send(run.result, run.tags) is not None
-        except RunFailed as error:
-            raise RunFailed(f"{error} (at run {run.run_id}; {counted(sent, 'run')} sent before it)") from None
+    sent = log.send_all(runs)
     there = len(runs) - sent
     already = f"; {counted(there, 'run')} already there" if there else ""
     sent_line = f"{counted(sent, 'run')} sent to MLflow experiment {log.experiment} in {log.uri}{already}"

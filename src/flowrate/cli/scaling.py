@@ -1,8 +1,8 @@
 """`flowrate scaling`: weak-scaling efficiency on this machine, one torchrun launch per size.
 
-Parses the run options and the sizes, plans and runs the sizes through flowrate.campaigns
-(scaling.plan, scaling.run), which record the runs; prints the table and draws the plot. Each rank
-of a size runs flowrate.cli.scaling_worker.
+Parses the run options and the sizes, runs the study through
+flowrate.campaigns.scaling.plan.scaling_study (which plans it, runs every size and records the
+runs); prints the table and draws the plot. Each rank of a size runs flowrate.cli.scaling_worker.
 """
 
 from __future__ import annotations
@@ -58,33 +58,32 @@ def command(
     cores divided by the largest size as threads unless --threads says otherwise. For several
     machines, launch `torchrun … -m flowrate run` per size yourself and compare the runs.
     """
-    import contextlib
     import json
 
-    from flowrate.campaigns.scaling.plan import plan_scaling, run_plan
+    from flowrate.campaigns.scaling.plan import scaling_study
     from flowrate.campaigns.scaling.run import parse_sizes
     from flowrate.cli import console, scaling_text
     from flowrate.cli.resolve import resolve_run
     from flowrate.errors import ConfigError
-    from flowrate.results.store import Store
 
     sizes = parse_sizes(nproc)
     if no_store and (store or tags):
         raise ConfigError("no_store", "cannot be combined with --store or --tag")
     config, problem = resolve_run(flags, sample_shape)
-    plan = plan_scaling(config, sizes, name)
     if out:
         from flowrate.analysis.plots import format_for
 
         format_for(out)  # an unknown image format fails now, not after the runs
-    console.status(scaling_text.start_line(plan, problem), quiet)
-    with contextlib.nullcontext(None) if no_store else Store(store) as opened:
-        report = run_plan(
-            plan,
-            opened,
-            tags,
-            on_size=lambda n, result: console.status(scaling_text.size_line(n, result), quiet),
-        )
+    plan, report = scaling_study(
+        config,
+        sizes,
+        name=name,
+        store=store,
+        record=not no_store,
+        tags=tags,
+        on_plan=lambda plan: console.status(scaling_text.start_line(plan, problem), quiet),
+        on_size=lambda n, result: console.status(scaling_text.size_line(n, result), quiet),
+    )
     title = scaling_text.title(plan, problem)
     if out:
         _plot(report, title, out, quiet)

@@ -88,10 +88,10 @@ def command(
     Exit codes: 0 every point done (or stopped by memory); 1 some point failed otherwise; 2 bad
     input; 130 interrupted (what was recorded is kept).
     """
+    from flowrate.campaigns.sweep.recorded import sweep_runs
     from flowrate.cli import console, sweep_text
     from flowrate.cli.mlflow_option import open_mlflow, send_runs
     from flowrate.errors import RunFailed
-    from flowrate.results.store import RunFilter, Store
 
     spec, points = _plan(grid, sweep_file, generate, name, flags, sample_shape)
     if dry_run:
@@ -102,8 +102,7 @@ def command(
     header, rows, right_aligned = sweep_text.summary_table(outcome.reports, spec.command)
     console.grid(sweep_text.title(outcome.name, outcome.sweep_id), header, rows, right_aligned=right_aligned)
     if mlflow is not None:  # the sweep's recorded runs, resumed ones too: MLflow skips those it has
-        with Store(store, create=False) as opened:
-            send_runs(mlflow, opened.runs(RunFilter(sweep=outcome.sweep_id)), quiet)
+        send_runs(mlflow, sweep_runs(outcome.sweep_id, store), quiet)
     if outcome.failed_otherwise:
         raise RunFailed(sweep_text.failed_message(outcome.failed_otherwise, len(points)))
 

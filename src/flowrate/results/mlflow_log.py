@@ -47,6 +47,7 @@ from flowrate.results.environment import environment_fingerprint
 
 if TYPE_CHECKING:
     from flowrate.results.schema import IntervalRecord, Result
+    from flowrate.results.store import StoredRun
 
 DEFAULT_URI = "sqlite:///mlflow.db"  # MLflow 3 refuses a new ./mlruns file store by default
 DEFAULT_EXPERIMENT = "flowrate"
@@ -230,6 +231,20 @@ class MlflowLog:
             raise
         except Exception as error:
             raise RunFailed(f"MLflow logging to {self.uri} failed: {_first_line(error)}") from None
+
+    def send_all(self, runs: Sequence[StoredRun]) -> int:
+        """Each of ``runs`` that MLflow does not hold yet, in order; how many were sent. A failure
+        is a RunFailed naming the run it stopped at and how many were sent before it."""
+        from flowrate.units import counted
+
+        sent = 0
+        for run in runs:
+            try:
+                sent += self.send(run.result, run.tags) is not None
+            except RunFailed as error:
+                where = f"at run {run.run_id}; {counted(sent, 'run')} sent before it"
+                raise RunFailed(f"{error} ({where})") from None
+        return sent
 
     def _opened(self) -> Any:
         """This process's client, made at the first use."""

@@ -4,7 +4,7 @@ A JSON-lines export holds one Result per line, each with a ``tags`` list beside 
 ``flowrate import`` restores runs and tags exactly. A single result file (``--out``, ``--json``)
 imports too. Every record read is validated (results/validate.py) and one that is not refuses the
 whole file, naming the line and the field. CSV is one row per run with the headline figures; it is
-for reading, not importing.
+for reading, not importing. ``import_files`` is `flowrate import`: files read, then each recorded.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import csv
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from flowrate.errors import FlowrateError, PathError
 from flowrate.io import write_atomic
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
-from flowrate.results.store import StoredRun
+from flowrate.results.store import Store, StoredRun
 from flowrate.results.validate import InvalidResult, tag_problem
 
 RESULT_SUFFIXES = (".json", ".jsonl")
@@ -154,6 +155,36 @@ def read_results(path: Path) -> list[tuple[Result, list[str]]]:
             raise InvalidResult(f"{path} line {number} is not a JSON object; nothing was imported")
         entries.append(_entry(record, f"{path} line {number}"))
     return entries
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One file's import: the runs it added and those already in the store, left as they were."""
+
+    file: str
+    added: int
+    kept: int
+    store: Path
+
+
+def import_files(
+    files: Sequence[str],
+    store: str | None,
+    tags: Sequence[str] = (),
+    on_file: Callable[[Imported], None] | None = None,
+) -> list[Imported]:
+    """Every file read before anything is written (one unreadable file imports nothing), then
+    each file's runs added to the store at ``store`` in one transaction, with their own tags and
+    ``tags``; ``on_file`` hears each file as it is recorded."""
+    loaded = {file: read_results(Path(file)) for file in files}
+    done = []
+    with Store(store) as opened:
+        for file, entries in loaded.items():
+            added = opened.add_many([(result, [*own, *tags]) for result, own in entries])
+            done.append(Imported(file, len(added), len(entries) - len(added), opened.path))
+            if on_file is not None:
+                on_file(done[-1])
+    return done
 
 
 def _json(text: str, where: str, quiet: bool = False) -> Any:

@@ -1,11 +1,13 @@
 """`flowrate scaling`'s plan and its record: what each size runs, and every size's run recorded in
-the store as it ends, tagged with the study and its process count.
+the store as it ends, tagged with the study and its process count. ``scaling_study`` is the whole
+study: plan, store, every size.
 
 The sizes themselves run in flowrate.campaigns.scaling.run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -56,3 +58,24 @@ def run_plan(
     if len(results) < 2 or results[0].config.get("mode") != Mode.TRAIN.value:
         return report  # no gradients to all-reduce, or no size above the baseline
     return replace(report, communication=explain(plan.config, list(zip(plan.sizes, results, strict=True))))
+
+
+def scaling_study(
+    config: RunConfig,
+    sizes: Sequence[int],
+    *,
+    name: str | None = None,
+    store: str | None = None,
+    record: bool = True,
+    tags: Sequence[str] = (),
+    on_plan: Callable[[ScalingPlan], None] = lambda plan: None,
+    on_size: Callable[[int, Result], None] | None = None,
+) -> tuple[ScalingPlan, ScalingReport]:
+    """Plan the study (plan_scaling; ``on_plan`` hears the plan), then run every size (run_plan;
+    ``on_size`` hears each as it ends), each run recorded in the store at ``store`` (the default
+    store when None) unless ``record`` is False."""
+    plan = plan_scaling(config, sizes, name)
+    on_plan(plan)
+    with contextlib.nullcontext(None) if not record else Store(store) as opened:
+        report = run_plan(plan, opened, tags, on_size=on_size)
+    return plan, report

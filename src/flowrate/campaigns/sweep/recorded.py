@@ -1,11 +1,11 @@
 """What a results store already holds of a sweep, read without creating or changing anything:
-what a dry run lists beside the points it would run."""
+what a dry run lists beside the points it would run, and the runs a finished sweep recorded."""
 
 from __future__ import annotations
 
 from flowrate.campaigns.sweep.name import check_name
 from flowrate.campaigns.sweep.spec import SweepSpec
-from flowrate.results.store import Store, SweepPoint, store_path
+from flowrate.results.store import RunFilter, Store, StoredRun, SweepPoint, store_path
 
 
 def recorded_points(spec: SweepSpec, store: str | None) -> dict[str, SweepPoint]:
@@ -16,3 +16,9 @@ def recorded_points(spec: SweepSpec, store: str | None) -> dict[str, SweepPoint]
     with Store(store, create=False) as opened:
         check_name(spec, opened.sweeps())
         return opened.sweep_points(spec.sweep_id)
+
+
+def sweep_runs(sweep_id: str, store: str | None) -> list[StoredRun]:
+    """Every run the store at ``store`` holds of the sweep ``sweep_id``, resumed ones too."""
+    with Store(store, create=False) as opened:
+        return opened.runs(RunFilter(sweep=sweep_id))
