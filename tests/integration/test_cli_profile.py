@@ -152,8 +152,9 @@ def test_gemms_are_compute_bound_and_layer_norms_memory_bound(
     assert rows[op]["bound"] == bound
     assert rows[op]["flops"] == (2 * 256**3 * PROFILED_STEPS if problem == "gemm" else 0)
     if problem == "gemm":  # the cost model's datasheet device: 80% of the peak, 12 µs per kernel inferring
+        # of which the step waits for half: the output's clone is queued while the GEMM runs
         assert result.profile.cost_model_reason is None
-        assert rows[op]["predicted_s"] == pytest.approx(PROFILED_STEPS * (2 * 256**3 / 0.8e9 + 12e-6))
+        assert rows[op]["predicted_s"] == pytest.approx(PROFILED_STEPS * (2 * 256**3 / 0.8e9 + 12e-6 / 2))
 
 
 def test_profile_with_repeat_is_refused_before_any_run(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -161,3 +162,44 @@ def test_profile_with_repeat_is_refused_before_any_run(run_cli, tmp_path: Path) 
     assert done.code == 2
     assert done.stderr == "error: --profile: profiles the steps of one run: give it without --repeat\n"
     assert not (tmp_path / "p").exists()
+
+
+GENERATE = ("generate", "-p", "transformer", "--size", "debug", "-b", "2", "--prompt-len", "4")
+GENERATE_SMALL = (*GENERATE, "--new-tokens", "3", "--repeats", "2", "--warmup", "0")
+
+
+def test_generate_profiles_short_generations_after_the_timed_ones(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder, out = tmp_path / "profile", tmp_path / "generate.json"
+    done = run_cli(*GENERATE_SMALL, "--profile", str(folder), "-o", str(out), "--no-store")
+    assert done.code == 0, done.stderr
+    trace = json.loads((folder / TRACE).read_text())  # Chrome trace JSON, one event per step
+    steps = [e for e in trace["traceEvents"] if e["name"].startswith("ProfilerStep#")]
+    assert len(steps) == PROFILED_STEPS and all(e["ph"] == "X" for e in steps)
+    table = _table(folder)
+    assert sum(row["seconds"] for row in table["operators"]) == pytest.approx(table["seconds"], rel=0.05)
+
+    result = Result.load(out)
+    assert result.generation is not None and result.profile is not None
+    assert result.profile.steps == PROFILED_STEPS and result.profile.seconds == table["seconds"]
+    assert result.profile.unit == "generations of 3 tokens (a prefill and 2 decode steps each)"
+    assert "not a generation's prefill and decode" in (result.profile.cost_model_reason or "")
+    assert {c.op_class for c in result.profile.classes} >= {"matmul", "attention", "embedding"}
+    # the profiled generations come after the timed ones: the timed figures count the same
+    plain = Result.load(_generated(run_cli, tmp_path / "plain.json"))
+    assert len(result.intervals) == result.summary.intervals == 2
+    assert (len(plain.intervals), plain.summary.intervals) == (2, 2) and plain.profile is None
+    for text in (done.stderr, run_cli("show", str(out)).stdout):
+        assert "profile           3 generations of 3 tokens" in text and "breakdown" in text
+
+
+def _generated(run_cli, out: Path) -> Path:  # type: ignore[no-untyped-def]
+    assert run_cli(*GENERATE_SMALL, "-o", str(out), "--no-store").code == 0
+    return out
+
+
+def test_generate_refuses_a_profile_folder_it_cannot_make_before_it_generates(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = run_cli(*GENERATE_SMALL, "--profile", str(blocker / "profile"), "--no-store")
+    assert done.code == 2
+    assert done.stderr == f"error: --profile: cannot make {blocker / 'profile'}: {blocker} is not a folder\n"
