@@ -1,5 +1,6 @@
 """`flowrate run --profile DIR` on a CPU: the files, the operator table against the counter, the roof's
-verdicts on a GEMM and a layer norm, and a timed run the profile leaves alone."""
+verdicts on a GEMM and a layer norm, and a timed run the profile leaves alone; `estimate --check`'s
+per-operator view of it; and `flowrate generate --profile DIR`."""
 
 from __future__ import annotations
 
@@ -27,12 +28,13 @@ def _table(folder: Path) -> dict[str, Any]:
 
 
 def test_profile_writes_the_trace_and_a_table_that_adds_up_and_matches_the_counter(  # type: ignore[no-untyped-def]
-    run_cli, tmp_path: Path
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder, out = tmp_path / "profile", tmp_path / "run.json"
-    done = run_cli(
-        "run", *TINY, "--profile", str(folder), "--price-per-hour", "3.6", "-o", str(out), "--no-store"
-    )
+    with registered_peaks(_fake_cpu(monkeypatch)):  # a device the cost model prices
+        done = run_cli(
+            "run", *TINY, "--profile", str(folder), "--price-per-hour", "3.6", "-o", str(out), "--no-store"
+        )
     assert done.code == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == sorted([TRACE, TABLE_JSON, TABLE_CSV])
 
@@ -65,6 +67,22 @@ def test_profile_writes_the_trace_and_a_table_that_adds_up_and_matches_the_count
         assert f"profile      {PROFILED_STEPS} steps in" in text
         assert "breakdown    compute" in text and "samples/$" in text
         assert "roof         — (no peak: bound unknown" in text or "ridge" in text
+
+    # estimate --check sets each operator class's predicted time beside its measured, per step:
+    # the classes' predictions are the cost model's step, their measured times the table's
+    assert result.estimate is not None and result.estimate.step_s
+    checked = run_cli("estimate", "--check", str(out), "--json")
+    assert checked.code == 0, checked.stderr
+    [view] = checked.json()["operators"]
+    classes = {c["op_class"]: c for c in view["classes"]}
+    assert {"matmul", "attention", "embedding", "elementwise", "framework"} <= classes.keys()
+    assert sum(c["predicted_s"] for c in view["classes"]) == pytest.approx(result.estimate.step_s)
+    measured = sum(c["measured_s"] for c in view["classes"]) * PROFILED_STEPS
+    assert measured == pytest.approx(sum(row["seconds"] for row in table["operators"]))
+    assert sorted(view["mispriced"]) == sorted(c["op_class"] for c in view["classes"] if c["mispriced"])
+    text = run_cli("estimate", "--check", str(out))
+    assert f"predicted against measured per operator class: run {result.run_id[:8]}" in text.stdout
+    assert "mispriced (outside ±30%)" in text.stderr or "every class within ±30%" in text.stderr
 
 
 @pytest.mark.slow
@@ -197,33 +215,7 @@ def _generated(run_cli, out: Path) -> Path:  # type: ignore[no-untyped-def]
     return out
 
 
-def test_estimate_check_sets_each_operator_class_predicted_beside_measured(  # type: ignore[no-untyped-def]
-    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    out = tmp_path / "run.json"
-    with registered_peaks(_fake_cpu(monkeypatch)):  # a device the cost model prices
-        done = run_cli("run", *TINY, "--profile", str(tmp_path / "profile"), "-o", str(out), "--no-store")
-    assert done.code == 0, done.stderr
-    result = Result.load(out)
-    assert result.profile is not None and result.estimate is not None and result.estimate.step_s
-    checked = run_cli("estimate", "--check", str(out), "--json")
-    assert checked.code == 0, checked.stderr
-    [view] = checked.json()["operators"]
-    classes = {c["op_class"]: c for c in view["classes"]}
-    assert {"matmul", "attention", "embedding", "elementwise", "framework"} <= classes.keys()
-    # per profiled step: the classes' predictions are the cost model's step, their measured times the table's
-    assert sum(c["predicted_s"] for c in view["classes"]) == pytest.approx(result.estimate.step_s)
-    table = _table(tmp_path / "profile")
-    measured = sum(c["measured_s"] for c in view["classes"]) * PROFILED_STEPS
-    assert measured == pytest.approx(sum(row["seconds"] for row in table["operators"]))
-    assert sorted(view["mispriced"]) == sorted(c["op_class"] for c in view["classes"] if c["mispriced"])
-
-    text = run_cli("estimate", "--check", str(out))
-    assert f"predicted against measured per operator class: run {result.run_id[:8]}" in text.stdout
-    assert "mispriced (outside ±30%)" in text.stderr or "every class within ±30%" in text.stderr
-
-
-def test_generate_refuses_a_profile_folder_it_cannot_make_before_it_generates(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_generate_refuses_a_profile_folder_it_cannot_make_before_any_run(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     done = run_cli(*GENERATE_SMALL, "--profile", str(blocker / "profile"), "--no-store")
