@@ -1,5 +1,6 @@
 """`flowrate run --profile DIR` on a CPU: the files, the operator table against the counter, the roof's
-verdicts on a GEMM and a layer norm, and a timed run the profile leaves alone."""
+verdicts on a GEMM and a layer norm, and a timed run the profile leaves alone; `estimate --check`'s
+per-operator view of it; and `flowrate generate --profile DIR`."""
 
 from __future__ import annotations
 
@@ -27,12 +28,13 @@ def _table(folder: Path) -> dict[str, Any]:
 
 
 def test_profile_writes_the_trace_and_a_table_that_adds_up_and_matches_the_counter(  # type: ignore[no-untyped-def]
-    run_cli, tmp_path: Path
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder, out = tmp_path / "profile", tmp_path / "run.json"
-    done = run_cli(
-        "run", *TINY, "--profile", str(folder), "--price-per-hour", "3.6", "-o", str(out), "--no-store"
-    )
+    with registered_peaks(_fake_cpu(monkeypatch)):  # a device the cost model prices
+        done = run_cli(
+            "run", *TINY, "--profile", str(folder), "--price-per-hour", "3.6", "-o", str(out), "--no-store"
+        )
     assert done.code == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == sorted([TRACE, TABLE_JSON, TABLE_CSV])
 
@@ -65,6 +67,22 @@ def test_profile_writes_the_trace_and_a_table_that_adds_up_and_matches_the_count
         assert f"profile      {PROFILED_STEPS} steps in" in text
         assert "breakdown    compute" in text and "samples/$" in text
         assert "roof         — (no peak: bound unknown" in text or "ridge" in text
+
+    # estimate --check sets each operator class's predicted time beside its measured, per step:
+    # the classes' predictions are the cost model's step, their measured times the table's
+    assert result.estimate is not None and result.estimate.step_s
+    checked = run_cli("estimate", "--check", str(out), "--json")
+    assert checked.code == 0, checked.stderr
+    [view] = checked.json()["operators"]
+    classes = {c["op_class"]: c for c in view["classes"]}
+    assert {"matmul", "attention", "embedding", "elementwise", "framework"} <= classes.keys()
+    assert sum(c["predicted_s"] for c in view["classes"]) == pytest.approx(result.estimate.step_s)
+    measured = sum(c["measured_s"] for c in view["classes"]) * PROFILED_STEPS
+    assert measured == pytest.approx(sum(row["seconds"] for row in table["operators"]))
+    assert sorted(view["mispriced"]) == sorted(c["op_class"] for c in view["classes"] if c["mispriced"])
+    text = run_cli("estimate", "--check", str(out))
+    assert f"predicted against measured per operator class: run {result.run_id[:8]}" in text.stdout
+    assert "mispriced (outside ±30%)" in text.stderr or "every class within ±30%" in text.stderr
 
 
 @pytest.mark.slow
@@ -152,8 +170,9 @@ def test_gemms_are_compute_bound_and_layer_norms_memory_bound(
     assert rows[op]["bound"] == bound
     assert rows[op]["flops"] == (2 * 256**3 * PROFILED_STEPS if problem == "gemm" else 0)
     if problem == "gemm":  # the cost model's datasheet device: 80% of the peak, 12 µs per kernel inferring
+        # of which the step waits for half: the output's clone is queued while the GEMM runs
         assert result.profile.cost_model_reason is None
-        assert rows[op]["predicted_s"] == pytest.approx(PROFILED_STEPS * (2 * 256**3 / 0.8e9 + 12e-6))
+        assert rows[op]["predicted_s"] == pytest.approx(PROFILED_STEPS * (2 * 256**3 / 0.8e9 + 12e-6 / 2))
 
 
 def test_profile_with_repeat_is_refused_before_any_run(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -161,3 +180,44 @@ def test_profile_with_repeat_is_refused_before_any_run(run_cli, tmp_path: Path) 
     assert done.code == 2
     assert done.stderr == "error: --profile: profiles the steps of one run: give it without --repeat\n"
     assert not (tmp_path / "p").exists()
+
+
+GENERATE = ("generate", "-p", "transformer", "--size", "debug", "-b", "2", "--prompt-len", "4")
+GENERATE_SMALL = (*GENERATE, "--new-tokens", "3", "--repeats", "2", "--warmup", "0")
+
+
+def test_generate_profiles_short_generations_after_the_timed_ones(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder, out = tmp_path / "profile", tmp_path / "generate.json"
+    done = run_cli(*GENERATE_SMALL, "--profile", str(folder), "-o", str(out), "--no-store")
+    assert done.code == 0, done.stderr
+    trace = json.loads((folder / TRACE).read_text())  # Chrome trace JSON, one event per step
+    steps = [e for e in trace["traceEvents"] if e["name"].startswith("ProfilerStep#")]
+    assert len(steps) == PROFILED_STEPS and all(e["ph"] == "X" for e in steps)
+    table = _table(folder)
+    assert sum(row["seconds"] for row in table["operators"]) == pytest.approx(table["seconds"], rel=0.05)
+
+    result = Result.load(out)
+    assert result.generation is not None and result.profile is not None
+    assert result.profile.steps == PROFILED_STEPS and result.profile.seconds == table["seconds"]
+    assert result.profile.unit == "generations of 3 tokens (a prefill and 2 decode steps each)"
+    assert "not a generation's prefill and decode" in (result.profile.cost_model_reason or "")
+    assert {c.op_class for c in result.profile.classes} >= {"matmul", "attention", "embedding"}
+    # the profiled generations come after the timed ones: the timed figures count the same
+    plain = Result.load(_generated(run_cli, tmp_path / "plain.json"))
+    assert len(result.intervals) == result.summary.intervals == 2
+    assert (len(plain.intervals), plain.summary.intervals) == (2, 2) and plain.profile is None
+    for text in (done.stderr, run_cli("show", str(out)).stdout):
+        assert "profile           3 generations of 3 tokens" in text and "breakdown" in text
+
+
+def _generated(run_cli, out: Path) -> Path:  # type: ignore[no-untyped-def]
+    assert run_cli(*GENERATE_SMALL, "-o", str(out), "--no-store").code == 0
+    return out
+
+
+def test_generate_refuses_a_profile_folder_it_cannot_make_before_any_run(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = run_cli(*GENERATE_SMALL, "--profile", str(blocker / "profile"), "--no-store")
+    assert done.code == 2
+    assert done.stderr == f"error: --profile: cannot make {blocker / 'profile'}: {blocker} is not a folder\n"

@@ -42,7 +42,8 @@ _CHECK_ONLY = {"store": "--store", "tag": "--tag", "sweep": "--sweep", "since": 
     "--check",
     is_flag=True,
     help="Instead, print predicted against measured samples/s for recorded runs: RUN ids, tags or "
-    "files, or the filters --problem --device --precision --mode --execution --tag --sweep --since --until.",
+    "files, or the filters --problem --device --precision --mode --execution --tag --sweep --since "
+    "--until; for a run profiled with --profile, predicted against measured per operator class.",
 )
 @click.option(
     "--attention",
@@ -148,6 +149,7 @@ def _check(
     from flowrate.analysis.estimate_drift import drift
     from flowrate.cli import console
     from flowrate.cli.estimate_text import CHECK_HEADER, DRIFT_HEADER, check_rows, drift_json, drift_tables
+    from flowrate.cli.op_check_text import OPERATOR_HEADER, check_json, check_table, operator_checks
     from flowrate.cli.select import select_runs
     from flowrate.estimate.reprice import recompute_with_calibration
     from flowrate.results.store import RunFilter
@@ -172,6 +174,7 @@ def _check(
     runs = select_runs(selection["store"], refs, where)
     rows, summary = check_rows(runs)
     groups = drift(runs, recompute_with_calibration())
+    per_operator = operator_checks(runs)  # the profiled runs' (--profile DIR)
     if as_json:
         console.data(
             json.dumps(
@@ -179,6 +182,7 @@ def _check(
                     "runs": [dict(zip(CHECK_HEADER, row, strict=True)) for row in rows],
                     "summary": summary,
                     "machines": drift_json(groups),
+                    "operators": check_json(per_operator),
                 },
                 indent=2,
             )
@@ -187,6 +191,10 @@ def _check(
     console.grid("predicted against measured samples/s", CHECK_HEADER, rows, right_aligned=(4, 6, 7, 8))
     for line in summary:
         console.detail(line)
+    for title, operator_rows, line in map(check_table, per_operator):
+        if operator_rows:
+            console.grid(title, OPERATOR_HEADER, operator_rows, right_aligned=(1, 2, 3, 4))
+        console.detail(line if operator_rows else f"{title}: {line}")
     for title, drift_rows, line in drift_tables(groups):
         console.grid(title, DRIFT_HEADER, drift_rows, right_aligned=(3, 4, 5))
         console.detail(line)

@@ -69,12 +69,14 @@ def command(
 
     from flowrate.cli import console, generate_text
     from flowrate.cli.destination import Destination
-    from flowrate.cli.paths import check_out
+    from flowrate.cli.paths import check_folder, check_out
     from flowrate.harness.generate import run_generation
 
     config, problem = generate_text.resolve(flags)
     if out:
         check_out(out)
+    if config.profile_dir is not None:
+        check_folder(config.profile_dir, "profile")
     destination = Destination.open(store, tags, no_store, out, quiet, as_json)
     console.status(generate_text.start_line(config, problem), quiet)
     result = run_generation(config, problem, argv=sys.argv)

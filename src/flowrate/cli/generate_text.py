@@ -111,4 +111,8 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     said = result.environment.freed_memory
     if line := freed_memory.label(c.get("freed_memory"), said, result.environment.device_type):
         rows.append(("host memory", line))
+    if result.profile is not None:  # --profile DIR
+        from flowrate.cli.profile_text import profile_rows
+
+        rows += profile_rows(result.profile)
     return rows

@@ -22,7 +22,8 @@ _BREAKDOWN = (
 
 def profile_rows(profile: Profile) -> list[tuple[str, str]]:
     """Where the profiled steps' time went, the roof, and the operators losing the most time."""
-    steps = f"{profile.steps} steps in {seconds(profile.seconds)} after {profile.warmup_steps} warm-up"
+    what = profile.unit or "steps"
+    steps = f"{profile.steps} {what} in {seconds(profile.seconds)} after {profile.warmup_steps} warm-up"
     rows = [("profile", f"{steps} ({profile.time_kind}): {profile.directory}")]
     rows.append(("breakdown", breakdown_line(profile.breakdown, profile.seconds)))
     if profile.peak_flops is not None and profile.peak_bandwidth is not None:

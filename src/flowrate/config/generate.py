@@ -14,7 +14,7 @@ from typing import Any
 
 from flowrate.choices import FreedMemory, Precision, PrefillLogits
 from flowrate.config.bounds import COUNT, SECONDS, SEED, THREADS, Bounds
-from flowrate.config.run import parse_batch_size
+from flowrate.config.run import parse_batch_size, profile_dir_setting
 from flowrate.config.setting import setting, settings
 from flowrate.config.values import AUTO
 from flowrate.errors import ConfigError
@@ -120,6 +120,9 @@ class GenerateConfig:
         "keep it for the next step (labelled in the record).",
     )
     """release (the C library's policy, as a plain process) or keep (flowrate.measure.freed_memory)."""
+    profile_dir: str | None = profile_dir_setting()
+    """A folder for the profile taken after the timed generations (flowrate.harness.profiling): a
+    few short generations' Chrome trace, operator table and step breakdown; None takes no profile."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place

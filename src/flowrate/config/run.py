@@ -22,6 +22,21 @@ from flowrate.config.values import AUTO, BadValue, to_batch
 from flowrate.errors import ConfigError, FlowrateError
 
 
+def profile_dir_setting() -> Any:
+    """The --profile DIR setting, as RunConfig and GenerateConfig both declare it (one definition):
+    a folder for the profile taken after the timed measurement (flowrate.harness.profiling)."""
+    return setting(
+        None,
+        help="After the timed run, profile a few steps (generate: short generations) with "
+        "torch.profiler: the trace, the operator table against the roofline and the cost model, "
+        "and the step breakdown go into DIR.",
+        flags=("--profile",),
+        kind="folder",
+        metavar="DIR",
+        sweepable=False,
+    )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one benchmark run. Invalid values fail at construction.
@@ -292,15 +307,7 @@ class RunConfig:
     rank that died or hangs), and how long start-up waits for every rank."""
 
     # --- where the time and the money go (after the timed run; never part of its identity) ---
-    profile_dir: str | None = setting(
-        None,
-        help="After the timed run, profile a few steps with torch.profiler: the trace, the operator "
-        "table against the roofline and the cost model, and the step breakdown go into DIR.",
-        flags=("--profile",),
-        kind="folder",
-        metavar="DIR",
-        sweepable=False,
-    )
+    profile_dir: str | None = profile_dir_setting()
     """A folder for the profile taken after the timed run (flowrate.harness.profiling): the Chrome
     trace, the operator table (JSON and CSV) and the step breakdown; None takes no profile."""
     price_per_hour: float | None = setting(

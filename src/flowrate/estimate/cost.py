@@ -177,13 +177,8 @@ def estimate_step(
 ) -> StepEstimate:
     """Time one step of ``trace`` on ``device``: each op's roofline and dispatch, and the
     framework's terms (see the module's docstring)."""
-    mode = trace.mode.value
-    device = device.at_working_set(bytes_per_kernel(trace))
+    device, costs, extra, exposed = _priced(trace, device)
     launch = "dispatch" if device.overheads is not None else "launch"
-    extra = framework_terms(trace, device)
-    costs = [op_cost(op, device, mode, trace.saved_bytes) for op in trace.ops]
-    # the share of the host's time the step waits for: all of it on a CPU (module docstring)
-    exposed = host_exposed_share(trace.ops, costs, extra) if device.device_type == "cuda" else 1.0
     by_block: dict[int | None, dict[str, float]] = {}
     phases = {phase: 0.0 for phase in (FORWARD, BACKWARD, OPTIMIZER)}
     for op, cost in zip(trace.ops, costs, strict=True):
@@ -230,6 +225,32 @@ def estimate_step(
 
 # The framework's terms that run on the host beside the device's work (module docstring).
 _HOST_TERMS = ("autograd", "modules")
+
+
+def _priced(
+    trace: StepTrace, device: DeviceModel
+) -> tuple[DeviceModel, list[OpCost], dict[int | None, dict[str, float]], float]:
+    """The device at the step's working set, each op's cost, the framework's terms by block, and
+    the share of the host's time the step waits for (all of it on a CPU: the module's docstring)."""
+    device = device.at_working_set(bytes_per_kernel(trace))
+    extra = framework_terms(trace, device)
+    costs = [op_cost(op, device, trace.mode.value, trace.saved_bytes) for op in trace.ops]
+    exposed = host_exposed_share(trace.ops, costs, extra) if device.device_type == "cuda" else 1.0
+    return device, costs, extra, exposed
+
+
+def op_seconds(trace: StepTrace, device: DeviceModel) -> tuple[list[float], float]:
+    """Each op's seconds in estimate_step's account of the step (its roofline time and the share
+    of its dispatch or launch the step waits for), and the framework's terms that belong to no op
+    (autograd, modules, optimizer, step) as it adds them: together they are its step_s."""
+    _, costs, extra, exposed = _priced(trace, device)
+    per_op = [max(c.compute_s, c.memory_s) + exposed * c.overhead_s for c in costs]
+    framework = sum(
+        exposed * seconds if name in _HOST_TERMS else seconds
+        for terms in extra.values()
+        for name, seconds in terms.items()
+    )
+    return per_op, framework
 
 
 def host_exposed_share(

@@ -184,6 +184,61 @@ def dispatch_class(func: Any, kind: str) -> str:
     return "reduction"
 
 
+# The operator classes a profile's time and the cost model's are compared by (op_class), in the
+# order they are shown: the kinds the cost model prices by FLOPs (matmul, conv, attention) or by
+# parameters (optimizer), the gathers from an embedding table, the other copies, every other
+# kernel (elementwise, normalisation, reduction, softmax, loss, pooling: priced by elements or
+# bytes), views and metadata (their dispatch alone), and the framework's time outside every op.
+OP_CLASSES = (
+    "matmul",
+    "conv",
+    "attention",
+    "embedding",
+    "copy",
+    "elementwise",
+    "optimizer",
+    "view",
+    "framework",
+)
+
+
+_COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def op_class(name: str) -> str:
+    """The class (OP_CLASSES) of an op as the cost model names it ("aten.mm.default") or as the
+    profiler does ("aten::mm"); an event that is no ATen op (autograd's engine, the optimizer's
+    step marker, the host's time between operators) is "framework", and so is a composite op
+    (aten::linear, aten::layer_norm), which decomposes into the kernels the cost model prices
+    before any runs: its self time is its wrapper's. The classes follow what
+    prices an op in flowrate.estimate.cost (_classify's kinds and dispatch_class's copies)."""
+    if name.startswith("aten::"):
+        base = name[len("aten::") :]
+    elif name.startswith("aten."):
+        base = name.split(".")[1]
+    else:
+        return "framework"
+    packet = getattr(_aten, base, None)
+    main = getattr(packet, packet.overloads()[0]) if packet is not None and packet.overloads() else None
+    if main is not None and main.has_kernel_for_dispatch_key(_COMPOSITE):
+        return "framework"  # decomposed before any kernel: its own time is the wrapper's
+    if base.startswith(("_fused_adam", "_fused_sgd")):
+        return "optimizer"
+    if base in _MATMUL:
+        return "matmul"
+    if base in _CONV:
+        return "conv"
+    if "attention" in base:
+        return "attention"
+    if base in _GATHERS or base.startswith("embedding"):
+        return "embedding"
+    if base in _COPY:
+        return "copy"
+    if packet in _NO_DATA or (main is not None and main.is_view):
+        return "view"
+    return "elementwise"
+
+
 def _thinnest(kind: str, name: str, args: tuple[Any, ...], outputs: list[torch.Tensor]) -> int:
     """The smallest GEMM dimension of a matmul or convolution (see Op.thin)."""
     if kind == "matmul":

@@ -26,6 +26,7 @@ from flowrate.config.generate import MAX_REPEATS, GenerateConfig
 from flowrate.errors import ConfigError, OutOfMemory
 from flowrate.harness import generate_model as gm
 from flowrate.harness.generate_timing import CudaEventClock, RequestTiming, WallClock
+from flowrate.harness.profiling import PROFILED_STEPS, ProfileTarget, profile_steps
 from flowrate.measure import freed_memory
 from flowrate.measure.device import (
     is_out_of_memory,
@@ -40,6 +41,7 @@ from flowrate.measure.stats import summarize
 from flowrate.problems.base import Problem
 from flowrate.problems.transformer import synthetic_tokens
 from flowrate.results.environment import Environment, environment_from
+from flowrate.results.profile import Profile
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import (
     Generation,
@@ -51,6 +53,7 @@ from flowrate.results.sections import (
 )
 
 PREFILL_LAST, PREFILL_ALL = PrefillLogits.LAST, PrefillLogits.ALL
+PROFILED_TOKENS = 8  # tokens each profiled generation makes (--profile): a prefill, 7 decode steps
 
 
 def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | None = None) -> Result:
@@ -71,6 +74,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
         decoder = gm.Decoder(problem, model)
         try:
             timings = _rounds(config, decoder, (batch, prompt, new), device)
+            profiled = _profile(config, decoder, (batch, prompt, new), device) if config.profile_dir else None
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
@@ -97,6 +101,7 @@ def run_generation(config: GenerateConfig, problem: Problem, argv: list[str] | N
     memory = dataclasses.replace(section.memory, batch_size_auto=config.batch_size == AUTO)
     section = dataclasses.replace(section, memory=memory)
     result = _result(config, problem, batch, timings, section, environment)
+    result = dataclasses.replace(result, profile=profiled)
     return dataclasses.replace(result, warnings=[*result.warnings, kept_earlier]) if kept_earlier else result
 
 
@@ -117,6 +122,42 @@ def _rounds(
         generate_once(decoder, _prompts(decoder.shape, batch, prompt, device, generator), new, clock, every)
         timings.append(RequestTiming.from_token_times(clock.seconds()))
     return timings
+
+
+class _Unclocked:
+    """generate_once's clock in a profiled generation: it neither reads the time nor syncs."""
+
+    def start(self) -> None:
+        pass
+
+    def mark(self) -> None:
+        pass
+
+
+def _profile(
+    config: GenerateConfig, decoder: gm.Decoder, lengths: tuple[int, int, int], device: torch.device
+) -> Profile:
+    """--profile DIR: a few short generations (PROFILED_TOKENS tokens: a prefill and decode steps)
+    profiled after the timed ones, whose figures are already taken (flowrate.harness.profiling)."""
+    batch, prompt, new = lengths
+    tokens = min(new, PROFILED_TOKENS)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    every = config.prefill_logits == PREFILL_ALL
+    prompts = [_prompts(decoder.shape, batch, prompt, device, generator) for _ in range(PROFILED_STEPS)]
+    decodes = f"{tokens - 1} decode step{'s' if tokens != 2 else ''}"
+    target = ProfileTarget(
+        step=lambda p: generate_once(decoder, p, tokens, _Unclocked(), every),
+        batches=prompts,
+        sync=synchronizer(device),
+        device=device,
+        precision=config.precision,
+        synthetic=True,
+        priced="the cost model traces a run's training or inference step, not a generation's "
+        "prefill and decode",
+        unit=f"generations of {tokens} tokens (a prefill and {decodes} each)",
+    )
+    assert config.profile_dir is not None
+    return profile_steps(target, config.profile_dir)
 
 
 def generate_once(

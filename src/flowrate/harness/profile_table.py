@@ -11,6 +11,9 @@ no bound but overhead.
 
 The breakdown sums the rows by bound: compute-bound, memory-bound, and overhead (launch-bound
 operators and every framework row); communication is the collectives' rows.
+
+The classes sum the rows by operator class (flowrate.estimate.ops.op_class), the grouping the
+cost model's own ops are summed by, so each class's measured time stands beside its predicted.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from flowrate.estimate.ops import OP_CLASSES, op_class
 from flowrate.measure.op_counter import OpTally
 from flowrate.measure.roofline import COMPUTE, MEMORY, OVERHEAD, Roof, place
-from flowrate.results.profile import ProfileOp, StepBreakdown
+from flowrate.results.profile import OpClassTime, ProfileOp, StepBreakdown
 
 BETWEEN_OPERATORS = "(host: between operators)"  # a step's own time outside every event in it
 TOP = 5  # operators the summary keeps: the most time lost against their bound
@@ -77,6 +81,23 @@ def operator_rows(
         )
     rows.sort(key=lambda row: (-row.seconds, row.op))
     return rows
+
+
+def class_times(rows: Sequence[ProfileOp], predicted: Mapping[str, float] | None) -> list[OpClassTime]:
+    """The rows' calls and time per operator class beside ``predicted``, the cost model's seconds
+    per class over the profiled steps (None: not priced); in OP_CLASSES order, without the
+    classes neither side has."""
+    measured: dict[str, tuple[int, float]] = {}
+    for row in rows:
+        calls, seconds = measured.get(op_class(row.op), (0, 0.0))
+        measured[op_class(row.op)] = (calls + row.calls, seconds + row.seconds)
+    out = []
+    for name in OP_CLASSES:
+        calls, seconds = measured.get(name, (0, 0.0))
+        priced = None if predicted is None else predicted.get(name, 0.0)
+        if calls or priced:
+            out.append(OpClassTime(op_class=name, calls=calls, measured_s=seconds, predicted_s=priced))
+    return out
 
 
 def most_lost(rows: Sequence[ProfileOp], top: int = TOP) -> list[ProfileOp]:

@@ -15,9 +15,11 @@ Operator time is self CPU time on a CPU, self device time on a GPU. The roof is 
 datasheet peaks where the peak table has both its FLOP/s and its memory bandwidth, else a
 calibration's achieved rates (`flowrate estimate --calibrate`), else none: the bound is unknown,
 never guessed. The cost model (flowrate.estimate) prices each operator of its traced step as
-estimate_step does (its roofline and dispatch; the framework's per-module, autograd and per-step
-terms belong to no operator) where it has a model of the device; where it has none its reason is
-recorded.
+estimate_step does (its roofline and the share of its dispatch the step waits for) where it has
+a model of the device and the steps are ones it traces (a run's; not a generation's); where not,
+its reason is recorded. The framework's per-module, autograd, optimizer and per-step terms
+belong to no operator: they are the "framework" class's prediction, beside the time of the
+events that are no kernel (flowrate.harness.profile_table.class_times).
 """
 
 from __future__ import annotations
@@ -36,14 +38,15 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError, PathError
-from flowrate.estimate.cost import op_cost
+from flowrate.estimate.cost import op_seconds
 from flowrate.estimate.devices import local_device
-from flowrate.estimate.reference import bytes_per_kernel
+from flowrate.estimate.ops import op_class
 from flowrate.estimate.report import trace_for
 from flowrate.harness.profile_table import (
     BETWEEN_OPERATORS,
     Timed,
     breakdown,
+    class_times,
     most_lost,
     operator_rows,
     profiler_name,
@@ -53,7 +56,7 @@ from flowrate.measure.env import device_name
 from flowrate.measure.op_counter import count_ops
 from flowrate.measure.peaks import peak_for, precision_key
 from flowrate.measure.roofline import LAUNCH_FACTOR, Roof
-from flowrate.problems.base import Batch, Problem
+from flowrate.problems.base import Problem
 from flowrate.results.profile import Profile, ProfileOp
 
 WARMUP_STEPS = 1
@@ -65,17 +68,27 @@ _STEP = "ProfilerStep*"  # the profiler's own event around each step, as key_ave
 
 
 @dataclasses.dataclass(frozen=True)
-class ProfileTarget:
-    """What the profile runs and prices: the run's step, batches and configuration."""
+class Priced:
+    """What the cost model prices the profiled steps from: the run's configuration, problem and
+    batch size."""
 
-    step: Callable[[Batch], Any]
-    batches: Sequence[Batch]
-    sync: Callable[[], None]
-    device: torch.device
     config: RunConfig
     problem: Problem
     batch_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileTarget:
+    """What the profile runs and prices: the step, its batches, and how the cost model prices it."""
+
+    step: Callable[[Any], Any]  # one step of one batch (a run's Batch, a generation's prompts)
+    batches: Sequence[Any]
+    sync: Callable[[], None]
+    device: torch.device
+    precision: str  # the roof's: the precision the step computes in
     synthetic: bool  # batches made before the run (no input wait)
+    priced: Priced | str  # str: why the cost model cannot price these steps
+    unit: str = ""  # what one step is, where it is not a run's step (Profile.unit)
 
 
 def profile_steps(target: ProfileTarget, directory: str) -> Profile:
@@ -88,8 +101,8 @@ def profile_steps(target: ProfileTarget, directory: str) -> Profile:
     timed, step_s, trace = _profiled(target)
     write_atomic(folder / TRACE, trace)
     _, tally = count_ops(lambda: _run(target, PROFILED_STEPS))
-    roof, roof_reason = roof_for(target.device, target.config.precision)
-    predicted, cost_reason = _predicted(target)
+    roof, roof_reason = roof_for(target.device, target.precision)
+    predicted, by_class, cost_reason = _predicted(target)
     rows = operator_rows(timed, tally, roof, predicted)
     kind = "self device time" if target.device.type == "cuda" else "self CPU time"
     summary = Profile(
@@ -107,6 +120,8 @@ def profile_steps(target: ProfileTarget, directory: str) -> Profile:
         cost_model_reason=cost_reason,
         breakdown=breakdown(rows, roof is not None, target.device.type, target.synthetic),
         top_lost=most_lost(rows),
+        classes=class_times(rows, by_class),
+        unit=target.unit,
     )
     write_atomic(folder / TABLE_JSON, json.dumps(_table_json(summary, rows), indent=2) + "\n")
     write_atomic(folder / TABLE_CSV, table_csv(rows))
@@ -172,21 +187,27 @@ def roof_for(device: torch.device, precision: str) -> tuple[Roof | None, str | N
         return None, f"no peak: bound unknown ({error})"
 
 
-def _predicted(target: ProfileTarget) -> tuple[dict[str, float] | None, str | None]:
-    """The cost model's seconds per profiler name over the profiled steps, or why none."""
+def _predicted(
+    target: ProfileTarget,
+) -> tuple[dict[str, float] | None, dict[str, float] | None, str | None]:
+    """The cost model's seconds over the profiled steps per profiler name and per operator class
+    (the framework's terms its own class), or why none."""
+    if isinstance(target.priced, str):
+        return None, None, target.priced
+    priced = target.priced
     try:
         model = local_device(target.device)
-        trace = trace_for(target.config, target.problem, target.batch_size, model)
-        model = model.at_working_set(bytes_per_kernel(trace))  # as estimate_step prices the step
-        mode = target.config.settled_mode.value
-        seconds: dict[str, float] = {}
-        for op in trace.ops:
-            name = profiler_name(op.name)
-            cost = op_cost(op, model, mode, trace.saved_bytes).seconds
-            seconds[name] = seconds.get(name, 0.0) + cost * PROFILED_STEPS
+        trace = trace_for(priced.config, priced.problem, priced.batch_size, model)
+        per_op, framework = op_seconds(trace, model)
     except FlowrateError as error:
-        return None, f"the cost model cannot price this run: {error}"
-    return seconds, None
+        return None, None, f"the cost model cannot price this run: {error}"
+    by_name: dict[str, float] = {}
+    by_class = {"framework": framework * PROFILED_STEPS}
+    for op, seconds in zip(trace.ops, per_op, strict=True):
+        name, kind = profiler_name(op.name), op_class(op.name)
+        by_name[name] = by_name.get(name, 0.0) + seconds * PROFILED_STEPS
+        by_class[kind] = by_class.get(kind, 0.0) + seconds * PROFILED_STEPS
+    return by_name, by_class, None
 
 
 COLUMNS = [f.name for f in dataclasses.fields(ProfileOp)]

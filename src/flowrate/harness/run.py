@@ -26,7 +26,7 @@ from flowrate.execution.distributed import DataParallel
 from flowrate.execution.factory import run_device
 from flowrate.execution.precision import PrecisionPolicy, matmul_settings
 from flowrate.harness.prepare import Prepared, oom_says_what_to_lower, prepare_with_batch_search
-from flowrate.harness.profiling import ProfileTarget, profile_steps
+from flowrate.harness.profiling import Priced, ProfileTarget, profile_steps
 from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory, machine_load
 from flowrate.measure.device import is_out_of_memory, on_device, synchronizer, torch_threads
@@ -234,10 +234,9 @@ def _profile(run: _Settled, prepared: Prepared) -> Profile:
         batches=prepared.batches,
         sync=synchronizer(device),
         device=device,
-        config=config,
-        problem=run.problem,
-        batch_size=prepared.built.batch_size,
+        precision=config.precision.value,
         synthetic=prepared.feed is None,
+        priced=Priced(config, run.problem, prepared.built.batch_size),
     )
     assert config.profile_dir is not None
     with oom_says_what_to_lower(prepared.built.batch_size, device):

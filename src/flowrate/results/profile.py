@@ -1,8 +1,9 @@
 """The record's profile section (--profile DIR): a summary of the steps profiled after the timed run.
 
 The whole operator table and the trace are files in DIR (flowrate.harness.profiling); the record
-keeps what a reader shows: the step breakdown, the roof the operators were placed under, and the
-operators that lose the most time against their bound. Records without it read with it None.
+keeps what a reader shows: the step breakdown, the roof the operators were placed under, the
+operators that lose the most time against their bound, and the time per operator class beside
+the cost model's. Records without it read with it None.
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ class ProfileOp:
     bound_s: float | None  # the least time the roof allows; None: no roof
     lost_s: float | None  # seconds - bound_s
     predicted_s: float | None = None  # the cost model's time for these calls; None: not priced
+
+
+@dataclass(frozen=True)
+class OpClassTime:
+    """One class of operators (flowrate.estimate.ops.OP_CLASSES) over the profiled steps: the
+    profiler's time beside the cost model's, for `flowrate estimate --check`'s per-operator view."""
+
+    op_class: str  # matmul, conv, attention, embedding, copy, elementwise, optimizer, view, framework
+    calls: int  # the profiled events of the class
+    measured_s: float  # the table's rows of the class: self time, as ProfileOp.seconds
+    predicted_s: float | None  # the cost model's ops of the class; None: not priced (cost_model_reason)
 
 
 @dataclass(frozen=True)
@@ -60,3 +72,7 @@ class Profile:
     cost_model_reason: str | None = None  # why predicted_s is empty, where it is
     breakdown: StepBreakdown = field(default_factory=StepBreakdown)
     top_lost: list[ProfileOp] = field(default_factory=list)  # most time lost first
+    # per operator class, in OP_CLASSES order (empty: profiled before it was kept)
+    classes: list[OpClassTime] = field(default_factory=list)
+    # what one profiled step is where it is not the run's step (a generation); "" for a run's
+    unit: str = ""

@@ -211,6 +211,14 @@ CASES = [
         unprivileged=True,
         before_measuring=True,
     ),
+    Case(
+        "generate-profile-read-only",
+        ("generate", "-p", "transformer", "--size", "debug", "--profile", "{locked}/profile"),
+        USAGE,
+        ("--profile",),
+        setup=folder("locked", 0o555),
+        unprivileged=True,
+    ),
     # --data and data make -o
     Case("data-missing", (*RUN_TINY, "--data", "{tmp}/no-such-data"), USAGE, ("no-such-data",)),
     Case(
