@@ -347,6 +347,8 @@ def test_surveys_get_a_section_of_their_own_and_stay_out_of_the_runs() -> None:
     assert '<section id="surveys"><h2>Machine surveys</h2>' in page
     assert "<h3>&lt;i&gt;H100&lt;/i&gt;: survey 5urvey000001, " in page
     assert '<table id="survey-5urvey000001">' in page and page.count('<tr class="outside">') == 1
+    # the header counts the survey apart from the runs
+    assert "<div><dt>runs</dt><dd>1</dd></div><div><dt>surveys</dt><dd>1</dd></div>" in page
     assert "Machine surveys" not in render_report([run], title="t")
 
 

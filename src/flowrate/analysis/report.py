@@ -42,7 +42,7 @@ from flowrate.results.store import StoredRun
 # --- sections ------------------------------------------------------------------------------------
 
 
-def _summary(runs: Sequence[StoredRun]) -> str:
+def _summary(runs: Sequence[StoredRun], surveys: int) -> str:
     problems = sorted({problem_of(r) for r in runs})
     devices = sorted({r.device_name or r.device_type or "?" for r in runs})
     dates = sorted(r.created_at for r in runs if r.created_at)
@@ -53,6 +53,8 @@ def _summary(runs: Sequence[StoredRun]) -> str:
         (f"device{'s' if len(devices) != 1 else ''}", ", ".join(devices)),
         ("recorded", span),
     ]
+    if surveys:
+        facts.insert(1, ("surveys", str(surveys)))
     items = "".join(f"<div><dt>{e(k)}</dt><dd>{e(v)}</dd></div>" for k, v in facts)
     return f'<dl class="facts">{items}</dl>'
 
@@ -296,6 +298,6 @@ def render_report(
         f"<header><h1>{e(title)}</h1>"
         f'<p class="generated">Generated {e(now)} by flowrate {e(__version__)}. samples/s is GlobalRate: '
         "samples over seconds of the whole timed window.</p>"
-        f"{_summary(stored)}<nav>{nav}</nav></header>"
+        f"{_summary(stored, len(surveys))}<nav>{nav}</nav></header>"
         f"<main>{sections}</main></body></html>\n"
     )

@@ -25,7 +25,7 @@ DEFAULT_OUT = "flowrate-report.html"
     show_default=True,
     help="The HTML file to write.",
 )
-@click.option("--title", help="The report's title. [default: 'flowrate report: N runs']")
+@click.option("--title", help="The report's title. [default: 'flowrate report: N runs' (and M surveys)]")
 def command(refs: tuple[str, ...], store: str | None, out: str, title: str | None, **flags: Any) -> None:
     """Write an HTML report on recorded runs (those named, those the filters match, or all).
 
@@ -43,11 +43,14 @@ def command(refs: tuple[str, ...], store: str | None, out: str, title: str | Non
     from flowrate.cli.select import pop_filter, select_runs
     from flowrate.estimate.reprice import recompute_with_calibration
     from flowrate.io import write_atomic
+    from flowrate.results.sections import Kind
     from flowrate.units import counted
 
     check_html(out, "out", "a report")
     runs = select_runs(store, refs, pop_filter(flags))
-    title = title or f"flowrate report: {counted(len(runs), 'run')}"
+    surveys = sum(r.result.kind is Kind.SURVEY for r in runs)  # a section apart, not runs
+    counts = counted(len(runs) - surveys, "run") + (f" and {counted(surveys, 'survey')}" if surveys else "")
+    title = title or f"flowrate report: {counts}"
     page = render_report(runs, title=title, reprice=recompute_with_calibration())
     path = Path(out)
     write_atomic(path, page)
