@@ -13,32 +13,33 @@ import click
 
 from flowrate._version import __version__
 
-# name -> module, each exporting `command`; modules load on use so `flowrate --help` does not import torch
+# name -> (module, its line in `flowrate --help`); each module exports `command` and loads on use,
+# so `flowrate --help` does not import torch
 COMMANDS = {
-    "run": "flowrate.cli.run",
-    "list": "flowrate.cli.list_problems",
-    "check": "flowrate.cli.check",
-    "runs": "flowrate.cli.runs",
-    "show": "flowrate.cli.show",
-    "export": "flowrate.cli.export",
-    "import": "flowrate.cli.import_",
-    "compare": "flowrate.cli.compare",
-    "noise": "flowrate.cli.noise",
-    "history": "flowrate.cli.history",
-    "sweep": "flowrate.cli.sweep",
-    "explore": "flowrate.cli.explore",
-    "pareto": "flowrate.cli.pareto",
-    "plot": "flowrate.cli.plot",
-    "report": "flowrate.cli.report",
-    "data": "flowrate.cli.data",
-    "analyze-input": "flowrate.cli.analyze_input",
-    "scaling": "flowrate.cli.scaling",
-    "validate": "flowrate.cli.validate",
-    "compile": "flowrate.cli.compile",
-    "estimate": "flowrate.cli.estimate",
-    "generate": "flowrate.cli.generate",
-    "serve-bench": "flowrate.cli.serve_bench",
-    "survey": "flowrate.cli.survey",
+    "run": ("flowrate.cli.run", "Benchmark one problem: train or infer, timed"),
+    "list": ("flowrate.cli.list_problems", "List the problem zoo: families, sizes, parameters"),
+    "check": ("flowrate.cli.check", "Check that training converges on a learnable task"),
+    "runs": ("flowrate.cli.runs", "List recorded runs, newest first"),
+    "show": ("flowrate.cli.show", "Show one recorded run"),
+    "export": ("flowrate.cli.export", "Export runs as JSON lines or CSV, or to MLflow"),
+    "import": ("flowrate.cli.import_", "Import runs from exports or result files"),
+    "compare": ("flowrate.cli.compare", "Compare B with A, metric by metric, with a verdict"),
+    "noise": ("flowrate.cli.noise", "Show the run-to-run noise the store knows"),
+    "history": ("flowrate.cli.history", "Show a problem's samples/s across commits"),
+    "sweep": ("flowrate.cli.sweep", "Run a grid of benchmarks, each in a fresh process"),
+    "explore": ("flowrate.cli.explore", "Search run options for a frontier of objectives"),
+    "pareto": ("flowrate.cli.pareto", "List the Pareto frontier of recorded runs"),
+    "plot": ("flowrate.cli.plot", "Plot recorded runs"),
+    "report": ("flowrate.cli.report", "Write an HTML report on recorded runs"),
+    "data": ("flowrate.cli.data", "Sharded datasets for run --data and analyze-input"),
+    "analyze-input": ("flowrate.cli.analyze_input", "Find how many loader workers keep the model fed"),
+    "scaling": ("flowrate.cli.scaling", "Weak scaling across process counts"),
+    "validate": ("flowrate.cli.validate", "Check a configuration without running it"),
+    "compile": ("flowrate.cli.compile", "Compile a step with torch.compile, and cache it"),
+    "estimate": ("flowrate.cli.estimate", "Estimate samples/s before running (a cost model)"),
+    "generate": ("flowrate.cli.generate", "Generate with a KV cache: TTFT, TPOT, tokens/s"),
+    "serve-bench": ("flowrate.cli.serve_bench", "Load-test a server speaking the OpenAI API"),
+    "survey": ("flowrate.cli.survey", "Measure what this machine can do: a report card"),
 }
 
 
@@ -47,10 +48,11 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMANDS.get(cmd_name)
-        if module is None:
+        if cmd_name not in COMMANDS:
             return None
+        module, summary = COMMANDS[cmd_name]
         command: click.Command = importlib.import_module(module).command
+        command.short_help = summary  # whole, where click would cut the docstring's first line
         return command
 
 
