@@ -22,6 +22,7 @@ import flowrate
 from flowrate.config import OptimizerName
 from flowrate.execution.resident import make_optimizer
 from flowrate.problems.registry import get_problem
+from record import Figure, Target, record  # beside this script
 
 CASES = {
     # name: (problem, size, batch size)
@@ -82,6 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, flowrate {flowrate.__version__}")
     failed = False
+    figures: list[Figure] = []
     for name in args.cases.split(","):
         problem_name, size, batch_size = CASES[name]
         steps = steps_for(problem_name, size, batch_size, args.seconds)
@@ -103,6 +105,19 @@ def main() -> None:
             f"ratio {ratio:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}) "
             f"{'ok' if ratio >= TARGET else 'BELOW TARGET'} (>= {TARGET})"
         )
+        shape = f"batch {batch_size}, {steps} steps x {args.rounds} rounds"
+        figures += [
+            Figure(f"{name} hand loop", statistics.median(hand), "samples/s", note=f"median; {shape}"),
+            Figure(f"{name} flowrate", statistics.median(ours), "samples/s", note=f"median; {shape}"),
+            Figure(
+                f"{name} ratio",
+                round(ratio, 4),
+                "flowrate / hand loop",
+                Target(">=", TARGET),
+                f"median of the rounds' ratios; min {min(ratios):.3f}, max {max(ratios):.3f}",
+            ),
+        ]
+    record("overhead", figures)
     raise SystemExit(1 if failed else 0)
 
 
