@@ -56,8 +56,10 @@ def load_all(root: Path) -> list[Result]:
 def number(value: float | None) -> str:
     if value is None:
         return "—"
-    if value == int(value) and abs(value) < 1e15:
+    if value == int(value) and abs(value) < 1e7:
         return f"{int(value):,}"
+    if abs(value) >= 1e7:
+        return f"{value:.4g}"
     if abs(value) >= 1e4:
         return f"{value:,.0f}"
     return f"{value:.4g}"

@@ -134,3 +134,21 @@ def test_a_file_that_is_not_a_result_is_one_line_naming_it(
     assert capsys.readouterr().err == (
         f"error: {tmp_path / 'overhead' / 'bad.json'}: not a benchmark result (it has no 'machine')\n"
     )
+
+
+def test_serve_peers_records_each_peer_figure_within_10_percent_or_its_reread_within_3() -> None:
+    serve_peers = load_benchmark("serve_peers")
+    row = {"peer": "aiperf", "figure": "ttft_ms", "flowrate": 100.0, "peer_value": 80.0, "ratio": 1.25}
+    rows = [
+        {**row, "reread_ratio": 1.02, "definition": "from the request's send"},
+        {**row, "figure": "tpot_ms", "ratio": 0.95, "reread_ratio": None, "definition": None},
+    ]
+    figures = serve_peers._figures(rows)
+    assert [(f.name, f.value, f.verdict) for f in figures] == [
+        ("aiperf ttft_ms: flowrate / peer", 1.25, "no target"),
+        ("aiperf ttft_ms: flowrate / peer, off 1 by", 0.25, "missed"),
+        ("aiperf ttft_ms: flowrate re-read / peer, off 1 by", 0.02, "met"),
+        ("aiperf tpot_ms: flowrate / peer", 0.95, "no target"),
+        ("aiperf tpot_ms: flowrate / peer, off 1 by", 0.05, "met"),
+    ]
+    assert figures[0].note == "flowrate 100, aiperf 80 (medians)"
