@@ -65,6 +65,10 @@ class Figure:
     target: Target | None = None
     note: str = ""
 
+    def __post_init__(self) -> None:
+        if self.target is not None and not isinstance(self.target, Target):
+            raise TypeError(f"figure {self.name!r}: its target is a Target or None, not {self.target!r}")
+
     @property
     def verdict(self) -> str:
         """Met or missed against the target (missed when not measured); "no target" without one."""

@@ -68,6 +68,8 @@ def test_a_figure_not_measured_misses_its_target_and_one_without_a_target_has_no
     assert Figure("x", 5.0).verdict == "no target"
     with pytest.raises(ValueError, match="one of >=, <=, >, <, =="):
         Target("~", 1.0)
+    with pytest.raises(TypeError, match="figure 'x': its target is a Target or None, not 'a note'"):
+        Figure("x", 1.0, "s", "a note")  # type: ignore[arg-type]  # the note given as the target
 
 
 def test_the_newest_result_is_the_section_with_a_missed_target_shown_missed() -> None:
