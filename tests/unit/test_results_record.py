@@ -154,3 +154,20 @@ def test_serve_peers_records_each_peer_figure_within_10_percent_or_its_reread_wi
         ("aiperf tpot_ms: flowrate / peer, off 1 by", 0.05, "met"),
     ]
     assert figures[0].note == "flowrate 100, aiperf 80 (medians)"
+
+
+def test_estimate_accuracy_records_each_set_against_its_share_of_rows_within_25_percent() -> None:
+    accuracy = load_benchmark("estimate_accuracy")
+    ratios = [1.0, 1.1, 0.8, 1.3, 0.6]  # 3 of 5 within ±25%
+
+    def row(ratio: float) -> object:
+        return accuracy.Row(False, "mlp", "debug", "train", 4, ratio, 1.0, ratio, 0.0, 1.0, 1.0, ratio * 2)
+
+    figures = accuracy.set_figures([row(r) for r in ratios], "original", 19 / 20)
+    assert [(f.name, f.value, f.unit, str(f.target), f.verdict) for f in figures] == [
+        ("original: within ±25%", 3, "of 5", ">= 4.75", "missed"),
+        ("original: median |error|", 0.2, "fraction", "None", "no target"),
+        ("original: worst ratio", 0.6, "predicted / measured", "None", "no target"),
+    ]
+    without = accuracy.set_figures([row(r) for r in ratios], "original", 19 / 20, without_factor=True)
+    assert (without[0].value, without[0].target) == (1, None)  # ratios x2: 1.2 alone within; no target
