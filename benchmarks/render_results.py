@@ -106,7 +106,8 @@ def section(results: list[Result]) -> list[str]:
     lines = [
         f"## {newest.benchmark}",
         "",
-        f"Newest: {newest.date}, {targeted - missed} of {targeted} targets met.",
+        f"Newest: {newest.date}, "
+        + (f"{targeted - missed} of {targeted} targets met." if targeted else "no figure has a target."),
         "",
         f"- Command: `{newest.command}`",
         f"- Commit: {_commit(newest)}",

@@ -106,6 +106,10 @@ def test_the_same_files_make_the_same_bytes_in_any_order(tmp_path: Path) -> None
     first = render_results.render(render_results.load_all(tmp_path))
     assert render_results.render(render_results.load_all(tmp_path)) == first
     assert render_results.render(list(reversed(results))) == first
+    assert "Newest: 2026-11-28T00:41:07Z, 1 of 2 targets met." in first
+    untargeted = Result("kernels", "python k.py", None, None, "2026-11-28T00:00:00Z", MACHINE, ())
+    assert "Newest: 2026-11-28T00:00:00Z, no figure has a target." in render_results.render([untargeted])
+    assert "- Commit: not a checkout" in render_results.render([untargeted])
     assert first.index("## kernels") < first.index("## overhead")
 
 
