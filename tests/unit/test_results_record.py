@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark_scripts import load_benchmark
+from benchmark_scripts import BENCHMARKS, load_benchmark
 
 record = load_benchmark("record")
 render_results = load_benchmark("render_results")
@@ -175,3 +175,13 @@ def test_estimate_accuracy_records_each_set_against_its_share_of_rows_within_25_
     ]
     without = accuracy.set_figures([row(r) for r in ratios], "original", 19 / 20, without_factor=True)
     assert (without[0].value, without[0].target) == (1, None)  # ratios x2: 1.2 alone within; no target
+
+
+def test_every_benchmark_script_records_what_it_prints() -> None:
+    """A script run from the command line ends by recording its figures (record.record), but for
+    the record's own generator and the null server serve_client.py talks to."""
+    helpers = {"render_results.py", "serve_null_server.py"}
+    scripts = [p for p in sorted(BENCHMARKS.glob("*.py")) if "__main__" in p.read_text()]
+    silent = [p.name for p in scripts if p.name not in helpers and "record(" not in p.read_text()]
+    assert silent == []
+    assert "overhead.py" in {p.name for p in scripts}
