@@ -195,7 +195,8 @@ def record(
     device: str | None = None,
     root: Path | None = None,
 ) -> Path:
-    """Write this run's result and say where; the benchmark's script calls it at the end of main."""
+    """Write this run's result and say where (on stderr); a benchmark's script calls it at the end of
+    its main."""
     machine, commit, dirty = this_machine(device)
     result = Result(
         benchmark=benchmark,
@@ -209,5 +210,5 @@ def record(
     )
     path = write(result, root or Path(os.environ.get(RESULTS_ENV) or RESULTS))
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    print(f"recorded {shown} (python benchmarks/render_results.py makes RESULTS.md)")
+    print(f"recorded {shown} (python benchmarks/render_results.py makes RESULTS.md)", file=sys.stderr)
     return path
