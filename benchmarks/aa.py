@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from record import Figure, Target, record  # beside this script
+
 HERE = Path(__file__).resolve().parent
 PROBLEM_FILE = HERE / "aa_slow_problem.py"
 BASES = ("fc_mnist", "transformer:mini")  # (problem:size) taken in turn
@@ -162,11 +164,30 @@ def main() -> None:
         f"{args.n} A/B comparisons with a {args.slowdown:.0%} slowdown: {detections} detected "
         f"(target ≥ {DETECTIONS_TARGET * args.n:.1f}); {minutes:.1f} min in all"
     )
+    figures = [
+        Figure(
+            "A/A false positives",
+            false_positives,
+            f"of {args.n}",
+            Target("<=", round(FALSE_POSITIVES_TARGET * args.n, 3)),
+        ),
+        Figure(
+            "A/B detections",
+            detections,
+            f"of {args.n}",
+            Target(">=", round(DETECTIONS_TARGET * args.n, 3)),
+            f"a {args.slowdown:.0%} slowdown planted in B",
+        ),
+        Figure("wall time", round(minutes, 1), "min"),
+    ]
     if args.budget is not None:
         print(f"comparisons longer than the budget (the whole command, start to end): {overran}")
         print(f"comparisons refused (the budget too short for this machine's start-up then): {refused}")
-        return
-    if noise:
+        figures += [
+            Figure("comparisons longer than the budget", overran, f"of {2 * args.n}", Target("==", 0)),
+            Figure("comparisons refused", refused, f"of {2 * args.n}", note="the budget too short then"),
+        ]
+    elif noise:
         cv = statistics.median(noise)
         chance = power(cv, args.runs, args.slowdown)
         print(
@@ -175,6 +196,11 @@ def main() -> None:
             f"{chance * args.n:.0f} of {args.n}); {DETECTIONS_TARGET:.0%} needs a CV of at most "
             f"{_cv_for(DETECTIONS_TARGET, args.runs, args.slowdown):.1%}"
         )
+        figures += [
+            Figure("A/B median between-run CV", round(cv, 4), "fraction"),
+            Figure("power at that CV", round(chance, 3), "probability", note="normal approximation"),
+        ]
+    record("aa", figures, note=f"{shape}; problems {args.problems}")
 
 
 def _cv_for(target: float, runs: int, slowdown: float) -> float:

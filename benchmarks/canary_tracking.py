@@ -23,6 +23,7 @@ from torch import nn
 
 from estimate_accuracy import canary, median_step_time
 from flowrate.problems.registry import get_problem
+from record import Figure, record  # beside this script
 
 
 def small_canary_step() -> Callable[[], None]:
@@ -72,20 +73,25 @@ def main() -> None:
         print(f"{elapsed:6.1f} {small_ms:16.3f} {canary_ms:10.3f} {model_ms:21.3f}", flush=True)
     medians = [statistics.median(column) for column in zip(*rounds, strict=True)]
     names = ("small canary", "canary", "transformer/debug")
+    figures: list[Figure] = []
     for name, median, column in zip(names, medians, zip(*rounds, strict=True), strict=True):
         low, high = min(column) / median, max(column) / median
         print(f"{name}: median {median * 1e3:.3f} ms, {low:.2f}-{high:.2f} of it")
+        spread = f"{low:.2f}-{high:.2f} of the median over {len(rounds)} rounds"
+        figures.append(Figure(f"{name} step", round(median * 1e3, 4), "ms", note=spread))
     slow = [row for row in rounds if row[2] > 1.25 * medians[2]]
     if not slow:
         print("the model never ran more than 25% slower than its median: nothing to follow")
-        return
-    for index, name in ((0, "small canary"), (1, "canary")):
+    for index, name in ((0, "small canary"), (1, "canary")) if slow else ():
         moved = statistics.median(row[index] / medians[index] for row in slow)
         model_moved = statistics.median(row[2] / medians[2] for row in slow)
         print(
             f"in the {len(slow)} rounds where the model ran x{model_moved:.2f} its median, "
             f"the {name} ran x{moved:.2f} its own"
         )
+        note = f"in the {len(slow)} rounds where the model ran x{model_moved:.2f} its median"
+        figures.append(Figure(f"{name}'s move with the model's", round(moved, 3), "x its median", note=note))
+    record("canary_tracking", figures, note=f"{args.seconds:g} s of rounds")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import scipy.stats
 from flowrate.campaigns.process.child import ChildOutcome, run_in_fresh_process
 from flowrate.config import RunConfig
 from flowrate.results.metrics import peak_memory_bytes
+from record import Figure, record  # beside this script
 
 WAYS = ("spawn", "forkserver")
 
@@ -79,6 +80,23 @@ def main() -> None:
         f"peak RSS {f_peak / s_peak:.2f} ({(f_peak - s_peak) / 2**20:+.0f} MiB), "
         f"samples/s {f_rate / s_rate:.3f} (Mann-Whitney p = {p:.2f})"
     )
+    runs = f"median of {args.rounds} runs"
+    figures = [
+        figure
+        for way in WAYS
+        for figure in (
+            Figure(f"{way} start-up", round(median[way][0], 3), "s", note=runs),
+            Figure(f"{way} wall", round(median[way][1], 3), "s", note=runs),
+            Figure(f"{way} peak RSS", round(median[way][2] / 2**20, 1), "MiB", note=runs),
+            Figure(f"{way} samples/s", round(median[way][3], 2), "samples/s", note=runs),
+        )
+    ]
+    figures += [
+        Figure("forkserver/spawn wall", round(f_wall / s_wall, 4), "ratio"),
+        Figure("start-up saved per run", round(s_up - f_up, 3), "s"),
+        Figure("forkserver/spawn rate", round(f_rate / s_rate, 3), "ratio", note=f"Mann-Whitney p={p:.2f}"),
+    ]
+    record("child_startup", figures, note=f"{args.problem}/debug train, --duration {args.duration}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 
 from flowrate.problems.kernels.collectives import collective_bandwidths
 from flowrate.units import si
+from record import Figure, record  # beside this script
 
 SIZES = (8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
@@ -26,6 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.op}, {args.nproc} ranks; size: nccl-tests' S")
     print(f"{'size':>10} {'calls/s':>10} {'algbw':>12} {'busbw':>12}")
+    figures: list[Figure] = []
     for size in SIZES:
         command = [
             sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc),
@@ -40,6 +42,12 @@ def main() -> None:
         algbw, busbw = collective_bandwidths(args.op, result["flops"]["bytes_per_sec"], ranks)
         calls = result["summary"]["samples_per_sec"] / ranks
         print(f"{si(size, 'B'):>10} {calls:10.1f} {si(algbw, 'B/s'):>12} {si(busbw, 'B/s'):>12}")
+        figures += [
+            Figure(f"{si(size, 'B')} calls", round(calls, 3), "calls/s"),
+            Figure(f"{si(size, 'B')} algbw", round(algbw / 1e9, 4), "GB/s"),
+            Figure(f"{si(size, 'B')} busbw", round(busbw / 1e9, 4), "GB/s", note="nccl-tests' definition"),
+        ]
+    record(f"collectives-{args.op}", figures, note=f"{args.nproc} ranks, --duration {args.duration}")
 
 
 if __name__ == "__main__":

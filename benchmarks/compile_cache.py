@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+from record import Figure, record  # beside this script
+
 CASES = [
     ("fc_mnist", "debug", "train"),
     ("transformer", "debug", "train"),
@@ -61,6 +63,7 @@ def main() -> None:
     print(
         f"{'case':26} {'cold s':>8} {'warm s':>8} {'saved':>7} {'cold wall':>10} {'warm wall':>10} {'hit':>5}"
     )
+    figures: list[Figure] = []
     for problem, size, mode in CASES:
         with tempfile.TemporaryDirectory(prefix="flowrate-cache-") as cache:
             cold, cold_wall = compile_once(problem, size, mode, cache)
@@ -71,6 +74,13 @@ def main() -> None:
             f"{cold_wall:>10.2f} {warm_wall:>10.2f} {warm['cache_hit']!s:>5}",
             flush=True,
         )
+        case, hit = f"{problem}/{size} {mode}", warm["cache_hit"]
+        figures += [
+            Figure(f"{case} compile, cold", round(c, 3), "s", note=f"wall {cold_wall:.2f} s"),
+            Figure(f"{case} compile, warm", round(w, 3), "s", note=f"wall {warm_wall:.2f} s, hit {hit}"),
+            Figure(f"{case} saved", round(1 - w / c, 4), "fraction"),
+        ]
+    record("compile_cache", figures)
 
 
 if __name__ == "__main__":

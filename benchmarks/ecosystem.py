@@ -4,9 +4,9 @@ For each model, the same Problem object (its synthetic batch, its model factory)
 `flowrate.benchmark` and through a plain training loop written the way a user of the library
 would: the library's own forward (transformers' ``model(input_ids=…, labels=…).loss``, a timm
 classifier's logits into cross-entropy), ``loss.backward()``, fused AdamW with flowrate's
-default settings, one synchronisation at the end. The two sides alternate in one process for
-several rounds; the script prints each side's median samples/s and the median of the per-round
-ratios flowrate / hand loop. Target: >= 0.98.
+default settings, one synchronisation at the end. The two sides alternate in ABBA order in one
+process for several rounds (benchmarks/side_by_side.py); the script prints each side's median
+samples/s and the ratio of the means flowrate / hand loop with its 95% interval. Target: >= 0.98.
 
     python benchmarks/ecosystem.py                        # bert-base-uncased (seq 128) and resnet50
     python benchmarks/ecosystem.py --rounds 3 --steps 4 --batch-size 4
@@ -28,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +36,8 @@ import torch.nn.functional as F
 import flowrate
 from flowrate.problems.base import Batch, Problem
 from flowrate.problems.registry import get_problem
+from record import Figure, Target, record  # beside this script
+from side_by_side import side_by_side
 
 TARGET = 0.98
 CPU = torch.device("cpu")
@@ -115,30 +118,34 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, flowrate {flowrate.__version__}")
     failed = False
+    figures: list[Figure] = []
     for name in args.cases.split(","):
         case = CASES[name]
         problem = get_problem(case.spec, case.preset, dict(case.options))
-        hand: list[float] = []
-        ours: list[float] = []
-        for round_ in range(args.rounds):
-            sides = [("hand", hand_loop), ("flowrate", flowrate_run)]
-            if round_ % 2:
-                sides.reverse()  # alternate who goes first, so drift hits both alike
-            rates = {
-                label: fn(problem, case, args.batch_size, args.steps, args.preheat) for label, fn in sides
-            }
-            hand.append(rates["hand"])
-            ours.append(rates["flowrate"])
-        ratios = [o / h for o, h in zip(ours, hand, strict=True)]
-        ratio = statistics.median(ratios)
+        shape = (problem, case, args.batch_size, args.steps, args.preheat)
+        compared = side_by_side(partial(hand_loop, *shape), partial(flowrate_run, *shape), args.rounds)
+        hand, ours, ratio = compared.a, compared.b, compared.ratio
         failed |= ratio < TARGET
         print(
             f"{name:14s} batch {args.batch_size:3d} {args.steps:4d} steps x {args.rounds} rounds | "
             f"hand {statistics.median(hand):8.3f} samples/s | "
             f"flowrate {statistics.median(ours):8.3f} samples/s | "
-            f"ratio {ratio:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}) "
+            f"flowrate / hand {compared.describe()} "
             f"{'ok' if ratio >= TARGET else 'BELOW TARGET'} (>= {TARGET})"
         )
+        runs = f"median; batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds"
+        figures += [
+            Figure(f"{name} hand loop", round(statistics.median(hand), 4), "samples/s", note=runs),
+            Figure(f"{name} flowrate", round(statistics.median(ours), 4), "samples/s", note=runs),
+            Figure(
+                f"{name} ratio",
+                round(ratio, 4),
+                "flowrate / hand loop",
+                Target(">=", TARGET),
+                f"ratio of the means, ABBA order: {compared.describe()}",
+            ),
+        ]
+    record("ecosystem", figures)
     raise SystemExit(1 if failed else 0)
 
 

@@ -62,6 +62,7 @@ from flowrate.estimate.cost import estimate_step
 from flowrate.estimate.devices import DeviceModel, local_device
 from flowrate.estimate.report import trace_for
 from flowrate.problems.registry import get_problem
+from record import Figure, Target, record  # beside this script
 
 # (family, size, shape options, batch size or None for the problem's default)
 CASES: list[tuple[str, str, dict[str, int], int | None]] = [
@@ -325,6 +326,21 @@ def summary(rows: list[Row], name: str, without_factor: bool = False) -> str:
     )
 
 
+def set_figures(rows: list[Row], name: str, share: float, without_factor: bool = False) -> list[Figure]:
+    """A set's figures for the record: the rows within ±25% (against the target's ``share`` of
+    them, None: no target), the median |error| and the worst ratio."""
+    ratios = [r.ratio_without_factor if without_factor else r.ratio for r in rows]
+    errors = [abs(ratio - 1) for ratio in ratios]
+    within = sum(e <= WITHIN[0] for e in errors)
+    target = Target(">=", round(share * len(rows), 2)) if share and not without_factor else None
+    worst = max(ratios, key=lambda ratio: abs(ratio - 1))
+    return [
+        Figure(f"{name}: within ±25%", within, f"of {len(rows)}", target, "predicted / measured samples/s"),
+        Figure(f"{name}: median |error|", round(statistics.median(errors), 4), "fraction"),
+        Figure(f"{name}: worst ratio", round(worst, 3), "predicted / measured"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per measurement")
@@ -382,9 +398,14 @@ def main() -> None:
         f"again: {again} (the canary moved by more than {DRIFT:.0%}); rows whose state never held: "
         f"{sum(not r.steady for r in rows)}"
     )
+    figures: list[Figure] = []
     for held_out in (False, True):
         subset = [r for r in rows if r.held_out == held_out]
         name = "held-out" if held_out else "original"
+        share = (0.9 if held_out else 19 / 20) if args.device == "cpu" else 0.0  # a CPU's targets
+        if subset:
+            figures += set_figures(subset, name, share)
+            figures += set_figures(subset, f"{name} without the working-set factor", 0.0, without_factor=True)
         print(summary(subset, name))
         print(summary(subset, f"{name} without the working-set factor", without_factor=True))
         steady = [r for r in subset if r.steady]
@@ -393,6 +414,9 @@ def main() -> None:
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as out:
             json.dump([asdict(r) for r in rows], out, indent=2)
+    unsteady = sum(not r.steady for r in rows)
+    states_note = f"{len(states.known)} calibrations; rows whose state never held: {unsteady}"
+    record("estimate_accuracy", figures, note=states_note, device=args.device)
 
 
 if __name__ == "__main__":

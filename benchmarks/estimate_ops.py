@@ -30,6 +30,7 @@ from flowrate.estimate.report import trace_for
 from flowrate.measure import freed_memory
 from flowrate.problems.base import Problem
 from flowrate.problems.registry import get_problem
+from record import Figure, record  # beside this script
 
 
 def predicted(config: RunConfig, problem: Problem, batch: int) -> tuple[float, dict[str, tuple[int, float]]]:
@@ -122,6 +123,16 @@ def main() -> None:
     model_total = sum(s for _, s in model_ops.values()) * 1e3
     real_total = sum(s for _, s in real_ops.values()) * 1e3
     print(f"sum: model's rooflines {model_total:.2f} ms, profiler's aten self times {real_total:.2f} ms")
+    figures = [
+        Figure("step, predicted", round(step_s * 1e3, 4), "ms"),
+        Figure("step, measured", round(wall * 1e3, 4), "ms", note=f"unprofiled, {args.steps} steps"),
+        Figure("predicted / measured", round(step_s / wall, 4), "ratio"),
+        Figure("aten ops, the model's rooflines", round(model_total, 4), "ms", note="summed by aten op"),
+        Figure("aten ops, the profiler's self times", round(real_total, 4), "ms", note="summed by aten op"),
+    ]
+    case = f"{args.problem}/{args.size} {args.mode}, batch {args.batch_size}"
+    case += "".join(f" -O {o}" for o in args.option)
+    record("estimate_ops", figures, note=f"{case}; host memory {freed_memory.describe()}")
 
 
 if __name__ == "__main__":

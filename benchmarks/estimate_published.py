@@ -37,6 +37,7 @@ from flowrate.estimate.devices import EstimateUnavailable, resolve_target
 from flowrate.estimate.report import CompileReport, report_for
 from flowrate.measure.peaks import precision_key
 from flowrate.problems.registry import get_problem
+from record import Figure, record  # beside this script
 
 DATA = Path(__file__).parent / "data" / "published_gpu_cases.json"
 
@@ -194,6 +195,15 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as out:
             json.dump([_as_dict(r) for r in rows], out, indent=2)
+    figures = [
+        Figure(f"{r.case.name}", round(r.ratio, 4), "estimated / published", note=r.case.miss or "")
+        for r in rows
+    ]
+    figures += [
+        Figure(f"within ±{WITHIN:.0%}", within, f"of {len(rows)}"),
+        Figure("median |error|", round(statistics.median(errors), 4), "fraction"),
+    ]
+    record("estimate_published", figures, note="priced on paper: samples/s per GPU against published runs")
 
 
 def _as_dict(row: Evaluation) -> dict[str, object]:

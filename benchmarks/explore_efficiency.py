@@ -56,6 +56,7 @@ from flowrate.campaigns.explore.objectives import Objective, parse_objectives
 from flowrate.campaigns.explore.plan import DONE, Budget, Evaluated, sampler_kind
 from flowrate.campaigns.rungs.ladder import Fidelity, Measured, first_front
 from flowrate.config import RunConfig
+from record import Figure, Target, record  # beside this script
 
 # the current launcher (forked processes) on the VM's usual host; beside it, the others (--table)
 TABLE = Path(__file__).parent / "data" / "grid_transformer_cpu_amd_forked.json"
@@ -178,6 +179,29 @@ def report(table: GridTable, result: Efficiency, seeds: int, eta: int = Fidelity
     return all(ok for _, ok in checks)
 
 
+def figures(result: Efficiency, seeds: int) -> list[Figure]:
+    """The three comparisons as figures for the record, each against its target."""
+    explore, random = statistics.median(result.explore), statistics.median(result.random)
+    found = [
+        Figure(
+            f"seeds where explore reaches {TARGET:.0%} of the grid's hypervolume",
+            result.reached,
+            f"of {seeds}",
+            Target(">=", math.ceil(0.9 * seeds)),
+            f"budget {result.budget} runs (25% of the grid)",
+        ),
+        Figure("explore's median hypervolume fraction", round(explore, 4), "fraction"),
+        Figure("random search's median hypervolume fraction", round(random, 4), "fraction"),
+        Figure("explore - random search, median", round(explore - random, 4), "fraction", Target(">", 0)),
+    ]
+    if result.ratios:
+        halving = round(statistics.median(result.ratios), 4)
+        note = "successive halving's compute over the full-length search's, to the same hypervolume"
+        name = "successive halving's median compute ratio"
+        found.append(Figure(name, halving, "ratio", Target("<=", 0.6), note))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -208,7 +232,10 @@ def main() -> int:
         return 2
     table = dataclasses.replace(load_table(args.table), full_s=args.full_duration)
     result = measure(table, parse_objectives(OBJECTIVES), range(args.seeds), eta=args.eta, z=args.z)
-    return 0 if report(table, result, args.seeds, args.eta) else 1
+    passed = report(table, result, args.seeds, args.eta)
+    shape = f"{table.source}; eta {args.eta}, z {args.z}"
+    record("explore_efficiency", figures(result, args.seeds), note=shape)
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

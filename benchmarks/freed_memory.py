@@ -22,6 +22,7 @@ import sys
 import torch
 
 from flowrate.measure.freed_memory import describe
+from record import Figure, record  # beside this script
 
 # name: flowrate run's arguments
 CASES = {
@@ -49,6 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; allocator here: {describe()}")
     print(f"{'case':28s} {'release':>10s} {'keep':>10s} {'keep/release':>12s}  per round")
+    figures: list[Figure] = []
     for name in args.cases.split(","):
         rates: dict[str, list[float]] = {"release": [], "keep": []}
         ratios = []
@@ -64,6 +66,12 @@ def main() -> None:
         rounds = " ".join(f"{r:.2f}" for r in ratios)
         ratio = statistics.median(ratios)
         print(f"{name:28s} {release:10.4g} {keep:10.4g} {ratio:12.2f}  {rounds}", flush=True)
+        figures += [
+            Figure(f"{name} release", release, "samples/s", note=f"median of {args.rounds} runs"),
+            Figure(f"{name} keep", keep, "samples/s", note=f"median of {args.rounds} runs"),
+            Figure(f"{name} keep / release", round(ratio, 4), "ratio", note=f"median; per round {rounds}"),
+        ]
+    record("freed_memory", figures, note=f"allocator here: {describe()}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from flowrate.measure import freed_memory
 from flowrate.measure.device import synchronizer
 from flowrate.problems.registry import get_problem
 from flowrate.problems.transformer import synthetic_tokens
+from record import Figure, Target, record  # beside this script
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def generate_rate(case: Case, decoder: gm.Decoder, prompts: torch.Tensor) -> flo
     return case.batch * (case.new - 1) / (stamps.times[-1] - stamps.times[1])  # first new token to last
 
 
-def measure(case: Case, rounds: int) -> None:
+def measure(case: Case, rounds: int) -> list[Figure]:
     """One generation of each kind per round, the order flipped every round (after one warmup
     round): median rates."""
     with torch.inference_mode():
@@ -146,6 +147,16 @@ def measure(case: Case, rounds: int) -> None:
     if "generate" in med:
         line += f"  generate() {med['generate']:9.1f} ({med['generate'] / med['hand']:.3f} of hand)"
     print(line, flush=True)
+    label = f"{case.label} b{case.batch} p{case.prompt} n{case.new} {case.precision}"
+    runs = f"median of {rounds} rounds"
+    figures = [
+        Figure(f"{label} flowrate", round(med["flowrate"], 2), "tokens/s", note=runs),
+        Figure(f"{label} hand", round(med["hand"], 2), "tokens/s", note=runs),
+        Figure(f"{label} flowrate / hand", round(med["flowrate"] / med["hand"], 4), "", Target(">=", 0.98)),
+    ]
+    if "generate" in med:
+        figures.append(Figure(f"{label} generate()", round(med["generate"], 2), "tokens/s", note=runs))
+    return figures
 
 
 def main() -> None:
@@ -157,8 +168,10 @@ def main() -> None:
     freed_memory.apply(FreedMemory.KEEP)  # the hand loop under flowrate's default allocator setting too
     torch.set_num_threads(args.threads)
     print(f"decode tokens/s (median of {args.rounds} rounds), torch threads {torch.get_num_threads()}")
+    figures = []
     for case in [*CASES, *([BIG] if args.big else [])]:
-        measure(case, args.rounds if case is not BIG else BIG_ROUNDS)
+        figures += measure(case, args.rounds if case is not BIG else BIG_ROUNDS)
+    record("generate", figures, note=f"{torch.get_num_threads()} torch threads")
 
 
 if __name__ == "__main__":

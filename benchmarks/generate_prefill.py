@@ -34,6 +34,7 @@ from flowrate.harness.generate import generate_once
 from flowrate.harness.generate_timing import RequestTiming, WallClock
 from flowrate.measure.device import synchronizer
 from flowrate.problems.registry import get_problem
+from record import Figure, Target, record  # beside this script
 
 CONFIG = {
     "num_hidden_layers": 4,
@@ -120,6 +121,15 @@ def main() -> None:
         print(f"  {name:13s} median prefill {median * 1e3:8.1f} ms")
     print(f"flowrate / optimum = {medians['flowrate'] / medians['optimum']:.3f} (target 0.90-1.10)")
     print(f"flowrate-all / optimum = {medians['flowrate-all'] / medians['optimum']:.3f} (the old prefill)")
+    ratio = medians["flowrate"] / medians["optimum"]
+    figures = [Figure(f"{name} median prefill", round(m * 1e3, 3), "ms") for name, m in medians.items()]
+    figures += [
+        Figure("flowrate / optimum", round(ratio, 4), "ratio"),
+        Figure("flowrate / optimum, off 1 by", round(abs(ratio - 1), 4), "fraction", Target("<=", 0.1)),
+    ]
+    threads = torch.get_num_threads()
+    shape = f"batch {args.batch} x {args.prompt}, fp32, {threads} threads, {args.rounds} rounds"
+    record("generate_prefill", figures, note=shape)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from record import RESULTS_ENV, Figure, Target, record  # beside this script; the standard library only
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
@@ -47,8 +49,9 @@ PROBE = (
 )
 
 
-def _environment(site: Path | None) -> dict[str, str]:
+def _environment(site: Path | None, out: Path) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env[RESULTS_ENV] = str(out / "results")  # the benchmarks' records come back with OUT
     paths = [str(ROOT / "src"), *([str(site)] if site else []), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env.setdefault("FLOWRATE_STORE", str(Path(env.get("TMPDIR", "/tmp")) / "gpu-check-flowrate.db"))
@@ -113,7 +116,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     site, wheels = _carried_wheels()
-    env = _environment(site)
+    env = _environment(site, out)
     report: dict[str, object] = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "python": sys.version.split()[0],
@@ -130,11 +133,45 @@ def main() -> None:
         report["steps"] = steps
         (out / "gpu_check.json").write_text(json.dumps(report, indent=2))  # after each step: nothing lost
     failed = [n for n, s in steps.items() if s["exit_code"] != 0]  # type: ignore[index]
+    _record(steps, out, site)
     print(
         f"wrote {out / 'gpu_check.json'}; "
         + (f"failed: {', '.join(failed)}" if failed else "every step passed")
     )
     sys.exit(1 if failed else 0)
+
+
+def _record(steps: dict[str, object], out: Path, site: Path | None) -> None:
+    """The steps' exit codes and seconds and the survey's figures, to OUT/results/gpu_check/
+    (copy OUT/results/ into benchmarks/results/ and regenerate RESULTS.md); a failure to record
+    is one line, the JSON is already written."""
+    figures = []
+    for name, step in steps.items():
+        assert isinstance(step, dict)
+        figures.append(Figure(f"{name} exit code", step["exit_code"], "", Target("==", 0), step["command"]))
+        box = f"time box {step['time_box_s']} s"
+        figures.append(Figure(f"{name} seconds", step["seconds"], "s", note=box))
+    survey = steps.get("survey")
+    result = survey.get("result") if isinstance(survey, dict) else None
+    if isinstance(result, dict):
+        found = result.get("survey", {}).get("figures", [])
+        for f in found:
+            band = f"band {f.get('band_low')}-{f.get('band_high')}: " if f.get("band_low") is not None else ""
+            within = {True: "within", False: "OUTSIDE", None: "no band"}[f.get("within_band")]
+            share = f"; {f['fraction']:.1%} of datasheet" if f.get("fraction") is not None else ""
+            value, unit = f.get("value"), f.get("unit", "")
+            scale = {"FLOP/s": (1e12, "TFLOP/s"), "B/s": (1e9, "GB/s")}.get(unit)
+            if scale and value is not None:
+                value, unit = value / scale[0], scale[1]
+            figures.append(Figure(f"survey {f['name']}", value, unit, None, band + within + share))
+        outside = [f["name"] for f in found if f.get("within_band") is False]
+        name, count = "survey figures outside their band", f"of {len(found)}"
+        figures.append(Figure(name, len(outside), count, Target("==", 0), ", ".join(outside)))
+    sys.path[:0] = [str(ROOT / "src"), *([str(site)] if site else [])]  # record reads flowrate's environment
+    try:
+        record("gpu_check", figures, root=out / "results")
+    except Exception as error:
+        print(f"not recorded: {type(error).__name__}: {error}")
 
 
 if __name__ == "__main__":

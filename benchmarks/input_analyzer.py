@@ -26,6 +26,7 @@ from flowrate.data.loader import LoaderSettings
 from flowrate.data.make import make_dataset
 from flowrate.harness.analyze_input import analyze_input
 from flowrate.problems.registry import get_problem
+from record import Figure, record  # beside this script
 
 SAMPLE_COST_S = 1 / 256
 CONFIGURATIONS = [(0, None), (1, 2), (2, 2)]  # (workers, prefetch)
@@ -64,6 +65,17 @@ def main() -> None:
     for workers, rate in medians.items():
         print(f"{workers:>7}  {rate:>9.1f}  {EXPECTED[workers]:>8.0f}  {rate / EXPECTED[workers]:.3f}")
     print(f"two workers / one: {medians[2] / medians[1]:.3f} (2.000 when they read concurrently)")
+    figures = [
+        Figure(f"{workers} workers", round(rate, 2), "samples/s", note=f"expected {EXPECTED[workers]:.0f}")
+        for workers, rate in medians.items()
+    ]
+    figures += [
+        Figure(f"{workers} workers / expected", round(rate / EXPECTED[workers], 4), "ratio", note="1: exact")
+        for workers, rate in medians.items()
+    ]
+    two = round(medians[2] / medians[1], 4)
+    figures.append(Figure("two workers / one", two, "ratio", note="2 when they read concurrently"))
+    record("input_analyzer", figures, note=f"{args.rounds} rounds of {args.seconds} s")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import torch
 
 import flowrate
 from flowrate.units import si
+from record import Figure, record  # beside this script
 
 # (label, problem, precision, options) per device type
 CPU_CASES: list[tuple[str, str, str, dict[str, int]]] = [
@@ -69,6 +70,7 @@ def main() -> None:
     cases = GPU_CASES if torch.cuda.is_available() else CPU_CASES
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{'case':34} {'achieved':>16} {'of peak':>8} {'CV':>6}")
+    figures: list[Figure] = []
     for label, problem, precision, options in cases:
         row = measure(problem, precision, options, args.seconds)
         achieved = (
@@ -76,7 +78,12 @@ def main() -> None:
         )
         share = f"{row['fraction_of_peak']:.1%}" if row["fraction_of_peak"] is not None else "—"
         print(f"{label:34} {achieved:>16} {share:>8} {row['cv']:>6.1%}")
+        flops = row["flops_per_sec"]
+        value, unit = (flops / 1e9, "GFLOP/s") if flops else (row["bytes_per_sec"] / 1e9, "GB/s")
+        peak = f"{row['fraction_of_peak']:.1%} of peak" if row["fraction_of_peak"] is not None else "no peak"
+        figures.append(Figure(label, round(value, 3), unit, note=f"{peak}; CV {row['cv']:.1%}"))
     print(f"device: {row['device']}")
+    record("kernels", figures)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from flowrate.data.loader import Loader, LoaderSettings
 from flowrate.data.make import make_dataset
 from flowrate.data.records import DatasetIndex, Shard, read_index
 from flowrate.problems.registry import get_problem
+from record import Figure, record  # beside this script
 
 CASES = {
     # name: (problem, size, samples, shards, batch size, timed batches)
@@ -122,6 +123,7 @@ def main() -> None:
     header += f"{'no crc':>10s} | ratio"
     with tempfile.TemporaryDirectory(prefix="flowrate-loader-") as tmp:
         rows = []
+        figures: list[Figure] = []
         for name in args.cases.split(","):
             problem_name, size, samples, shards, batch, timed_batches = CASES[name]
             count = max(1, round(timed_batches * args.scale))
@@ -161,9 +163,17 @@ def main() -> None:
                     f"{medians['no crc']:10.0f} | {medians['flowrate'] / medians['torch']:.2f}x"
                 )
                 print(rows[-1], flush=True)
+                runs = f"median of {args.rounds} rounds"
+                figures += [
+                    Figure(f"{name} {workers} workers {side}", round(medians[side]), "samples/s", None, runs)
+                    for side in ("torch", "flowrate", "no crc")
+                ]
+                ratio = round(medians["flowrate"] / medians["torch"], 4)
+                figures.append(Figure(f"{name} {workers} workers flowrate / torch", ratio, "ratio"))
     print()
     print(header)
     print("\n".join(rows))
+    record("loader", figures, note=f"prefetch {PREFETCH}, --scale {args.scale}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 The same model, batch, precision and optimizer run through `flowrate.benchmark` and through a
 hand loop in the spirit of nanoGPT's bench.py (burn in, then time N steps, synchronize once).
-The two alternate, in one process, for several rounds; the script prints each side's median
-samples/s and the median of the per-round ratios flowrate / hand loop. Target: >= 0.98.
+The two alternate in ABBA order, in one process, for several rounds (benchmarks/side_by_side.py);
+the script prints each side's median samples/s and the ratio of the means flowrate / hand loop
+with its 95% interval. Target: >= 0.98.
 
     python benchmarks/overhead.py                  # fc_mnist and transformer/mini, 7 rounds
     python benchmarks/overhead.py --rounds 3 --seconds 1
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +24,8 @@ import flowrate
 from flowrate.config import OptimizerName
 from flowrate.execution.resident import make_optimizer
 from flowrate.problems.registry import get_problem
+from record import Figure, Target, record  # beside this script
+from side_by_side import side_by_side
 
 CASES = {
     # name: (problem, size, batch size)
@@ -82,27 +86,34 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, flowrate {flowrate.__version__}")
     failed = False
+    figures: list[Figure] = []
     for name in args.cases.split(","):
         problem_name, size, batch_size = CASES[name]
         steps = steps_for(problem_name, size, batch_size, args.seconds)
-        hand, ours, ratios = [], [], []
-        for round_ in range(args.rounds):
-            sides = [("hand", hand_loop), ("flowrate", flowrate_run)]
-            if round_ % 2:
-                sides.reverse()  # alternate who goes first, so drift hits both alike
-            rates = {label: fn(problem_name, size, batch_size, steps, args.preheat) for label, fn in sides}
-            hand.append(rates["hand"])
-            ours.append(rates["flowrate"])
-            ratios.append(rates["flowrate"] / rates["hand"])
-        ratio = statistics.median(ratios)
+        shape = (problem_name, size, batch_size, steps, args.preheat)
+        compared = side_by_side(partial(hand_loop, *shape), partial(flowrate_run, *shape), args.rounds)
+        hand, ours, ratio = compared.a, compared.b, compared.ratio
         failed |= ratio < TARGET
         print(
             f"{name:18s} batch {batch_size:4d} {steps:5d} steps x {args.rounds} rounds | "
             f"hand {statistics.median(hand):10.2f} samples/s | "
             f"flowrate {statistics.median(ours):10.2f} samples/s | "
-            f"ratio {ratio:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}) "
+            f"flowrate / hand {compared.describe()} "
             f"{'ok' if ratio >= TARGET else 'BELOW TARGET'} (>= {TARGET})"
         )
+        runs = f"median; batch {batch_size}, {steps} steps x {args.rounds} rounds"
+        figures += [
+            Figure(f"{name} hand loop", statistics.median(hand), "samples/s", note=runs),
+            Figure(f"{name} flowrate", statistics.median(ours), "samples/s", note=runs),
+            Figure(
+                f"{name} ratio",
+                round(ratio, 4),
+                "flowrate / hand loop",
+                Target(">=", TARGET),
+                f"ratio of the means, ABBA order: {compared.describe()}",
+            ),
+        ]
+    record("overhead", figures)
     raise SystemExit(1 if failed else 0)
 
 

@@ -18,6 +18,8 @@ import statistics
 import subprocess
 import sys
 
+from record import Figure, record  # beside this script
+
 FORMATS = ("fp32", "bf16", "int8-weights", "int8-dynamic")
 
 
@@ -47,12 +49,19 @@ def main() -> None:
     print(f"{args.problem}/{args.size}, infer, {args.rounds} interleaved rounds of {args.duration} s each")
     print(f"{'format':14} {'samples/s':>10} {'vs fp32':>8} {'loss reached':>13} {'fp32 same batches':>18}")
     base = statistics.median(rates["fp32"])
+    figures: list[Figure] = []
     for fmt in FORMATS:
         check = flowrate("check", *common, "--precision", fmt, "--steps", args.check_steps, "--lr", "1e-3")
         f = check["fidelity"]
         median = statistics.median(rates[fmt])
         reference = f"{f['reference_loss']:.4f}" if f.get("reference_loss") is not None else "-"
         print(f"{fmt:14} {median:10.1f} {median / base:8.2f} {f['final_loss']:13.4f} {reference:>18}")
+        figures += [
+            Figure(f"{fmt} samples/s", median, "samples/s", note=f"median of {args.rounds} rounds"),
+            Figure(f"{fmt} / fp32", round(median / base, 4), "ratio"),
+            Figure(f"{fmt} loss reached", f["final_loss"], "loss", note=f"fp32, same batches: {reference}"),
+        ]
+    record("precision_formats", figures, note=f"{args.problem}/{args.size}, infer, {args.duration} s runs")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from typing import Any
 
 from flowrate.results.metrics import peak_memory_bytes
 from flowrate.results.store import Store
+from record import Figure, record  # beside this script
 
 HERE = Path(__file__).parent
 DEFAULT_OUT = HERE / "data" / "grid_transformer_cpu.json"
@@ -181,6 +182,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or Path(tmp) / "grid.db"
         run_repeats(store, args.repeats, lambda started: write_table(store, started, args.out, args.note))
+    table = json.loads(args.out.read_text())
+    done = sum(p["status"] == "done" for p in table["points"])
+    cv_note = "median over the points"
+    figures = [
+        Figure("points done", done, f"of {len(table['points'])}"),
+        Figure("wall time of the points", table["total_wall_s"], "s"),
+        Figure("start-up per point", table["startup_s"], "s", note="median"),
+        Figure("between-run CV", table["median_between_run_cv"], "fraction", note=cv_note),
+        Figure("within-run interval CV", table["median_interval_cv"], "fraction", note=cv_note),
+    ]
+    record("record_grid", figures, note=f"{table['repeats']} repeats; table {args.out.name}")
 
 
 def write_table(store: Path, started: dict[str, list[float]], out: Path, note: str) -> None:

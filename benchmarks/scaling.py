@@ -29,6 +29,7 @@ from pathlib import Path
 from flowrate.campaigns.process.child import run_in_fresh_process
 from flowrate.campaigns.scaling.run import run_size
 from flowrate.config import RunConfig
+from record import Figure, record  # beside this script
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="threads per rank, at every size")
     args = parser.parse_args()
     rows = []
+    figures: list[Figure] = []
     for case in CASES:
         print(f"{case.label}, batch {case.batch_size} per rank:", flush=True)
         f = measure(case, args.rounds, args.duration, args.threads)
@@ -94,6 +96,19 @@ def main() -> None:
             f"| **{statistics.median(efficiencies):.1%}** ({min(efficiencies):.1%}–{max(efficiencies):.1%}) "
             f"| {1 - one / plain:.1%} |"
         )
+        low, high = min(efficiencies), max(efficiencies)
+        figures += [
+            Figure(f"{case.label} plain", plain, "samples/s", note=f"batch {case.batch_size}, 1 process"),
+            Figure(f"{case.label} torchrun 1 rank", one, "samples/s"),
+            Figure(f"{case.label} torchrun 2 ranks", two, "samples/s", note="the sum over ranks"),
+            Figure(
+                f"{case.label} weak-scaling efficiency",
+                round(statistics.median(efficiencies), 4),
+                "fraction",
+                note=f"median; range {low:.1%}-{high:.1%}",
+            ),
+            Figure(f"{case.label} DDP cost at world size 1", round(1 - one / plain, 4), "fraction"),
+        ]
     print()
     print(
         "| case | batch per rank | plain 1 process (samples/s) | torchrun 1 rank | torchrun 2 ranks (sum) "
@@ -102,6 +117,8 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(row)
+    shape = f"{args.rounds} rounds of {args.duration} s, {args.threads} thread(s) a rank"
+    record("scaling", figures, note=shape)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import numpy as np
 
 from flowrate.results.serving import RequestTrace
 from flowrate.serving import bench, client, load, prompts
+from record import Figure, Target, record  # beside this script
 
 HERE = Path(__file__).resolve().parent
 
@@ -121,12 +122,25 @@ def main() -> None:
         failed = sum(not t.ok for t in outcome.traces)
         print(f"sender lateness at {args.rate:g} req/s: {_ms(late)}; {failed} failed requests")
         print(f"  p99 lateness {np.percentile(late, 99) * 1000:.3f} ms (target < 1 ms)")
-        print(f"same plan, a send that does nothing (the machine's floor): {_ms(_scheduler_floor(times))}")
+        floor_late = _scheduler_floor(times)
+        print(f"same plan, a send that does nothing (the machine's floor): {_ms(floor_late)}")
         ours, bare = asyncio.run(_ttft_pairs(port, args.pairs))
         print(f"TTFT, serve-bench client: {_ms(ours)}")
         print(f"TTFT, bare socket client: {_ms(bare)}")
         added = (np.median(ours) - np.median(bare)) * 1000
         print(f"  client adds {added:.3f} ms to the median TTFT (target < 0.5 ms)")
+        p99 = float(np.percentile(late, 99)) * 1000
+        floor = float(np.percentile(floor_late, 99)) * 1000
+        record(
+            "serve_client",
+            [
+                Figure("sender p99 lateness", round(p99, 4), "ms", Target("<", 1.0), f"{args.rate:g} req/s"),
+                Figure("the machine's floor, p99", round(floor, 4), "ms", note="a send that does nothing"),
+                Figure("failed requests", failed, f"of {args.n}", Target("==", 0)),
+                Figure("client's added median TTFT", round(float(added), 4), "ms", Target("<", 0.5)),
+            ],
+            note=f"{args.n} sends at {args.rate:g} req/s, {args.pairs} TTFT pairs",
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -40,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_figures  # beside this script
 import peer_runs
+from record import Figure, Target, record
 
 CACHE = Path.home() / ".cache" / "flowrate-peers"
 CONTEXT = 128  # the served model's max_position_embeddings (BUILD)
@@ -265,6 +266,31 @@ def main() -> None:
             if run.error:
                 print(f"round {index + 1}: {tool} failed: {run.error}")
     print(f"written to {args.out}")
+    load_note = f"{len(rounds)} rounds; load {result['load']}"
+    record("serve_peers", _figures(result["verdict_rows"]), note=load_note)
+
+
+def _figures(rows: list[dict[str, Any]]) -> list[Figure]:
+    """Per peer and figure, flowrate's median against the peer's: within 10%, or where a
+    definition differs, flowrate's traces re-read under the peer's within 3%."""
+    figures = []
+    for row in rows:
+        name = f"{row['peer']} {row['figure']}"
+        medians = f"flowrate {row['flowrate']:.4g}, {row['peer']} {row['peer_value']:.4g} (medians)"
+        figures.append(Figure(f"{name}: flowrate / peer", round(row["ratio"], 4), "ratio", note=medians))
+        off = round(abs(row["ratio"] - 1), 4)
+        figures.append(Figure(f"{name}: flowrate / peer, off 1 by", off, "fraction", Target("<=", 0.1)))
+        if row["reread_ratio"] is not None:
+            figures.append(
+                Figure(
+                    f"{name}: flowrate re-read / peer, off 1 by",
+                    round(abs(row["reread_ratio"] - 1), 4),
+                    "fraction",
+                    Target("<=", 0.03),
+                    f"flowrate's traces read as {row['peer']} defines it: {row['definition']}",
+                )
+            )
+    return figures
 
 
 if __name__ == "__main__":

@@ -41,10 +41,12 @@ from flowrate.config import OptimizerName
 from flowrate.errors import FlowrateError
 from flowrate.execution.host_adamw import adamw_step_, in_ranges, update_threads
 from flowrate.execution.resident import make_optimizer
+from record import Figure, Target, record  # beside this script
 
 GPT = "gpt-1.3b"
 SEQ = 1024
 TOKENS_PER_STEP = (2048, 8192, 16384, 32768)
+FIGURES: list[Figure] = []  # what the parts measured, recorded at the end of main
 LADDER = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-1.3b", "gpt-2.7b", "gpt-6.7b")
 
 
@@ -159,6 +161,17 @@ def optimizer_table(title: str, new_rates: list[float], old_rates: list[float], 
         issue_fractions = [r * OLD_BYTES_PER_PARAMETER / b for r, b in zip(rates, bounds, strict=True)]
         worst = max(worst, *fractions)
         median = statistics.median(rates)
+        short = "one pass" if name.startswith("one") else "old path"
+        FIGURES.append(Figure(f"optimizer {short}", round(median / 1e9, 4), "B params/s", note=name))
+        FIGURES.append(
+            Figure(
+                f"optimizer {short} / bound",
+                round(statistics.median(fractions), 3),
+                "fraction",
+                Target(">=", 0.8) if short == "one pass" else None,
+                f"bound: {ADAMW_BYTES_PER_PARAMETER} bytes a parameter at the round's bandwidth",
+            )
+        )
         rows.append(
             [
                 name,
@@ -186,6 +199,7 @@ def optimizer_table(title: str, new_rates: list[float], old_rates: list[float], 
         rows,
     )
     ratio = statistics.median(new_rates) / statistics.median(old_rates)
+    FIGURES.append(Figure("optimizer one pass / old path", round(ratio, 3), "ratio", note="medians"))
     print(
         f"\none pass ÷ old path: **{ratio:.2f}×** (target: one pass ÷ bound ≥ 0.80; issue 15 sets the bound "
         f"at about {OLD_BYTES_PER_PARAMETER} bytes per parameter, the three-pass traffic; the strict one "
@@ -235,6 +249,15 @@ def ratio_part(problem: str, seq: int, tokens: tuple[int, ...], duration: float,
         with released():
             streamed = samples_per_sec(problem, "streaming", batch, duration_s=duration, **shape)
         ratio = f"**{streamed / resident:.3f}**" if resident else "— (resident does not fit)"
+        FIGURES.append(
+            Figure(
+                f"streaming / resident, {problem}, {batch * seq:,} tokens a step",
+                round(streamed / resident, 4) if resident else None,
+                "ratio",
+                note=f"bf16, seq {seq}; streaming {streamed:.3g} samples/s"
+                + ("" if resident else "; resident does not fit"),
+            )
+        )
         rows.append([f"{batch * seq:,}", str(batch), f"{resident or 0:.3g}", f"{streamed:.3g}", ratio])
     table(
         f"Streaming ÷ resident, {problem}, bf16, seq {seq}",
@@ -398,6 +421,8 @@ def main() -> None:
     print(f"# weight streaming benchmark: {device}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
     if "optimizer" in args.parts:
         host_optimizer_throughput(args.optimizer_parameters)
+        record("streaming-optimizer", FIGURES, note=f"{args.optimizer_parameters:,} parameters")
+        FIGURES.clear()
     if "footprint" in args.parts:
         from streaming_footprint import footprint_part  # this folder: run as a script
 
@@ -411,6 +436,7 @@ def main() -> None:
             size="debug",
             problem_options={"seq_len": 64},
         )
+        record("streaming-smoke", FIGURES, note="tiny GPT: plumbing only")
         return
     for part in ("ratio", "fsdp", "largest", "limit"):
         if part not in args.parts:
@@ -420,6 +446,8 @@ def main() -> None:
             continue
         if part == "ratio":
             ratio_part(GPT, SEQ, TOKENS_PER_STEP, args.duration)
+            record("streaming-ratio", FIGURES)
+            FIGURES.clear()
         elif part == "fsdp":
             fsdp_part(GPT, SEQ, args.duration)
         elif part == "largest":

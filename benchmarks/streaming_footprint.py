@@ -24,6 +24,7 @@ from flowrate.execution.precision import PrecisionPolicy
 from flowrate.execution.resident import ResidentExecutor
 from flowrate.execution.streaming import StreamingExecutor
 from flowrate.problems.registry import get_problem
+from record import Figure, Target, record  # beside this script
 
 MB = 1e6
 
@@ -53,7 +54,10 @@ def probe(model: nn.Module, blocks: list[nn.Module], readings: list[int]) -> Non
         block.register_forward_hook(after_forward)
 
 
-def footprint(name: str, precision: Precision, seq: int, steps: int = 2) -> list[list[str]]:
+def footprint(
+    name: str, precision: Precision, seq: int, figures: list[Figure], steps: int = 2
+) -> list[list[str]]:
+    """The table's rows; each execution's peak appended to ``figures``, against its target."""
     problem = get_problem(name, None, {"seq_len": seq})
     policy = PrecisionPolicy(precision, torch.device("cpu"))
     batch = problem.make_batch(1, torch.device("cpu"), torch.Generator().manual_seed(0))
@@ -78,8 +82,10 @@ def footprint(name: str, precision: Precision, seq: int, steps: int = 2) -> list
         for _ in range(steps):
             executor.step(batch)
         between = parameter_bytes(model)
+        peak = round(max(readings) / MB, 6)  # to the byte
         if resident_blocks is None:
             target = "—"
+            figures.append(Figure(f"{label} peak parameter storage", peak, "MB"))
         else:
             executor.finish()
             streamed = [b for b in executor.blocks if not b.resident]
@@ -87,6 +93,9 @@ def footprint(name: str, precision: Precision, seq: int, steps: int = 2) -> list
             two = max((a + b for a, b in itertools.pairwise(sizes)), default=sum(sizes))
             kept = sum(p.untyped_storage().nbytes() for b in executor.blocks if b.resident for p in b.owned)
             target = f"{(two + kept) / MB:.1f} (2 blocks {two / MB:.1f} + resident {kept / MB:.1f})"
+            limit = Target("<=", round((two + kept) / MB, 6))
+            note = "two largest adjacent blocks + the resident ones"
+            figures.append(Figure(f"{label} peak parameter storage", peak, "MB", limit, note))
         rows.append(
             [label, f"**{max(readings) / MB:.1f}**", f"{between / MB:.1f}", target, str(len(readings))]
         )
@@ -96,13 +105,15 @@ def footprint(name: str, precision: Precision, seq: int, steps: int = 2) -> list
 
 
 def footprint_part(name: str = "gpt2-medium", precision: Precision = Precision.BF16, seq: int = 64) -> None:
-    rows = footprint(name, precision, seq)
+    figures: list[Figure] = []
+    rows = footprint(name, precision, seq, figures)
     header = ["execution", "peak parameter MB", "between steps MB", "target MB (≤)", "readings"]
     print(f"\n## Parameter storage footprint, {name}, {precision.value}, seq {seq}, batch 1 (CPU)\n")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    record("streaming_footprint", figures, note=f"{name}, {precision.value}, seq {seq}, batch 1, CPU")
 
 
 def main() -> None:

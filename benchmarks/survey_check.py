@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from record import Figure, Target, record  # beside this script
+
 PRECISIONS = ("fp32", "bf16")
 
 
@@ -61,12 +63,26 @@ def main() -> None:
         print(f"load average after: {load()}")
     print(f"survey {first['run_id']}: {first_s:.1f} s wall; survey {second['run_id']}: {second_s:.1f} s wall")
     figures = {f["name"]: f for f in first["survey"]["figures"]}
+    recorded = [
+        Figure("survey wall time, first", round(first_s, 1), "s", note=" ".join(quick) or "full"),
+        Figure("survey wall time, second", round(second_s, 1), "s", note=" ".join(quick) or "full"),
+    ]
     for precision, peak in peaks.items():
         matmul = figures[f"matmul {precision}"]
         print(
             f"matmul {precision}: {matmul['value'] / 1e9:.1f} GFLOP/s ({matmul['detail']}); "
             f"--measure-peak GEMM {peak / 1e9:.1f} GFLOP/s; ratio {matmul['value'] / peak:.3f}"
         )
+        recorded += [
+            Figure(f"matmul {precision}", matmul["value"] / 1e9, "GFLOP/s", note=str(matmul["detail"])),
+            Figure(f"--measure-peak GEMM {precision}", peak / 1e9, "GFLOP/s"),
+            Figure(
+                f"matmul {precision} / --measure-peak",
+                round(matmul["value"] / peak, 4),
+                "ratio",
+                Target(">=", 0.95),
+            ),
+        ]
     agree = [row for row in compared["figures"] if row["within_spread"] is not None]
     within = sum(row["within_spread"] for row in agree)
     print(f"two surveys back to back: {within} of {len(agree)} figures within their spread")
@@ -76,6 +92,17 @@ def main() -> None:
             f"  {row['name']}: B/A {row['ratio']:.3f}, CVs {cv[0]:.1%} / {cv[1]:.1%}: "
             + ("within" if row["within_spread"] else "OUTSIDE")
         )
+    outside = [row["name"] for row in agree if not row["within_spread"]]
+    recorded.append(
+        Figure(
+            "figures outside their spread, two surveys back to back",
+            len(outside),
+            f"of {len(agree)}",
+            Target("==", 0),
+            ", ".join(outside),
+        )
+    )
+    record("survey_check", recorded)
 
 
 def _named(record: dict[str, Any], name: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from flowrate.campaigns.process.job import Job
 from flowrate.campaigns.sweep.run import PointReport, SweepProgress, SweepStart, run_sweep
 from flowrate.campaigns.sweep.spec import PlannedPoint, SweepSpec
 from flowrate.results.store import Store
+from record import Figure, Target, record  # beside this script
 
 TARGET_S = 3.0
 
@@ -130,6 +131,9 @@ def main() -> None:
         f"\nmedian overhead per point: {median:.2f} s (range {min(overheads):.2f}–{max(overheads):.2f} s); "
         f"target ≤ {TARGET_S:.0f} s: {verdict} ({median / TARGET_S:.2f} of the budget)"
     )
+    spread = f"median of {len(overheads)} points; range {min(overheads):.2f}-{max(overheads):.2f} s"
+    figures = [Figure("overhead per point", round(median, 3), "s", Target("<=", TARGET_S), spread)]
+    record("sweep_overhead", figures, note=f"fc_mnist, --duration {args.duration}, --preheat {args.preheat}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""benchmarks/side_by_side.py: two callables in flowrate's ABBA order, and B / A with its interval
+from flowrate.results.verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmark_scripts import load_benchmark
+from flowrate.results.verdict import ratio_ci
+
+side_by_side = load_benchmark("side_by_side")
+
+
+def test_the_sides_run_in_abba_order_and_the_ratio_is_of_the_means() -> None:
+    calls: list[str] = []
+    a_values, b_values = iter([10.0, 12.0, 11.0]), iter([9.0, 11.0, 10.0])
+
+    def run_a() -> float:
+        calls.append("A")
+        return next(a_values)
+
+    def run_b() -> float:
+        calls.append("B")
+        return next(b_values)
+
+    compared = side_by_side.side_by_side(run_a, run_b, 3)
+    assert calls == ["A", "B", "B", "A", "A", "B"]
+    assert compared.a == (10.0, 12.0, 11.0)
+    assert compared.b == (9.0, 11.0, 10.0)
+    assert compared.ratio == pytest.approx(10 / 11)
+    low, high = compared.interval
+    assert (low, high) == ratio_ci([10.0, 12.0, 11.0], [9.0, 11.0, 10.0], level=0.95)
+    assert low < 10 / 11 < high
+    assert compared.describe() == f"B/A 0.909 [{low:.3f}, {high:.3f}] (95%, 3 runs a side)"
+
+
+def test_one_run_a_side_has_a_ratio_and_no_interval() -> None:
+    compared = side_by_side.side_by_side(lambda: 4.0, lambda: 5.0, 1)
+    assert compared.ratio == 1.25
+    assert compared.interval is None
+    assert compared.describe() == "B/A 1.250 (no interval, 1 run a side)"
