@@ -33,7 +33,7 @@ def calibrate(
     """Measure ``device``'s rates, overhead terms and their working-set factors. The larger
     reference model's training step is timed at the start and, with the smaller
     one for the working-set curve, at the end (Calibration.speed_moved): a VM can run such steps
-    1.5-1.8x slower for seconds to minutes (benchmarks/RESULTS.md, thirteenth and fourteenth
+    1.5-1.8x slower for seconds to minutes (benchmarks/notes/, thirteenth and fourteenth
     sessions), and rates measured across such a change mix two machines. The process keeps freed
     host memory from here on, as the runs the rates will price do, and as both ends of that check
     see it."""

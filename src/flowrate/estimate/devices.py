@@ -37,7 +37,7 @@ from flowrate.measure.peaks import PRECISION_KEYS, DevicePeak, find_device, know
 DEFAULT_EFFICIENCY = {"flops": 0.80, "memory": 0.85, "host_link": 0.80}
 # The host's seconds per kernel of an eager PyTorch step (its op's dispatch, autograd, modules and
 # launch; flowrate.estimate.probes.launch_overhead) on a GPU never calibrated: as a calibrated GPU
-# host measured it (benchmarks/RESULTS.md: an H100 SXM's calibration, 30.7 µs training, 11.8
+# host measured it (benchmarks/notes/: an H100 SXM's calibration, 30.7 µs training, 11.8
 # inferring). The bare CUDA launch (about 5 µs) is a floor no eager op reaches.
 DEFAULT_LAUNCH_OVERHEAD_S = {"train": 30e-6, "infer": 12e-6}
 

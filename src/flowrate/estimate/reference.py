@@ -6,7 +6,7 @@ every kernel streams its tensors through those caches between two dispatches, an
 autograd node and module call then finds less of its own state there. How much that costs
 depends on the machine and on who shares its caches: while other work shares them, a model's
 step slows far more than a tiny model's, and a calibration made then prices models too fast
-(benchmarks/RESULTS.md, thirteenth session).
+(benchmarks/notes/, thirteenth session).
 
 So a calibration also times reference models whose steps are about half framework:
 ReferenceModel, a 2-layer pre-norm transformer with 4 heads and its own embedding and head, at

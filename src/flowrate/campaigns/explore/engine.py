@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 _DUPLICATES = 10  # proposals in a row already measured before one is drawn from the unmeasured
 # Points stopped at a rung are judged for promotion once this many times the initial design is
 # measured at the lowest rung (Exploration._judged): waiting lets rivals be measured first, and in
-# the replays a longer wait did no better (benchmarks/explore_efficiency.py; benchmarks/RESULTS.md,
+# the replays a longer wait did no better (benchmarks/explore_efficiency.py; benchmarks/notes/,
 # "points stopped at their rung judged later").
 JUDGED_AFTER = 2
 
@@ -298,7 +298,7 @@ class Exploration:
         """The feasible configurations measured at ``rung``, each as its longest run measured it,
         so one lucky short draw stops no rival once a longer run of it measured what it does (a
         short run's draw far from its mean could otherwise keep the whole frontier from full
-        length: benchmarks/RESULTS.md, "judges a rival by its longest run")."""
+        length: benchmarks/notes/, "judges a rival by its longest run")."""
         latest = dict(self.done[rung])
         for higher in self.done[rung + 1 :]:
             latest.update((key, e) for key, e in higher.items() if key in latest)
@@ -309,7 +309,7 @@ class Exploration:
         """How a run of ``params`` starting at ``rung`` goes on in its own process: against
         everything measured so far at each rung it passes (None: it stops at its rung). The
         initial design's points stop at their rung: with few rivals measured, nearly every run
-        would go on to full length (benchmarks/RESULTS.md, "going on in one process from the very
+        would go on to full length (benchmarks/notes/, "going on in one process from the very
         first configuration"); those of them nothing beats are promoted once they can be judged
         (_judged)."""
         fidelity = self.spec.fidelity

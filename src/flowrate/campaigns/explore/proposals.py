@@ -6,7 +6,7 @@
   noisy measurements, and it often never tries the point beside the best one it found (the other
   optimizer at the same batch, the next batch); proposing that neighbour finds that point where the
   sampler alone misses it, at a small cost on one of the recorded grids
-  (benchmarks/explore_efficiency.py's replays: benchmarks/RESULTS.md, "the frontier's
+  (benchmarks/explore_efficiency.py's replays: benchmarks/notes/, "the frontier's
   neighbours"). Successive
   halving's compute ratio rises with it, since the full-length search it is measured against
   finds more. Every second configuration rather than the budget's last quarter: a budget in

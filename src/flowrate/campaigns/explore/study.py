@@ -5,7 +5,7 @@ Why the sampler per space (choose_sampler): a Gaussian process models a small sp
 points and picks the next by expected hypervolume gain; Optuna's takes categorical axes (a
 Hamming distance). On the recorded transformer grids (3 of 4 axes categorical), replayed by
 benchmarks/explore_efficiency.py, its searches reach a higher median share of the grid's
-hypervolume than TPE's or random search's (benchmarks/RESULTS.md). Its fit per proposal grows
+hypervolume than TPE's or random search's (benchmarks/notes/). Its fit per proposal grows
 with the trials, so a budget over GP_MAX_RUNS runs or in hours, or a space over GP_MAX_SPACE
 points, goes to TPE: cheap per proposal, categorical axes native. NSGA-II needs generations of a
 population: budgets of 300 runs or more.

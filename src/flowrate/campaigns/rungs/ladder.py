@@ -14,7 +14,7 @@ better on every objective with confidence (beats: ``Z`` standard errors of both 
 beyond the 1% a measurement resolves); one within noise of the leaders runs longer to tell.
 ASHA's cap of one in ``eta`` per rung is not applied: every frontier point has to run full length
 anyway, and in benchmarks/explore_efficiency.py's replays the cap only delayed them
-(benchmarks/RESULTS.md).
+(benchmarks/notes/).
 
 A rung run as a fresh process pays the start-up again, so a configuration that reached full
 length through r such rungs paid r start-ups, and its lower rungs' timed steps again at each.
