@@ -4,8 +4,10 @@ glibc hands large freed blocks back to the OS, so on a CPU each step's large ten
 fresh pages and pay their page faults again. flowrate releases it by default, as a plain PyTorch
 process does, and advises `--freed-memory keep` on a CPU (flowrate.measure.freed_memory): this
 script measures what that advice is worth. Each case runs with each setting in a fresh process (keeping
-cannot be undone within one), the two alternating, for several rounds; the script prints each
-setting's median samples/s and the median of the per-round ratios keep / release.
+cannot be undone within one), the two alternating in ABBA order for several rounds
+(benchmarks/side_by_side.py); the script prints each setting's median samples/s, the ratio of the
+means keep / release with its 95% interval (before side_by_side: the median of the per-round
+ratios) and the per-round ratios.
 
     python benchmarks/freed_memory.py                      # 4 cases, 3 rounds: about 5 minutes on 2 cores
     python benchmarks/freed_memory.py --rounds 5 --seconds 5
@@ -18,11 +20,13 @@ import json
 import statistics
 import subprocess
 import sys
+from functools import partial
 
 import torch
 
 from flowrate.measure.freed_memory import describe
 from record import Figure, record  # beside this script
+from side_by_side import side_by_side
 
 # name: flowrate run's arguments
 CASES = {
@@ -31,6 +35,7 @@ CASES = {
     "bert-base/debug train": "-p bert-base --size debug --mode train",
     "fc_mnist/default train": "-p fc_mnist --size default --mode train",
 }
+SETTINGS = ("release", "keep")  # side A, side B
 
 
 def measure(args: list[str], setting: str, seconds: float) -> tuple[float, str]:
@@ -42,6 +47,14 @@ def measure(args: list[str], setting: str, seconds: float) -> tuple[float, str]:
     return float(result["summary"]["samples_per_sec"]), str(result["environment"]["freed_memory"])
 
 
+def checked_rate(name: str, setting: str, seconds: float) -> float:
+    """samples/s of case ``name`` run with ``setting``; exits where the allocator did otherwise."""
+    rate, said = measure(CASES[name].split(), setting, seconds)
+    if not said.startswith("kept" if setting == "keep" else "released"):
+        sys.exit(f"{name}: asked {setting}, the run's allocator was {said!r}")
+    return rate
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -49,27 +62,27 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; allocator here: {describe()}")
-    print(f"{'case':28s} {'release':>10s} {'keep':>10s} {'keep/release':>12s}  per round")
+    print(f"{'case':28s} {'release':>10s} {'keep':>10s} {'keep/release':>12s}  95% interval  per round")
     figures: list[Figure] = []
     for name in args.cases.split(","):
-        rates: dict[str, list[float]] = {"release": [], "keep": []}
-        ratios = []
-        for round_ in range(args.rounds):
-            order = ("release", "keep") if round_ % 2 == 0 else ("keep", "release")
-            for setting in order:
-                rate, said = measure(CASES[name].split(), setting, args.seconds)
-                if not said.startswith("kept" if setting == "keep" else "released"):
-                    sys.exit(f"{name}: asked {setting}, the run's allocator was {said!r}")
-                rates[setting].append(rate)
-            ratios.append(rates["keep"][-1] / rates["release"][-1])
-        release, keep = (statistics.median(rates[s]) for s in ("release", "keep"))
-        rounds = " ".join(f"{r:.2f}" for r in ratios)
-        ratio = statistics.median(ratios)
-        print(f"{name:28s} {release:10.4g} {keep:10.4g} {ratio:12.2f}  {rounds}", flush=True)
+        release_run, keep_run = (partial(checked_rate, name, setting, args.seconds) for setting in SETTINGS)
+        compared = side_by_side(release_run, keep_run, args.rounds)
+        release, keep = statistics.median(compared.a), statistics.median(compared.b)
+        rounds = " ".join(f"{k / r:.2f}" for r, k in zip(compared.a, compared.b, strict=True))
+        found = compared.interval
+        shown = f"[{found[0]:.2f}, {found[1]:.2f}]" if found else "(no interval)"
+        print(
+            f"{name:28s} {release:10.4g} {keep:10.4g} {compared.ratio:12.2f}  {shown}  {rounds}", flush=True
+        )
         figures += [
             Figure(f"{name} release", release, "samples/s", note=f"median of {args.rounds} runs"),
             Figure(f"{name} keep", keep, "samples/s", note=f"median of {args.rounds} runs"),
-            Figure(f"{name} keep / release", round(ratio, 4), "ratio", note=f"median; per round {rounds}"),
+            Figure(
+                f"{name} keep / release",
+                round(compared.ratio, 4),
+                "ratio",
+                note=f"ratio of the means, ABBA order: {compared.describe()}; per round {rounds}",
+            ),
         ]
     record("freed_memory", figures, note=f"allocator here: {describe()}")
 

@@ -1,21 +1,29 @@
-"""Two things measured side by side, as `flowrate compare` measures two configurations.
+"""Two things (or more) measured side by side, as `flowrate compare` measures two configurations.
 
 ``side_by_side(run_a, run_b, runs)`` calls the two alternately in flowrate's ABBA order
-(flowrate.campaigns.compare.interleave: A B B A A B …, so a drift in the machine falls on both
-alike), ``runs`` times each, and returns each side's values with the ratio mean(B) / mean(A) and
-its confidence interval from the runs' own spread (flowrate.results.verdict.ratio_ci). A benchmark
-script that compares its way of doing something with another's calls this instead of a loop of
-its own.
+(flowrate.campaigns.compare.interleave.abba_order: A B B A A B …, so a drift in the machine falls
+on both alike), ``runs`` times each, and returns each side's values with the ratio
+mean(B) / mean(A) and its confidence interval from the runs' own spread
+(flowrate.results.verdict.ratio_ci). A benchmark script that compares its way of doing something
+with another's calls this instead of a loop of its own.
+
+``in_rounds(sides, runs)`` is the same order for any number of sides and any value a call
+returns (a rate with its peak memory, a start-up and a wall time): round after round, the order
+turned round each time (A B C, C B A, A B C …; with two sides, ABBA). ``warmup`` rounds run first,
+in the same order, and are not kept. ``SideBySide(a, b)`` then compares any one value of two sides.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
-from flowrate.campaigns.compare.interleave import FIXED, A, B, StoppingRule, interleave
 from flowrate.results.verdict import ratio_ci
+
+T = TypeVar("T")
+LEVEL = 0.95  # of the interval, unless a script asks for another
 
 
 @dataclass(frozen=True)
@@ -24,7 +32,7 @@ class SideBySide:
 
     a: tuple[float, ...]
     b: tuple[float, ...]
-    level: float  # of the interval
+    level: float = LEVEL  # of the interval
 
     @property
     def ratio(self) -> float:
@@ -46,13 +54,33 @@ class SideBySide:
         return f"B/A {self.ratio:.3f}{shown}, {runs} run{'s' if runs != 1 else ''} a side)"
 
 
+def in_rounds(
+    sides: Mapping[str, Callable[[], T]], runs: int, *, warmup: int = 0
+) -> dict[str, tuple[T, ...]]:
+    """Each side called ``runs`` times, one call a side a round, the order turned round each round
+    (with two sides: A B B A A B …), after ``warmup`` rounds in the same order that are not kept.
+    What each call returned, by side, in the order they ran."""
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be 1 or more and warmup 0 or more, got {runs} and {warmup}")
+    names = list(sides)
+    kept: dict[str, list[T]] = {name: [] for name in names}
+    for round_ in range(warmup + runs):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            value = sides[name]()
+            if round_ >= warmup:
+                kept[name].append(value)
+    return {name: tuple(values) for name, values in kept.items()}
+
+
 def side_by_side(
-    run_a: Callable[[], float], run_b: Callable[[], float], runs: int, level: float = 0.95
+    run_a: Callable[[], float],
+    run_b: Callable[[], float],
+    runs: int,
+    level: float = LEVEL,
+    *,
+    warmup: int = 0,
 ) -> SideBySide:
-    """Run A and B ``runs`` times each, alternately in ABBA order; each call returns one value
-    (samples/s, seconds: whatever the two are compared on)."""
-    rule = StoppingRule(runs=runs, alpha=1 - level)
-    done = interleave(rule, lambda side: (run_a if side == A else run_b)())
-    if done.stopped != FIXED:
-        raise KeyboardInterrupt  # interleave keeps what an interrupt left; a benchmark stops
-    return SideBySide(tuple(done.values[A]), tuple(done.values[B]), level)
+    """Run A and B ``runs`` times each, alternately in ABBA order (after ``warmup`` rounds not
+    kept); each call returns one value (samples/s, seconds: whatever the two are compared on)."""
+    done = in_rounds({"A": run_a, "B": run_b}, runs, warmup=warmup)
+    return SideBySide(done["A"], done["B"], level)

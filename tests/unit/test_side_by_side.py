@@ -3,9 +3,12 @@ from flowrate.results.verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from benchmark_scripts import load_benchmark
+from flowrate.campaigns.compare.interleave import A, B, abba_order
 from flowrate.results.verdict import ratio_ci
 
 side_by_side = load_benchmark("side_by_side")
@@ -39,3 +42,36 @@ def test_one_run_a_side_has_a_ratio_and_no_interval() -> None:
     assert compared.ratio == 1.25
     assert compared.interval is None
     assert compared.describe() == "B/A 1.250 (no interval, 1 run a side)"
+
+
+def test_two_sides_in_rounds_run_in_flowrates_abba_order() -> None:
+    calls: list[str] = []
+    side_by_side.in_rounds({A: lambda: calls.append(A), B: lambda: calls.append(B)}, 4)
+    assert calls == abba_order(8)
+
+
+def test_more_sides_turn_round_each_round_and_warmup_rounds_are_not_kept() -> None:
+    calls: list[str] = []
+    counter = iter(range(100))
+
+    def side(name: str) -> Callable[[], tuple[str, int]]:
+        def run() -> tuple[str, int]:
+            calls.append(name)
+            return name, next(counter)
+
+        return run
+
+    done = side_by_side.in_rounds({"x": side("x"), "y": side("y"), "z": side("z")}, 2, warmup=1)
+    assert "".join(calls) == "xyzzyxxyz"
+    assert done == {"x": (("x", 5), ("x", 6)), "y": (("y", 4), ("y", 7)), "z": (("z", 3), ("z", 8))}
+
+
+def test_a_warmup_round_of_side_by_side_is_run_and_left_out() -> None:
+    a_values, b_values = iter([100.0, 10.0, 11.0]), iter([50.0, 9.0, 10.0])
+    compared = side_by_side.side_by_side(lambda: next(a_values), lambda: next(b_values), 2, warmup=1)
+    assert (compared.a, compared.b) == ((10.0, 11.0), (9.0, 10.0))
+
+
+def test_no_runs_is_refused() -> None:
+    with pytest.raises(ValueError, match="runs must be 1 or more"):
+        side_by_side.in_rounds({A: lambda: 1.0}, 0)
