@@ -1,15 +1,18 @@
 """What a fresh process per run costs: spawned (a new interpreter imports torch for every run)
 against forked from flowrate's fork server (torch imported once), side by side in one run.
 
-Each round runs the same short training run once each way, alternating (spawn, server, server,
-spawn, ...) so that drift on a shared machine falls on both. A run's start-up is the time from
-the caller starting its process to the run's first line in the child (ChildOutcome's
-child_started); its wall time is the caller's, start to answer. The first run through the
-server, which starts it (and imports torch there), is reported on its own and left out of the
-medians: a campaign pays it once.
+Each round runs the same short training run once each way, in ABBA order (spawn, server,
+server, spawn, ...: benchmarks/side_by_side.py) so that drift on a shared machine falls on both.
+A run's start-up is the time from the caller starting its process to the run's first line in the
+child (ChildOutcome's child_started); its wall time is the caller's, start to answer. The first
+run through the server, which starts it (and imports torch there), is reported on its own and
+left out of the medians: a campaign pays it once.
 
     python benchmarks/child_startup.py                   # 6 rounds, transformer debug, 1 s runs
     python benchmarks/child_startup.py --rounds 10 --duration 10
+
+The ratios forkserver / spawn of wall time and of throughput are ratios of the means with their 95%
+intervals (before side_by_side: the ratio of the medians, the throughput's with a Mann-Whitney p).
 
 Also printed: each way's median throughput (the same work: the ratio should be 1 within noise)
 and median peak resident set (the CPU's peak memory figure), which differs because a spawned
@@ -21,19 +24,30 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-
-import scipy.stats
+from dataclasses import astuple, dataclass
+from functools import partial
 
 from flowrate.campaigns.process.child import ChildOutcome, run_in_fresh_process
 from flowrate.config import RunConfig
 from flowrate.results.metrics import peak_memory_bytes
 from record import Figure, record  # beside this script
+from side_by_side import SideBySide, in_rounds
 
 WAYS = ("spawn", "forkserver")
 
 
-def one(config: RunConfig, way: str) -> tuple[float, float, float, float]:
-    """(start-up s, wall s, peak bytes, median samples/s) of one run started ``way``."""
+@dataclass(frozen=True)
+class Run:
+    """One run started one way."""
+
+    startup: float  # s, from the caller starting its process to the child's first line
+    wall: float  # s, the caller's, start to answer
+    peak: float  # bytes, peak resident set
+    rate: float  # median samples/s
+
+
+def one(config: RunConfig, way: str) -> Run:
+    """One run started ``way``."""
     launched = time.time()
     outcome: ChildOutcome = run_in_fresh_process(config, start_method=way)
     wall = time.time() - launched
@@ -41,7 +55,7 @@ def one(config: RunConfig, way: str) -> tuple[float, float, float, float]:
         raise SystemExit(f"the {way} run failed: {outcome.message}")
     result = outcome.result
     rate = result.summary.median_samples_per_sec
-    return outcome.child_started - launched, wall, float(peak_memory_bytes(result) or 0), rate
+    return Run(outcome.child_started - launched, wall, float(peak_memory_bytes(result) or 0), rate)
 
 
 def main() -> None:
@@ -56,29 +70,30 @@ def main() -> None:
         problem=args.problem, size="debug", mode="train", device="cpu", duration_s=args.duration, threads=1
     )
     first = one(config, "forkserver")
-    print(f"first run through the server (starts it): start-up {first[0]:.2f} s, wall {first[1]:.2f} s")
-    seen: dict[str, list[tuple[float, float, float, float]]] = {way: [] for way in WAYS}
-    for round_ in range(args.rounds):
-        for way in WAYS if round_ % 2 == 0 else reversed(WAYS):
-            seen[way].append(one(config, way))
-    median = {way: [statistics.median(x[i] for x in seen[way]) for i in range(4)] for way in WAYS}
+    print(
+        f"first run through the server (starts it): start-up {first.startup:.2f} s, wall {first.wall:.2f} s"
+    )
+    seen = in_rounds({way: partial(one, config, way) for way in WAYS}, args.rounds)
+    median = {way: [statistics.median(astuple(x)[i] for x in seen[way]) for i in range(4)] for way in WAYS}
     for way in WAYS:
         startup, wall, peak, rate = median[way]
         print(
             f"{way:10s} median start-up {startup:.3f} s  wall {wall:.2f} s  peak RSS {peak / 2**20:.0f} MiB"
             f"  {rate:.0f} samples/s"
-            f"  ({args.rounds} runs: start-up {' '.join(f'{x[0]:.2f}' for x in seen[way])})"
+            f"  ({args.rounds} runs: start-up {' '.join(f'{x.startup:.2f}' for x in seen[way])})"
         )
-    rates = [[x[3] for x in seen[way]] for way in WAYS]
-    p = scipy.stats.mannwhitneyu(*rates).pvalue
-    for way, way_rates in zip(WAYS, rates, strict=True):
-        cv = statistics.stdev(way_rates) / statistics.mean(way_rates)
+    for way in WAYS:
+        way_rates = [x.rate for x in seen[way]]
+        cv = statistics.stdev(way_rates) / statistics.mean(way_rates) if len(way_rates) > 1 else 0.0
         print(f"{way:10s} samples/s per run (CV {cv:.1%}): {' '.join(f'{r:.0f}' for r in way_rates)}")
-    (s_up, s_wall, s_peak, s_rate), (f_up, f_wall, f_peak, f_rate) = median["spawn"], median["forkserver"]
+    spawned, forked = seen["spawn"], seen["forkserver"]
+    walls = SideBySide(tuple(x.wall for x in spawned), tuple(x.wall for x in forked))
+    rates = SideBySide(tuple(x.rate for x in spawned), tuple(x.rate for x in forked))
+    (s_up, _, s_peak, _), (f_up, _, f_peak, _) = median["spawn"], median["forkserver"]
     print(
-        f"forkserver / spawn: wall {f_wall / s_wall:.2f}, start-up saved {s_up - f_up:.2f} s per run, "
+        f"forkserver / spawn: wall {walls.describe()}, start-up saved {s_up - f_up:.2f} s per run, "
         f"peak RSS {f_peak / s_peak:.2f} ({(f_peak - s_peak) / 2**20:+.0f} MiB), "
-        f"samples/s {f_rate / s_rate:.3f} (Mann-Whitney p = {p:.2f})"
+        f"samples/s {rates.describe()}"
     )
     runs = f"median of {args.rounds} runs"
     figures = [
@@ -92,9 +107,19 @@ def main() -> None:
         )
     ]
     figures += [
-        Figure("forkserver/spawn wall", round(f_wall / s_wall, 4), "ratio"),
+        Figure(
+            "forkserver/spawn wall",
+            round(walls.ratio, 4),
+            "ratio",
+            note=f"ratio of the means: {walls.describe()}",
+        ),
         Figure("start-up saved per run", round(s_up - f_up, 3), "s"),
-        Figure("forkserver/spawn rate", round(f_rate / s_rate, 3), "ratio", note=f"Mann-Whitney p={p:.2f}"),
+        Figure(
+            "forkserver/spawn rate",
+            round(rates.ratio, 3),
+            "ratio",
+            note=f"ratio of the means: {rates.describe()}",
+        ),
     ]
     record("child_startup", figures, note=f"{args.problem}/debug train, --duration {args.duration}")
 
