@@ -9,10 +9,12 @@ token windows (1025 uint16 tokens, 2 kB a sample). Each is read with 0, 1 and 2 
 - a plain torch DataLoader: a map-style Dataset over the same memmap shards returning one sample
   at a time, shuffle=True, default collation, the same batch size, workers and prefetch depth,
 
-alternating who goes first, for several rounds. A measurement times a fixed number of batches
+in rounds whose order turns round each time (torch, flowrate, no crc; no crc, flowrate, torch;
+…: benchmarks/side_by_side.py's in_rounds). A measurement times a fixed number of batches
 (24 of images, 400 of tokens) after the first few (worker start-up and the prefetch queue are left
 out); the page cache is warm (the files were just written). The script prints each side's median
-samples/s and the ratio flowrate / torch.
+samples/s and the ratio of the means flowrate / torch with its 95% interval (before side_by_side:
+the ratio of the medians).
 
     python benchmarks/loader.py                     # 3 rounds
     python benchmarks/loader.py --rounds 1 --scale 0.5
@@ -40,6 +42,7 @@ from flowrate.data.make import make_dataset
 from flowrate.data.records import DatasetIndex, Shard, read_index
 from flowrate.problems.registry import get_problem
 from record import Figure, record  # beside this script
+from side_by_side import SideBySide, in_rounds
 
 CASES = {
     # name: (problem, size, samples, shards, batch size, timed batches)
@@ -120,7 +123,7 @@ def main() -> None:
         f"{args.rounds} rounds, prefetch {PREFETCH}"
     )
     header = f"{'case':32s} {'workers':>7s} | {'torch DataLoader':>16s} | {'flowrate':>10s} | "
-    header += f"{'no crc':>10s} | ratio"
+    header += f"{'no crc':>10s} | ratio [95% interval]"
     with tempfile.TemporaryDirectory(prefix="flowrate-loader-") as tmp:
         rows = []
         figures: list[Figure] = []
@@ -140,27 +143,19 @@ def main() -> None:
                     f"{name}: {samples // batch} batches per epoch, fewer than the {needed} needed"
                 )
             for workers in WORKERS:
-                rates: dict[str, list[float]] = {"torch": [], "flowrate": [], "no crc": []}
-                for round_ in range(args.rounds):
-                    sides = [
-                        ("torch", partial(torch_side, directory, batch, workers, warmup, count)),
-                        (
-                            "flowrate",
-                            partial(flowrate_side, directory, batch, workers, True, warmup, count),
-                        ),
-                        (
-                            "no crc",
-                            partial(flowrate_side, directory, batch, workers, False, warmup, count),
-                        ),
-                    ]
-                    if round_ % 2:
-                        sides.reverse()  # alternate who goes first, so drift hits all alike
-                    for label, run in sides:
-                        rates[label].append(run())
+                sides = {
+                    "torch": partial(torch_side, directory, batch, workers, warmup, count),
+                    "flowrate": partial(flowrate_side, directory, batch, workers, True, warmup, count),
+                    "no crc": partial(flowrate_side, directory, batch, workers, False, warmup, count),
+                }
+                rates = in_rounds(sides, args.rounds)
                 medians = {label: statistics.median(values) for label, values in rates.items()}
+                compared = SideBySide(rates["torch"], rates["flowrate"])
+                found = compared.interval
+                shown = f" [{found[0]:.2f}, {found[1]:.2f}]" if found else ""
                 rows.append(
                     f"{name:32s} {workers:7d} | {medians['torch']:16.0f} | {medians['flowrate']:10.0f} | "
-                    f"{medians['no crc']:10.0f} | {medians['flowrate'] / medians['torch']:.2f}x"
+                    f"{medians['no crc']:10.0f} | {compared.ratio:.2f}x{shown}"
                 )
                 print(rows[-1], flush=True)
                 runs = f"median of {args.rounds} rounds"
@@ -168,8 +163,14 @@ def main() -> None:
                     Figure(f"{name} {workers} workers {side}", round(medians[side]), "samples/s", None, runs)
                     for side in ("torch", "flowrate", "no crc")
                 ]
-                ratio = round(medians["flowrate"] / medians["torch"], 4)
-                figures.append(Figure(f"{name} {workers} workers flowrate / torch", ratio, "ratio"))
+                figures.append(
+                    Figure(
+                        f"{name} {workers} workers flowrate / torch",
+                        round(compared.ratio, 4),
+                        "ratio",
+                        note=f"ratio of the means, in rounds: {compared.describe()}",
+                    )
+                )
     print()
     print(header)
     print("\n".join(rows))
