@@ -1,7 +1,8 @@
 """`flowrate generate`'s decode tokens/s against a hand-written greedy loop over the same cache.
 
 Per case, on one model in one process, one generation of each kind per round, in an order that
-flips every round, for --rounds rounds after a warmup round (median of each):
+flips every round (benchmarks/side_by_side.py's in_rounds), for --rounds rounds after a warmup
+round (median of each):
 
   flowrate   generate_once with its synchronized per-token clock, the loop run_generation times for
              `flowrate generate`: decode tokens/s = B × (n_out − 1) / (E2E − TTFT)
@@ -10,7 +11,8 @@ flips every round, for --rounds rounds after a warmup round (median of each):
   generate   hf: models only: transformers' model.generate(min_new_tokens = max_new_tokens, greedy),
              decode timed by a streamer's put() calls (first new token to last)
 
-ratio = flowrate ÷ hand (target ≥ 0.98). One torch thread by default: on shared cores a second
+ratio = flowrate ÷ hand, the ratio of the means with its 95% interval (target ≥ 0.98; before
+side_by_side: the ratio of the medians). One torch thread by default: on shared cores a second
 thread's spin-waits swamp the difference being measured. Cases: zoo transformer/debug, hf:llama
 tiny, and with --big llama-3.2-1b shapes (random weights, bf16, batch 1).
 
@@ -23,6 +25,7 @@ import argparse
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -35,6 +38,7 @@ from flowrate.measure.device import synchronizer
 from flowrate.problems.registry import get_problem
 from flowrate.problems.transformer import synthetic_tokens
 from record import Figure, Target, record  # beside this script
+from side_by_side import SideBySide, in_rounds
 
 
 @dataclass(frozen=True)
@@ -130,19 +134,15 @@ def measure(case: Case, rounds: int) -> list[Figure]:
         kinds = {"flowrate": flowrate_rate, "hand": hand_rate}
         if case.problem.startswith("hf:"):
             kinds["generate"] = generate_rate
-        rates: dict[str, list[float]] = {name: [] for name in kinds}
-        order = list(kinds.items())
-        for round_ in range(rounds + 1):
-            # the order flips every round (A B C, C B A, …): whatever the kind before leaves behind
-            # (caches, allocator, clocks) falls on each kind alike
-            for name, rate in order if round_ % 2 == 0 else reversed(order):
-                value = rate(case, decoder, prompts)
-                if round_:
-                    rates[name].append(value)
+        # the order flips every round (A B C, C B A, …): whatever the kind before leaves behind
+        # (caches, allocator, clocks) falls on each kind alike
+        sides = {name: partial(rate, case, decoder, prompts) for name, rate in kinds.items()}
+        rates = in_rounds(sides, rounds, warmup=1)
+    compared = SideBySide(rates["hand"], rates["flowrate"])
     med = {k: statistics.median(v) for k, v in rates.items()}
     line = (
         f"{case.label:24s} b{case.batch} p{case.prompt} n{case.new} {case.precision:5s} "
-        f"flowrate {med['flowrate']:9.1f}  hand {med['hand']:9.1f}  ratio {med['flowrate'] / med['hand']:.3f}"
+        f"flowrate {med['flowrate']:9.1f}  hand {med['hand']:9.1f}  ratio {compared.describe()}"
     )
     if "generate" in med:
         line += f"  generate() {med['generate']:9.1f} ({med['generate'] / med['hand']:.3f} of hand)"
@@ -152,7 +152,13 @@ def measure(case: Case, rounds: int) -> list[Figure]:
     figures = [
         Figure(f"{label} flowrate", round(med["flowrate"], 2), "tokens/s", note=runs),
         Figure(f"{label} hand", round(med["hand"], 2), "tokens/s", note=runs),
-        Figure(f"{label} flowrate / hand", round(med["flowrate"] / med["hand"], 4), "", Target(">=", 0.98)),
+        Figure(
+            f"{label} flowrate / hand",
+            round(compared.ratio, 4),
+            "",
+            Target(">=", 0.98),
+            f"ratio of the means, in rounds: {compared.describe()}",
+        ),
     ]
     if "generate" in med:
         figures.append(Figure(f"{label} generate()", round(med["generate"], 2), "tokens/s", note=runs))
