@@ -5,7 +5,8 @@ min_new_tokens=1)`` on the batch of prompts: one forward over the prompt that ke
 position's logits, and the first token sampled from them. flowrate's TTFT is its prefill step
 (Decoder.step over the prompt) and the argmax, timed by the same synchronized clock
 `flowrate generate` uses. Per round, on one random-weight Llama in one process, each method once,
-in an order that flips every round, after a warmup round; the median of each:
+in an order that flips every round, after a warmup round (benchmarks/side_by_side.py's in_rounds);
+the median of each:
 
   flowrate      generate_once's first token (the prefill of the last position's logits, the default)
   flowrate-all  the same with --prefill-logits all (every prompt position's logits: the old prefill)
@@ -14,7 +15,8 @@ in an order that flips every round, after a warmup round; the median of each:
   forward+mask  the same with the all-ones attention mask generate() passes (an explicit mask
                 instead of SDPA's causal flag): what separates the last two from flowrate
 
-ratio = flowrate ÷ optimum (target within 10%: 0.90–1.10). Default model: 4 layers, hidden 256,
+ratio = flowrate ÷ optimum, the ratio of the mean prefill times with its 95% interval (target
+within 10%: 0.90–1.10; before side_by_side: the ratio of the medians). Default model: 4 layers, hidden 256,
 vocabulary 32,000; batch 8 × 128 prompt tokens; fp32.
 
     python benchmarks/generate_prefill.py [--rounds 9] [--batch 8] [--prompt 128] [--threads N]
@@ -35,6 +37,7 @@ from flowrate.harness.generate_timing import RequestTiming, WallClock
 from flowrate.measure.device import synchronizer
 from flowrate.problems.registry import get_problem
 from record import Figure, Target, record  # beside this script
+from side_by_side import SideBySide, in_rounds
 
 CONFIG = {
     "num_hidden_layers": 4,
@@ -103,14 +106,8 @@ def main() -> None:
         "forward": forward(False),
         "forward+mask": forward(True),
     }
-    times: dict[str, list[float]] = {name: [] for name in methods}
     with torch.inference_mode():
-        for method in methods.values():  # warmup round
-            method()
-        for round_ in range(args.rounds):
-            order = list(methods) if round_ % 2 == 0 else list(reversed(methods))
-            for name in order:
-                times[name].append(methods[name]())
+        times = in_rounds(methods, args.rounds, warmup=1)
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"hf:llama {CONFIG['num_hidden_layers']} layers, hidden {CONFIG['hidden_size']}, vocabulary "
@@ -119,12 +116,16 @@ def main() -> None:
     )
     for name, median in medians.items():
         print(f"  {name:13s} median prefill {median * 1e3:8.1f} ms")
-    print(f"flowrate / optimum = {medians['flowrate'] / medians['optimum']:.3f} (target 0.90-1.10)")
-    print(f"flowrate-all / optimum = {medians['flowrate-all'] / medians['optimum']:.3f} (the old prefill)")
-    ratio = medians["flowrate"] / medians["optimum"]
+    compared = SideBySide(times["optimum"], times["flowrate"])
+    old = SideBySide(times["optimum"], times["flowrate-all"])
+    print(f"flowrate / optimum = {compared.ratio:.3f} (target 0.90-1.10); {compared.describe()}")
+    print(f"flowrate-all / optimum = {old.ratio:.3f} (the old prefill); {old.describe()}")
+    ratio = compared.ratio
     figures = [Figure(f"{name} median prefill", round(m * 1e3, 3), "ms") for name, m in medians.items()]
     figures += [
-        Figure("flowrate / optimum", round(ratio, 4), "ratio"),
+        Figure(
+            "flowrate / optimum", round(ratio, 4), "ratio", note=f"ratio of the means: {compared.describe()}"
+        ),
         Figure("flowrate / optimum, off 1 by", round(abs(ratio - 1), 4), "fraction", Target("<=", 0.1)),
     ]
     threads = torch.get_num_threads()
