@@ -1,14 +1,16 @@
 """Weak-scaling efficiency at 1 and 2 processes on this machine, and DDP's cost at world size 1.
 
-For each case, in rounds (the sizes alternate, so drift in the machine hits every size alike):
+For each case, in rounds (the order of the sizes turns round each round, so drift in the machine
+hits every size alike: benchmarks/side_by_side.py's in_rounds):
 
     plain     `flowrate run` in a fresh process, no process group: the single-process baseline
     N ranks   `flowrate scaling`'s launch: torchrun --standalone --nproc-per-node N, the same
               per-rank batch; throughput is the sum over ranks (MEASUREMENT.md)
 
-and reports medians over rounds of: T(plain), T(1), T(2), efficiency = T(2) / (2 × T(1)), and
-DDP's cost at world size 1 = 1 − T(1) / T(plain) (a process group, DDP's gradient buckets and
-the all-reduce over one rank).
+and reports medians over rounds of T(plain), T(1), T(2); efficiency = mean T(2) / (2 × mean T(1))
+with its 95% interval (before side_by_side: the median of the per-round T(2) / (2 × T(1)), whose
+range is still printed); and DDP's cost at world size 1 = 1 − T(1) / T(plain) of the medians (a
+process group, DDP's gradient buckets and the all-reduce over one rank).
 
 Every rank gets --threads 1 at every size (``--threads``), so 2 ranks use both cores of a
 2-core machine without oversubscribing it, and 1 rank uses one: the resources per rank are the
@@ -24,12 +26,14 @@ import argparse
 import statistics
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from flowrate.campaigns.process.child import run_in_fresh_process
 from flowrate.campaigns.scaling.run import run_size
 from flowrate.config import RunConfig
 from record import Figure, record  # beside this script
+from side_by_side import SideBySide, in_rounds
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ CASES = (
 )
 
 
-def measure(case: Case, rounds: int, duration: float, threads: int) -> dict[str, list[float]]:
+def measure(case: Case, rounds: int, duration: float, threads: int) -> dict[str, tuple[float, ...]]:
     config = RunConfig(
         problem=case.problem,
         size=case.size,
@@ -56,23 +60,22 @@ def measure(case: Case, rounds: int, duration: float, threads: int) -> dict[str,
         duration_s=duration,
         preheat_steps=3,
     )
-    figures: dict[str, list[float]] = {"plain": [], "1": [], "2": []}
+
+    def plain() -> float:
+        outcome = run_in_fresh_process(config)
+        assert outcome.result is not None, outcome.message
+        return outcome.result.summary.samples_per_sec
+
     with tempfile.TemporaryDirectory() as folder:
-        for round_ in range(rounds):
-            order = ["plain", "1", "2"] if round_ % 2 == 0 else ["2", "1", "plain"]
-            for which in order:
-                if which == "plain":
-                    outcome = run_in_fresh_process(config)
-                    assert outcome.result is not None, outcome.message
-                    figures[which].append(outcome.result.summary.samples_per_sec)
-                else:
-                    result = run_size(config, int(which), Path(folder))
-                    figures[which].append(result.summary.samples_per_sec)
-            print(
-                f"  round {round_ + 1}: plain {figures['plain'][-1]:.1f}, 1 rank {figures['1'][-1]:.1f}, "
-                f"2 ranks {figures['2'][-1]:.1f} samples/s",
-                flush=True,
-            )
+
+        def ranks(size: int) -> float:
+            return run_size(config, size, Path(folder)).summary.samples_per_sec
+
+        figures = in_rounds({"plain": plain, "1": partial(ranks, 1), "2": partial(ranks, 2)}, rounds)
+    for round_, row in enumerate(zip(figures["plain"], figures["1"], figures["2"], strict=True)):
+        print(
+            f"  round {round_ + 1}: plain {row[0]:.1f}, 1 rank {row[1]:.1f}, 2 ranks {row[2]:.1f} samples/s"
+        )
     return figures
 
 
@@ -91,9 +94,13 @@ def main() -> None:
         f = measure(case, args.rounds, args.duration, args.threads)
         plain, one, two = (statistics.median(f[k]) for k in ("plain", "1", "2"))
         efficiencies = [b / (2 * a) for a, b in zip(f["1"], f["2"], strict=True)]
+        scaled = SideBySide(f["1"], f["2"])
+        efficiency = scaled.ratio / 2
+        found = scaled.interval
+        shown = f"95% {found[0] / 2:.1%}–{found[1] / 2:.1%}; " if found else ""
         rows.append(
             f"| {case.label} | {case.batch_size} | {plain:,.1f} | {one:,.1f} | {two:,.1f} | {two / 2:,.1f} "
-            f"| **{statistics.median(efficiencies):.1%}** ({min(efficiencies):.1%}–{max(efficiencies):.1%}) "
+            f"| **{efficiency:.1%}** ({shown}range {min(efficiencies):.1%}–{max(efficiencies):.1%}) "
             f"| {1 - one / plain:.1%} |"
         )
         low, high = min(efficiencies), max(efficiencies)
@@ -103,9 +110,10 @@ def main() -> None:
             Figure(f"{case.label} torchrun 2 ranks", two, "samples/s", note="the sum over ranks"),
             Figure(
                 f"{case.label} weak-scaling efficiency",
-                round(statistics.median(efficiencies), 4),
+                round(efficiency, 4),
                 "fraction",
-                note=f"median; range {low:.1%}-{high:.1%}",
+                note=f"ratio of the means / 2, 2 ranks / 1 rank {scaled.describe()}; per-round range "
+                f"{low:.1%}-{high:.1%}",
             ),
             Figure(f"{case.label} DDP cost at world size 1", round(1 - one / plain, 4), "fraction"),
         ]
