@@ -1,8 +1,10 @@
 """Inference formats side by side: fp32, bf16, int8-weights (and int8-dynamic) on one problem,
 samples/s from `flowrate run` and fidelity from `flowrate check`, each in a fresh process.
 
-Throughput: `flowrate run --mode infer` per format, interleaved over --rounds, median samples/s,
-printed with its ratio to fp32. Fidelity: `flowrate check` per format (int8 formats: the model
+Throughput: `flowrate run --mode infer` per format, interleaved over --rounds in an order that
+turns round each round (benchmarks/side_by_side.py's in_rounds), median samples/s, printed with
+its ratio to fp32: the ratio of the means with its 95% interval (before side_by_side: the ratio of
+the medians, each round in the same order). Fidelity: `flowrate check` per format (int8 formats: the model
 trained in fp32, then evaluated quantized on the same held-out batches as fp32; bf16: its own
 training curve), the loss reached.
 
@@ -17,8 +19,10 @@ import json
 import statistics
 import subprocess
 import sys
+from functools import partial
 
 from record import Figure, record  # beside this script
+from side_by_side import SideBySide, in_rounds
 
 FORMATS = ("fp32", "bf16", "int8-weights", "int8-dynamic")
 
@@ -41,24 +45,37 @@ def main() -> None:
     parser.add_argument("--threads", default="2")
     args = parser.parse_args()
     common = ["-p", args.problem, "--size", args.size, "--threads", args.threads]
-    rates: dict[str, list[float]] = {f: [] for f in FORMATS}
-    for _ in range(args.rounds):
-        for fmt in FORMATS:
-            run = flowrate("run", *common, "--mode", "infer", "--precision", fmt, "--duration", args.duration)
-            rates[fmt].append(run["summary"]["samples_per_sec"])
+
+    def rate(fmt: str) -> float:
+        run = flowrate("run", *common, "--mode", "infer", "--precision", fmt, "--duration", args.duration)
+        return float(run["summary"]["samples_per_sec"])
+
+    rates = in_rounds({fmt: partial(rate, fmt) for fmt in FORMATS}, args.rounds)
     print(f"{args.problem}/{args.size}, infer, {args.rounds} interleaved rounds of {args.duration} s each")
-    print(f"{'format':14} {'samples/s':>10} {'vs fp32':>8} {'loss reached':>13} {'fp32 same batches':>18}")
-    base = statistics.median(rates["fp32"])
+    print(
+        f"{'format':14} {'samples/s':>10} {'vs fp32':>8} {'loss reached':>13} {'fp32 same batches':>18}"
+        "  vs fp32, 95% interval"
+    )
     figures: list[Figure] = []
     for fmt in FORMATS:
         check = flowrate("check", *common, "--precision", fmt, "--steps", args.check_steps, "--lr", "1e-3")
         f = check["fidelity"]
         median = statistics.median(rates[fmt])
+        compared = SideBySide(rates["fp32"], rates[fmt])
+        found = compared.interval
+        shown = f"[{found[0]:.2f}, {found[1]:.2f}]" if found and fmt != "fp32" else "-"
         reference = f"{f['reference_loss']:.4f}" if f.get("reference_loss") is not None else "-"
-        print(f"{fmt:14} {median:10.1f} {median / base:8.2f} {f['final_loss']:13.4f} {reference:>18}")
+        print(
+            f"{fmt:14} {median:10.1f} {compared.ratio:8.2f} {f['final_loss']:13.4f} {reference:>18}  {shown}"
+        )
         figures += [
             Figure(f"{fmt} samples/s", median, "samples/s", note=f"median of {args.rounds} rounds"),
-            Figure(f"{fmt} / fp32", round(median / base, 4), "ratio"),
+            Figure(
+                f"{fmt} / fp32",
+                round(compared.ratio, 4),
+                "ratio",
+                note=f"ratio of the means: {compared.describe()}",
+            ),
             Figure(f"{fmt} loss reached", f["final_loss"], "loss", note=f"fp32, same batches: {reference}"),
         ]
     record("precision_formats", figures, note=f"{args.problem}/{args.size}, infer, {args.duration} s runs")
