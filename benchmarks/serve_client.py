@@ -8,8 +8,9 @@ once) on loopback:
   with a send that does nothing: what the event loop and the OS scheduler alone allow here.
 - client TTFT: serve-bench's aiohttp client against a bare asyncio-socket client (writes the
   request, reads to the first data line: the least a client can do), one request at a time,
-  interleaved A B A B so both see the same machine. The difference of medians is what the client
-  adds. Target: < 0.5 ms.
+  interleaved in ABBA order after 10 warm-up rounds (benchmarks/side_by_side.py's
+  in_rounds_async; before it, A B A B) so both see the same machine. The difference of medians
+  is what the client adds. Target: < 0.5 ms.
 
     python benchmarks/serve_client.py                  # 2000 sends at 200/s, 500 TTFT pairs
     python benchmarks/serve_client.py -n 200 --pairs 50
@@ -23,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -31,6 +33,7 @@ import numpy as np
 from flowrate.results.serving import RequestTrace
 from flowrate.serving import bench, client, load, prompts
 from record import Figure, Target, record  # beside this script
+from side_by_side import in_rounds_async
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,20 +65,16 @@ async def _ttft_pairs(port: int, pairs: int) -> tuple[list[float], list[float]]:
 
     payload = client.payload("completions", "null", "hello", 4)
     raw = json.dumps(payload).encode()
-    ours, bare = [], []
     url = f"http://127.0.0.1:{port}/v1/completions"
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        for _ in range(10):  # warm both paths
-            await client.stream_request(
-                session, url, payload, RequestTrace(0, 0.0), time.perf_counter(), 10.0
-            )
-            await _bare_ttft(port, raw)
-        for _ in range(pairs):
+
+        async def ours() -> float:
             trace = RequestTrace(0, 0.0)
             await client.stream_request(session, url, payload, trace, time.perf_counter(), 10.0)
-            ours.append(trace.chunks[0].t_s - trace.sent_s)
-            bare.append(await _bare_ttft(port, raw))
-    return ours, bare
+            return trace.chunks[0].t_s - trace.sent_s
+
+        done = await in_rounds_async({"ours": ours, "bare": partial(_bare_ttft, port, raw)}, pairs, warmup=10)
+    return list(done["ours"]), list(done["bare"])
 
 
 def _scheduler_floor(times: list[float]) -> list[float]:

@@ -1,8 +1,8 @@
 """Two things (or more) measured side by side, as `flowrate compare` measures two configurations.
 
-``side_by_side(run_a, run_b, runs)`` calls the two alternately in flowrate's ABBA order
-(flowrate.campaigns.compare.interleave.abba_order: A B B A A B …, so a drift in the machine falls
-on both alike), ``runs`` times each, and returns each side's values with the ratio
+``side_by_side(run_a, run_b, runs)`` calls the two alternately in flowrate's ABBA order (the
+order of flowrate.campaigns.compare.interleave.abba_order: A B B A A B …, so a drift in the
+machine falls on both alike), ``runs`` times each, and returns each side's values with the ratio
 mean(B) / mean(A) and its confidence interval from the runs' own spread
 (flowrate.results.verdict.ratio_ci). A benchmark script that compares its way of doing something
 with another's calls this instead of a loop of its own.
@@ -10,13 +10,14 @@ with another's calls this instead of a loop of its own.
 ``in_rounds(sides, runs)`` is the same order for any number of sides and any value a call
 returns (a rate with its peak memory, a start-up and a wall time): round after round, the order
 turned round each time (A B C, C B A, A B C …; with two sides, ABBA). ``warmup`` rounds run first,
-in the same order, and are not kept. ``SideBySide(a, b)`` then compares any one value of two sides.
+in the same order, and are not kept. ``in_rounds_async`` does the same with coroutines.
+``SideBySide(a, b)`` then compares any one value of two sides.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -54,21 +55,42 @@ class SideBySide:
         return f"B/A {self.ratio:.3f}{shown}, {runs} run{'s' if runs != 1 else ''} a side)"
 
 
+def order(names: Sequence[str], runs: int, warmup: int = 0) -> list[tuple[str, bool]]:
+    """Which side runs next and whether its value is kept: ``warmup + runs`` rounds, one call a
+    side a round, the order turned round each round (with two sides: A B B A A B …), the first
+    ``warmup`` rounds not kept."""
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be 1 or more and warmup 0 or more, got {runs} and {warmup}")
+    return [
+        (name, round_ >= warmup)
+        for round_ in range(warmup + runs)
+        for name in (names if round_ % 2 == 0 else list(reversed(names)))
+    ]
+
+
 def in_rounds(
     sides: Mapping[str, Callable[[], T]], runs: int, *, warmup: int = 0
 ) -> dict[str, tuple[T, ...]]:
-    """Each side called ``runs`` times, one call a side a round, the order turned round each round
-    (with two sides: A B B A A B …), after ``warmup`` rounds in the same order that are not kept.
-    What each call returned, by side, in the order they ran."""
-    if runs < 1 or warmup < 0:
-        raise ValueError(f"runs must be 1 or more and warmup 0 or more, got {runs} and {warmup}")
-    names = list(sides)
-    kept: dict[str, list[T]] = {name: [] for name in names}
-    for round_ in range(warmup + runs):
-        for name in names if round_ % 2 == 0 else reversed(names):
-            value = sides[name]()
-            if round_ >= warmup:
-                kept[name].append(value)
+    """Each side called ``runs`` times in ``order`` (after ``warmup`` rounds not kept): what each
+    call returned, by side, in the order they ran."""
+    kept: dict[str, list[T]] = {name: [] for name in sides}
+    for name, keep in order(list(sides), runs, warmup):
+        value = sides[name]()
+        if keep:
+            kept[name].append(value)
+    return {name: tuple(values) for name, values in kept.items()}
+
+
+async def in_rounds_async(
+    sides: Mapping[str, Callable[[], Awaitable[T]]], runs: int, *, warmup: int = 0
+) -> dict[str, tuple[T, ...]]:
+    """``in_rounds`` for sides that are coroutines (requests on one event loop), awaited one at a
+    time."""
+    kept: dict[str, list[T]] = {name: [] for name in sides}
+    for name, keep in order(list(sides), runs, warmup):
+        value = await sides[name]()
+        if keep:
+            kept[name].append(value)
     return {name: tuple(values) for name, values in kept.items()}
 
 

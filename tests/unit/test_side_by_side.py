@@ -3,7 +3,8 @@ from flowrate.results.verdict."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -75,3 +76,18 @@ def test_a_warmup_round_of_side_by_side_is_run_and_left_out() -> None:
 def test_no_runs_is_refused() -> None:
     with pytest.raises(ValueError, match="runs must be 1 or more"):
         side_by_side.in_rounds({A: lambda: 1.0}, 0)
+
+
+def test_coroutine_sides_are_awaited_in_the_same_order() -> None:
+    calls: list[str] = []
+
+    def side(name: str) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            calls.append(name)
+            return len(calls)
+
+        return run
+
+    done = asyncio.run(side_by_side.in_rounds_async({A: side(A), B: side(B)}, 2, warmup=1))
+    assert calls == abba_order(6)
+    assert done == {A: (4, 5), B: (3, 6)}
