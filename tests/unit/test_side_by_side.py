@@ -4,11 +4,12 @@ from flowrate.results.verdict."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 
 import pytest
 
-from benchmark_scripts import load_benchmark
+from benchmark_scripts import BENCHMARKS, load_benchmark
 from flowrate.campaigns.compare.interleave import A, B, abba_order
 from flowrate.results.verdict import ratio_ci
 
@@ -91,3 +92,37 @@ def test_coroutine_sides_are_awaited_in_the_same_order() -> None:
     done = asyncio.run(side_by_side.in_rounds_async({A: side(A), B: side(B)}, 2, warmup=1))
     assert calls == abba_order(6)
     assert done == {A: (4, 5), B: (3, 6)}
+
+
+# the scripts that measure two things (or more) against each other in rounds
+COMPARING = (
+    "child_startup",
+    "ecosystem",
+    "freed_memory",
+    "generate",
+    "generate_prefill",
+    "loader",
+    "overhead",
+    "precision_formats",
+    "scaling",
+    "serve_client",
+    "streaming",
+)
+# a round's order turned by hand: `if round_ % 2`, `… else reversed(order)`, `order.reverse()`,
+# `tools[index % len(tools):] + …`
+HAND_ORDER = re.compile(r"\bround_?\s*%\s*2\b|else\s+reversed\(|\.reverse\(\)|\[\s*\w+\s*%\s*len\(\w+\)\s*:")
+OWN_ORDER = {"serve_peers": "each round's order rotates, with that round's load average in the report"}
+
+
+def test_every_script_that_compares_sides_runs_them_through_side_by_side() -> None:
+    for name in COMPARING:
+        assert "from side_by_side import " in (BENCHMARKS / f"{name}.py").read_text(), name
+
+
+def test_no_other_script_turns_the_order_of_its_rounds_by_hand() -> None:
+    found = {
+        path.stem
+        for path in BENCHMARKS.glob("*.py")
+        if path.stem != "side_by_side" and HAND_ORDER.search(path.read_text())
+    }
+    assert found == set(OWN_ORDER)
