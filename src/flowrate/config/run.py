@@ -353,6 +353,13 @@ class RunConfig:
     (flowrate.config.amount), whose wall time and cost the result projects at the measured rate
     (flowrate.results.solution)."""
 
+    # --- as a record holds it (flowrate.results.codec's open sections; never a setting) ---
+    extra: dict[str, object] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """Keys a record's configuration holds beyond these fields (an older or newer flowrate's)."""
+    written: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The keys a record held, in its order; None for a configuration made here. One read from a
+    record is what ran: it is not checked again."""
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place
         if self.mode is not None:
@@ -361,6 +368,8 @@ class RunConfig:
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
         set_(self, "freed_memory", FreedMemory.parse(self.freed_memory))
+        if self.written is not None:
+            return
         check_problem(self)
         set_(self, "batch_size", parse_batch_size(self.batch_size))
         for check in CHECKS:
@@ -388,16 +397,22 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """The settings as plain values (the record's keys beyond them left out)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in RECORD_ONLY}
+        data["problem_options"] = dict(self.problem_options)
         for key, value in data.items():
             if isinstance(value, enum.Enum):
                 data[key] = value.value
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        known = {f.name for f in dataclasses.fields(cls)}
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        known = {f.name for f in dataclasses.fields(cls)} - RECORD_ONLY
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# the fields a configuration read from a record carries besides its settings
+RECORD_ONLY = frozenset({"extra", "written"})
 
 
 CHECK_STEPS = 300  # steps a `flowrate check` trains when given no length (and explore's checks)
