@@ -108,13 +108,12 @@ def test_a_sweep_point_and_its_turns_read_by_attribute_and_write_the_same_json()
     assert read.per_turn is not None and read.per_turn[0].prompt_tokens_median == 9.0
     assert read.sweep is not None and (read.sweep.point, read.sweep.verdict) == (1, "pass")
     assert read.sweep.loads == ["2 req/s", "4 req/s"] and read.sweep.extra == {"shard": 0}
+    assert read.sweep.slo_latency_ms is not None and read.sweep.slo_latency_ms["ttft_ms"].n == 4
     assert (read.traces[0].conversation, read.traces[0].turn) == (1, 0)
     assert read.extra == {} and json.dumps(encode(read)) == json.dumps(data)
 
 
-def test_a_rate_search_server_metrics_and_prompt_calibration_read_by_attribute_and_write_the_same_json() -> (
-    None
-):
+def test_a_rate_search_and_the_servers_own_figures_read_by_attribute_and_write_the_same_json() -> None:
     bounded = {"n": 22, "quantile": 40.0, "upper": 45.0, "tail": 3}
     point = {"rate": 4.0, "partial": False, "completed": 22, "request_throughput": 3.9, "traces": []}
     point |= {"verdict": "pass", "latency_ms": {"ttft_ms": bounded}, "note": "x"}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowrate.results.codec import decode, encode
-from flowrate.results.serving_search import RateSearch
+from flowrate.results.serving_search import Bounded, RateSearch
 
 
 @dataclass
@@ -173,7 +173,7 @@ class SweepPlace:
     stopped: str | None = None
     cut: str | None = None  # why this point was cut (then partial); None: measured whole
     verdict: str | None = None  # pass, fail or undecided; None without --slo or for a cut point
-    slo_latency_ms: dict[str, Any] | None = None
+    slo_latency_ms: dict[str, Bounded] | None = None  # by SLO key, as a rate search's point
     extra: dict[str, object] = field(default_factory=dict)
     written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
