@@ -353,12 +353,10 @@ class RunConfig:
     (flowrate.config.amount), whose wall time and cost the result projects at the measured rate
     (flowrate.results.solution)."""
 
-    # --- as a record holds it (flowrate.results.codec's open sections; never a setting) ---
+    # --- as a record holds it (results.codec's open sections, no settings): keys beyond these, and
+    # the record's key order (None: made here; one read from a record ran, so is not checked) ---
     extra: dict[str, object] = dataclasses.field(default_factory=dict, compare=False, repr=False)
-    """Keys a record's configuration holds beyond these fields (an older or newer flowrate's)."""
     written: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
-    """The keys a record held, in its order; None for a configuration made here. One read from a
-    record is what ran: it is not checked again."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place
@@ -411,10 +409,7 @@ class RunConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-# the fields a configuration read from a record carries besides its settings
-RECORD_ONLY = frozenset({"extra", "written"})
-
-
+RECORD_ONLY = frozenset({"extra", "written"})  # a record's keys beside the settings (above)
 CHECK_STEPS = 300  # steps a `flowrate check` trains when given no length (and explore's checks)
 
 
