@@ -23,6 +23,8 @@ from flowrate.measure.memory import MemoryReport
 from flowrate.measure.peaks import PeakLookup
 from flowrate.problems.base import Batch, Problem
 from flowrate.results.assemble import Built, Measurements, assemble
+from flowrate.results.codec import encode
+from flowrate.results.configs import config_from
 from flowrate.results.environment import environment_from
 from flowrate.results.schema import IntervalRecord, Result
 from flowrate.results.sections import Energy, Fidelity, Flops, Kind, Memory, ProblemInfo
@@ -128,9 +130,12 @@ def make_result(
             model_flops_per_sec=samples_per_sec * FLOPS_PER_SAMPLE,
         )
     what = {"problem": problem, "size": size, "mode": mode, "batch_size": batch_size, "precision": precision}
+    kind = Kind.RUN if final_loss is None else Kind.CHECK
     return replace(
         made,
-        config={**what, "optimizer": "adamw", "execution": execution, "device": device_type},
+        config=config_from(
+            kind, {**what, "optimizer": "adamw", "execution": execution, "device": device_type}
+        ),
         problem=ProblemInfo(name=problem, size=size, parameters=PARAMETERS, blocks=3),
         environment=environment_from(
             {**_environment(problem, batch_size, device_type, device_name), **(environment or {})}
@@ -141,7 +146,7 @@ def make_result(
         energy=_energy(samples_per_joule, summary.timed_samples, summary.timed_duration_s),
         memory=Memory(process_peak_rss_bytes=peak_memory_bytes),
         fidelity=None if final_loss is None else Fidelity(final_loss=final_loss),
-        kind=Kind.RUN if final_loss is None else Kind.CHECK,
+        kind=kind,
         run_id=f"{next(_ids):012x}" if run_id is None else run_id,
         created_at=created_at,
         flowrate_version="0.1.0",
@@ -222,6 +227,9 @@ def _environment(problem: str, batch_size: int, device_type: str, device_name: s
 
 
 def with_figures(result: Result, **changes: Any) -> Result:
-    """A copy of ``result`` with some top-level fields replaced (a new run id unless given)."""
+    """A copy of ``result`` with some top-level fields replaced (a new run id unless given); a new
+    kind without a config retypes the config as a record of that kind reads it."""
     changes.setdefault("run_id", f"{next(_ids):012x}")
+    if "kind" in changes and "config" not in changes:
+        changes["config"] = config_from(changes["kind"], encode(result.config))
     return replace(result, **changes)

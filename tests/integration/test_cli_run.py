@@ -130,7 +130,7 @@ def test_run_infer_writes_result_file(run_cli, tmp_path: Path) -> None:  # type:
     assert out.code == 0, out.stderr
     assert out.stdout == ""  # no --json: nothing on stdout
     result = Result.load(target)
-    assert result.config["mode"] == "infer"
+    assert result.config.mode == "infer"
     assert result.problem.model_flops_per_sample == result.problem.forward_flops_per_sample
     assert result.summary.timed_steps == 4
     assert Result.from_json(result.to_json()) == result  # round trip is exact
@@ -239,7 +239,7 @@ _THREE_RUNS = """
 import json, flowrate
 runs = [flowrate.benchmark("fc_mnist", size="debug", steps=2, preheat_steps=1, freed_memory=setting)
         for setting in ("release", "keep", "release")]
-print(json.dumps([[r.config["freed_memory"], r.environment.freed_memory, r.warnings] for r in runs]))
+print(json.dumps([[r.config.freed_memory, r.environment.freed_memory, r.warnings] for r in runs]))
 """
 
 

@@ -35,7 +35,7 @@ def test_a_generate_sweep_records_generations_and_resumes(run_cli, results_store
     assert by_batch[2].generation is not None and by_batch[2].generation.memory.batch_size_auto is True
     for result in by_batch.values():
         g = result.generation
-        assert result.config["mode"] == "generate" and g is not None
+        assert result.config.mode == "generate" and g is not None
         assert (g.prompt_len, g.new_tokens, len(g.requests)) == (6, 3, 2)
         assert g.decode_tokens_per_sec > 0
         assert rate(g.decode_tokens_per_sec) in outcome.stdout  # the table shows it, as it formats it

@@ -174,4 +174,4 @@ def test_a_generation_job_writes_its_result_with_the_generation(tmp_path: Path) 
     run_point(Job(config).to_dict(), str(out), None)
     result = read_outcome(out).result
     assert result is not None and result.generation is not None
-    assert (result.batch_size, result.generation.new_tokens, result.config["mode"]) == (2, 3, "generate")
+    assert (result.batch_size, result.generation.new_tokens, result.config.mode) == (2, 3, "generate")

@@ -115,7 +115,7 @@ def test_fidelity_is_an_objective_each_configuration_checked_once(run_cli, resul
     timed = {r.precision: r for r in runs if "rung:0" in r.tags}
     assert set(checks) == set(timed) == {"fp32", "bf16"} and len(runs) == 4
     for check in checks.values():  # `flowrate check`'s defaults: 300 steps, no preheat, the loss fell
-        assert check.result.config["steps"] == 300 and check.result.config["preheat_steps"] == 0
+        assert check.result.config.steps == 300 and check.result.config.preheat_steps == 0
         assert check.result.fidelity is not None and check.result.fidelity.fell
     for evaluation in document["evaluations"]:
         run = next(r for r in timed.values() if r.run_id == evaluation["run_id"])

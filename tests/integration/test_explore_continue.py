@@ -51,7 +51,7 @@ def test_a_run_beaten_at_its_first_rung_stops_there() -> None:
     assert watch.stopped and len(watch.reached) == 1
     assert _ends_at_the_first_sample_point_past(result, 0.2)
     (own,) = watch.results(result)  # the run's own Result is the rung's, its duration the rung's
-    assert own.run_id == result.run_id and own.config["duration_s"] == 0.2
+    assert own.run_id == result.run_id and own.config.duration_s == 0.2
 
 
 def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
@@ -59,7 +59,7 @@ def test_a_run_nothing_beats_goes_on_with_a_result_per_rung() -> None:
     result = run_config(BASE, observer=watch)
     lower, final = watch.results(result)[0], watch.results(result)[1]
     assert not watch.stopped and final is result
-    assert lower.config["duration_s"] == 0.2 and final.config["duration_s"] == 0.6
+    assert lower.config.duration_s == 0.2 and final.config.duration_s == 0.6
     assert _ends_at_the_first_sample_point_past(lower, 0.2) and _elapsed(final) >= 0.6
     # the lower rung's intervals are the first of the whole run's: one run, measured on its way
     assert lower.intervals == final.intervals[: len(lower.intervals)]
@@ -72,11 +72,11 @@ def test_the_lower_rungs_come_back_from_a_fresh_process_and_a_cluster_job(tmp_pa
     assert job["rungs"] == _plan() and "plan" not in job["config"]
     child = run_in_fresh_process(going)
     assert child.result is not None and len(child.lower) == 1
-    assert child.lower[0].config["duration_s"] == 0.2 and child.result.config["duration_s"] == 0.6
+    assert child.lower[0].config.duration_s == 0.2 and child.result.config.duration_s == 0.6
     out = tmp_path / "point.json"
     run_point(job, str(out), None)
     outcome = read_outcome(out)
-    assert outcome.result is not None and [r.config["duration_s"] for r in outcome.lower] == [0.2]
+    assert outcome.result is not None and [r.config.duration_s for r in outcome.lower] == [0.2]
 
 
 @pytest.mark.parametrize("rivals", [(), (UNBEATABLE,)])
@@ -96,5 +96,5 @@ def test_the_real_evaluator_records_each_rung_reached_as_a_run(
     (outcome,) = evaluate([Evaluation({"batch_size": 4}, 0.2, 0, then)])
     assert outcome.status == DONE and len(outcome.higher) == (0 if rivals else 1)
     recorded = [store.get(r.run_id).result for r in store.runs(RunFilter(tag=f"explore:{spec.study_name}"))]
-    assert sorted(r.config["duration_s"] for r in recorded) == ([0.2] if rivals else [0.2, 0.6])
+    assert sorted(r.config.duration_s for r in recorded) == ([0.2] if rivals else [0.2, 0.6])
     assert all(o.cost_s > 0 for o in (outcome, *outcome.higher))

@@ -196,7 +196,7 @@ def test_measure_peak_of_an_int8_weights_run_times_its_fp32_matmuls() -> None:
     # int8 weights are dequantized into the fp32 activations' matmuls: the GEMM runs fp32 (issue 40.2)
     result = flowrate.benchmark("fc_mnist", precision="int8-weights", measure_peak=True, threads=1, **TINY)
     f = result.flops
-    assert result.config["precision"] == "int8-weights"
+    assert result.config.precision == "int8-weights"
     assert f.measured_peak_flops is not None and f.model_flops_per_sec is not None
     assert f.measured_peak_flops > 1e9
     assert f.mfu_of_measured_peak == pytest.approx(f.model_flops_per_sec / f.measured_peak_flops)

@@ -26,6 +26,7 @@ from flowrate.analysis.report import render_report
 from flowrate.analysis.report_plots import MAX_RATE_PLOTS
 from flowrate.estimate.calibration import save_calibration
 from flowrate.harness.survey_bands import make_figure
+from flowrate.results.configs import config_from
 from flowrate.results.schema import Result
 from flowrate.results.sections import Census, FormatFigures, Kind, Operators, Survey
 from flowrate.results.store import Store, StoredRun
@@ -340,7 +341,7 @@ def test_surveys_get_a_section_of_their_own_and_stay_out_of_the_runs() -> None:
         make_result(1.0, run_id="5urvey000001"),
         kind=Kind.SURVEY,
         survey=Survey(device="<i>H100</i>", quick=True, figures=figures),
-        config={"problem": "survey"},
+        config=config_from(Kind.SURVEY, {"problem": "survey"}),
     )
     page = render_report([run, survey], title="t")
     assert '<code id="run-feedfacecafe">' in page and '<code id="run-5urvey000001">' not in page

@@ -60,7 +60,7 @@ def test_a_rate_sweep_records_each_load_as_a_run_and_draws_its_curve(run_cli: An
     assert all(_sweep(s).stopped == "every load" and _sweep(s).cut is None for s in sections)
     # 4 requests bound no p99: the verdict is the search's "undecided", its figures kept
     assert [_sweep(s).verdict for s in sections] == ["undecided", "undecided"]
-    assert (_sweep(sections[0]).slo_latency_ms or {})["ttft_ms"]["n"] == 4
+    assert (_sweep(sections[0]).slo_latency_ms or {})["ttft_ms"].n == 4
     assert workload(runs[0]) != workload(runs[1])  # two configurations, by their load
     assert "point 1 of 2: 20 req/s" in outcome.stderr and "point 2 of 2: 40 req/s" in outcome.stderr
     assert "serve-bench sweep (every load)" in outcome.stderr

@@ -41,7 +41,7 @@ def test_debug_size_runs(family: str, mode: str, precision: str) -> None:
     assert len(result.losses) == 3 and all(math.isfinite(v) for v in result.losses)
     assert s.samples_per_sec == pytest.approx(s.timed_samples / s.timed_duration_s)  # GlobalRate
     assert result.problem.parameters == result.problem.parameters_built
-    assert result.config["precision"] == precision
+    assert result.config.precision == precision
 
 
 def test_training_lowers_the_loss_on_a_fixed_batch() -> None:

@@ -271,7 +271,7 @@ def test_environment_and_problem_differences() -> None:
 def test_configuration_differences_are_listed_not_warned() -> None:
     a = make_result(NOISY_A, "a1")
     b = dataclasses.replace(
-        make_result(NOISY_A, "b1"), batch_size=64, config={**a.config, "precision": "bf16"}
+        make_result(NOISY_A, "b1"), batch_size=64, config=dataclasses.replace(a.config, precision="bf16")
     )
     c = compare([a], [b])
     assert c.configuration_differences == [

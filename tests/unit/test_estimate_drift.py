@@ -71,7 +71,9 @@ def test_a_run_without_a_prediction_is_priced_with_its_machine_s_calibration() -
     (mine,), (theirs,) = (g.points for g in drift(_stored(ours, other), recompute_with_calibration()))
 
     problem = get_problem("fc_mnist", "debug")
-    config = RunConfig.from_dict(ours.config).for_problem(problem.modes, problem.default_mode, problem.name)
+    config = RunConfig.from_dict(ours.config.to_dict()).for_problem(
+        problem.modes, problem.default_mode, problem.name
+    )
     model = device_model(calibration.device, None, calibration, None)
     expected = estimate_step(trace_for(config, problem, 8), model).samples_per_sec
     assert mine.predicted == pytest.approx(expected, rel=1e-12), mine.source

@@ -49,14 +49,14 @@ def test_nothing_is_measured_before_a_rungs_duration_and_minimum_steps() -> None
     assert not watch.at_sample_point(_record((1.1, 1)), provisional)  # 1 s, but 1 step of 2
     assert provisional.calls == 0 and watch.reached == []
     assert not watch.at_sample_point(_record((1.1, 1), (1.3, 1)), provisional)
-    assert provisional.calls == 1 and [r.config["duration_s"] for r in watch.reached] == [1.0]
-    assert watch.reached[0].config["min_steps"] == 2
+    assert provisional.calls == 1 and [r.config.duration_s for r in watch.reached] == [1.0]
+    assert watch.reached[0].config.min_steps == 2
 
 
 def test_rungs_passed_at_one_sample_point_are_each_measured_there() -> None:
     watch, provisional = _watch((), ()), Provisional(RUN)
     assert not watch.at_sample_point(_record((3.5, 10)), provisional)
-    assert [r.config["duration_s"] for r in watch.reached] == [1.0, 3.0]
+    assert [r.config.duration_s for r in watch.reached] == [1.0, 3.0]
     assert not watch.at_sample_point(
         _record((3.5, 10), (9.2, 20)), provisional
     )  # no rung below the last left
@@ -72,7 +72,7 @@ def test_a_run_beaten_at_a_rung_stops_there_and_its_own_result_is_that_rungs() -
     final = make_result(990.0)
     first, own = watch.results(final)
     assert first is watch.reached[0] and own.run_id == final.run_id
-    assert (own.config["duration_s"], own.config["min_steps"]) == (3.0, 4)
+    assert (own.config.duration_s, own.config.min_steps) == (3.0, 4)
 
 
 def test_within_noise_or_unreadable_it_goes_on() -> None:

@@ -49,7 +49,7 @@ def test_every_kernel_family_is_in_the_zoo() -> None:
 @pytest.mark.parametrize("name", ON_CPU)
 def test_debug_size_runs_end_to_end_on_cpu(name: str) -> None:
     result = flowrate.benchmark(name, size="debug", steps=3, preheat_steps=1, device="cpu")
-    assert result.config["mode"] == "infer"
+    assert result.config.mode == "infer"
     calls = 1000 if name == "launch" else 1  # launch makes 1000 calls a step, to amortise the step's own
     assert result.batch_size == calls
     assert len(result.losses) == 3 and all(math.isfinite(v) for v in result.losses)

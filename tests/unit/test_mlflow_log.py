@@ -103,7 +103,8 @@ def test_a_long_run_is_sent_in_batches_within_mlflow_limits(log: MlflowLog, trac
 def test_params_keep_mlflow_limits_on_names_and_values(log: MlflowLog, tracking_uri: str) -> None:
     long = "x" * 7000
     made = _result()
-    result = dataclasses.replace(made, config={**made.config, "problem_options": {"odd key!": long, "m": 64}})
+    options = {"odd key!": long, "m": 64}
+    result = dataclasses.replace(made, config=dataclasses.replace(made.config, problem_options=options))
     flat = params(result)
     assert flat["problem_options.m"] == "64" and flat["problem_options.odd key_"] == "x" * 5999 + "…"
     mlflow_id = log.send(result)
@@ -198,6 +199,6 @@ def test_a_failed_log_after_the_run_says_how_to_send_it_again(log: MlflowLog, tr
 @pytest.mark.parametrize(("asked", "logged"), [(None, "16"), (32, "32"), ("auto", "auto")])
 def test_the_batch_size_param_is_the_runs_batch_when_the_default_was_used(asked: Any, logged: str) -> None:
     made = make_result(batch_size=16)
-    result = dataclasses.replace(made, config={**made.config, "batch_size": asked})
+    result = dataclasses.replace(made, config=dataclasses.replace(made.config, batch_size=asked))
     flat = params(result)
     assert flat["batch_size"] == logged and flat["result.batch_size"] == "16"

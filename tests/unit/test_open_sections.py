@@ -78,7 +78,7 @@ def _section(**more: Any) -> Serving:
 
 def test_a_serving_record_reads_back_typed_and_writes_the_same_json() -> None:
     section = _section(multi_turn={"turns": 3})  # a key this flowrate does not name
-    result = build_result(section.traces, section, {}, make_result().environment)
+    result = build_result(section.traces, section, make_result().environment)
     text = result.to_json()
     again = Result.from_json(text)
     assert again.to_json() == text and again == result
@@ -108,7 +108,32 @@ def test_a_sweep_point_and_its_turns_read_by_attribute_and_write_the_same_json()
     assert read.per_turn is not None and read.per_turn[0].prompt_tokens_median == 9.0
     assert read.sweep is not None and (read.sweep.point, read.sweep.verdict) == (1, "pass")
     assert read.sweep.loads == ["2 req/s", "4 req/s"] and read.sweep.extra == {"shard": 0}
+    assert read.sweep.slo_latency_ms is not None and read.sweep.slo_latency_ms["ttft_ms"].n == 4
     assert (read.traces[0].conversation, read.traces[0].turn) == (1, 0)
+    assert read.extra == {} and json.dumps(encode(read)) == json.dumps(data)
+
+
+def test_a_rate_search_and_the_servers_own_figures_read_by_attribute_and_write_the_same_json() -> None:
+    bounded = {"n": 22, "quantile": 40.0, "upper": 45.0, "tail": 3}
+    point = {"rate": 4.0, "partial": False, "completed": 22, "request_throughput": 3.9, "traces": []}
+    point |= {"verdict": "pass", "latency_ms": {"ttft_ms": bounded}, "note": "x"}
+    search = {"max_rate": 4.0, "percentile": 99.0, "stopped": "resolution", "headline_point": 0}
+    search |= {"points": [point, {"rate": 8.0, "partial": True, "cut": "interrupted"}], "seed": 7}
+    family = {"type": "histogram", "count": 22.0, "sum": 1.5, "mean": 1.5 / 22, "buckets": [1]}
+    scraped = {"available": True, "families": {"vllm:e2e_request_latency_seconds": family}}
+    calibration = {"calibrated": True, "first": {"the": 1}, "after": {"the": 1}, "probes": 4}
+    data = {"model": "m", "search": search, "server_metrics": scraped, "prompt_calibration": calibration}
+    read = serving_from(data)
+    assert read.search is not None and (read.search.max_rate, read.search.extra) == (4.0, {"seed": 7})
+    first, cut = read.search.points
+    assert first.latency_ms is not None and first.latency_ms["ttft_ms"].upper == 45.0
+    assert first.latency_ms["ttft_ms"].extra == {"tail": 3} and first.extra == {"traces": [], "note": "x"}
+    assert (cut.partial, cut.cut, cut.verdict) == (True, "interrupted", None)
+    assert read.server_metrics is not None and read.server_metrics.families is not None
+    histogram = read.server_metrics.families["vllm:e2e_request_latency_seconds"]
+    assert (histogram.type, histogram.count, histogram.extra) == ("histogram", 22.0, {"buckets": [1]})
+    assert read.prompt_calibration is not None and read.prompt_calibration.first == {"the": 1}
+    assert read.prompt_calibration.extra == {"probes": 4}
     assert read.extra == {} and json.dumps(encode(read)) == json.dumps(data)
 
 

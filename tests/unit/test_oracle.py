@@ -28,6 +28,8 @@ from flowrate.analysis.pareto import parse_objective
 from flowrate.analysis.plots_pareto import oracle_scatter
 from flowrate.cli import pareto_text
 from flowrate.errors import FlowrateError
+from flowrate.results.codec import encode
+from flowrate.results.configs import config_from
 from flowrate.results.store import StoredRun
 
 STEADY = (1.0, 1.0, 1.0, 1.0, 1.0)  # intervals without spread: the within-run half-width is 0
@@ -45,7 +47,8 @@ def run(
         peak_memory_bytes=memory,
         run_id=name,
     )
-    return StoredRun.from_result(replace(result, config={**result.config, **options}))
+    config = config_from(result.kind, {**encode(result.config), **options})
+    return StoredRun.from_result(replace(result, config=config))
 
 
 def point(*estimates: Estimate) -> ConfigPoint:

@@ -122,7 +122,7 @@ def test_int8_fidelity_check_compares_the_trained_model_in_both_formats() -> Non
     )
     result = run_check(config, get_problem("fc_mnist", "debug", {}))
     f = result.fidelity
-    assert f is not None and result.config["precision"] == "int8-weights" and result.config["mode"] == "infer"
+    assert f is not None and result.config.precision == "int8-weights" and result.config.mode == "infer"
     assert f.fell and f.trained_in == "fp32" and f.eval_steps == 20 == len(result.losses)
     assert f.final_loss == pytest.approx(sum(result.losses) / len(result.losses))
     assert f.loss_increase == pytest.approx(f.final_loss - f.reference_loss)

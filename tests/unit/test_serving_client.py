@@ -13,6 +13,7 @@ import fault_server
 from flowrate.errors import ConfigError
 from flowrate.results.environment import Environment
 from flowrate.results.schema import Result
+from flowrate.results.serving_search import search_from
 from flowrate.serving import bench, metrics, prompts
 from flowrate.serving.result import build_result, serving_section
 
@@ -41,7 +42,7 @@ def test_a_run_keeps_every_chunk_and_counts_failures_per_request(server: str) ->
     section = serving_section(outcome.traces, metrics.Slo(ttft_ms=10_000), {"model": "tiny"}, False)
     assert section.errors == {"HTTP 500": 1, "malformed SSE data": 1}
     assert section.figures("vllm").error_rate == 0.5
-    result = build_result(outcome.traces, section, {}, Environment())
+    result = build_result(outcome.traces, section, Environment())
     again = Result.from_json(result.to_json())  # validates, and the raw traces round-trip
     assert again.serving is not None and again.serving.traces[0].chunks[1].text == " two"
     assert again == result and again.to_json() == result.to_json()
@@ -128,5 +129,5 @@ def test_the_figure_adds_the_rate_search_panel_when_there_was_a_search(server: s
     section = serving_section(outcome.traces, None, {"slo": {"ttft_ms": 50.0}}, False)
     assert len(serving_figure(section, "t").axes) == 2
     search = {"max_rate": 2.0, "points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 9.0}}]}
-    section = dataclasses.replace(section, search=search)
+    section = dataclasses.replace(section, search=search_from(search))
     assert len(serving_figure(section, "t").axes) == 3

@@ -37,7 +37,7 @@ def serve_result(ttft_s: float, run_id: str, search: bool = False) -> Result:
         ]
         section = replace(section, slo={"ttft_ms": 150.0}, search={"points": points, "max_rate": 1.0})
     environment = make_result().environment
-    result = build_result(traces, section, {"device": "remote", "precision": None, "size": None}, environment)
+    result = build_result(traces, section, environment)
     return replace(result, run_id=run_id)
 
 

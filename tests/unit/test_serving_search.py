@@ -12,6 +12,7 @@ from scipy import stats
 from flowrate.config.serve import ServeConfig
 from flowrate.config.values import BadValue, to_seconds
 from flowrate.errors import ConfigError
+from flowrate.results.serving_search import search_from
 from flowrate.serving import capacity
 from flowrate.serving.search import (
     BUDGET,
@@ -215,27 +216,34 @@ def _point(rate: float, quantile: float | None, achieved: float, partial: bool =
 def test_the_curve_leaves_out_cut_points_and_reads_searches_stored_with_p99s() -> None:
     from flowrate.analysis.plots_serving import search_curve
 
-    search = {"points": [_point(4, 40, 3.9), _point(2, 20, 2.1), _point(8, None, 6.0), _point(6, 1, 0, True)]}
+    points = [_point(4, 40, 3.9), _point(2, 20, 2.1), _point(8, None, 6.0), _point(6, 1, 0, True)]
+    search = search_from({"points": points})
     assert search_curve(search, "ttft_ms") == [(2.1, 20.0, 25.0), (3.9, 40.0, 45.0)]
-    old = {"points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 12.0}}], "max_rate": 2.0}
+    old = search_from(
+        {"points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 12.0}}], "max_rate": 2.0}
+    )
     assert search_curve(old, "ttft_ms") == [(2.0, 12.0, None)]
 
 
 def test_the_table_says_each_point_and_reads_searches_stored_with_p99s() -> None:
     from flowrate.cli.serve_bench_text import search_rows
 
-    new = {
-        "points": [_point(4, 40, 3.9), _point(8, 1, 0, True)],
-        "max_rate": 4.0,
-        "stopped": INTERRUPTED,
-        "spent_s": 12.3,
-    }
+    new = search_from(
+        {
+            "points": [_point(4, 40, 3.9), _point(8, 1, 0, True)],
+            "max_rate": 4.0,
+            "stopped": INTERRUPTED,
+            "spent_s": 12.3,
+        }
+    )
     assert search_rows(new) == [
         ("4 req/s", "pass: ttft_ms 40.00 ms (bound 45.00); 3.9 req/s achieved"),
         ("8 req/s", "cut (interrupted): partial, not measured; 0 requests done"),
         ("max rate meeting the SLO", "4 req/s (stopped: interrupted, 12 s)"),
     ]
-    old = {"points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 12.0}}], "max_rate": None}
+    old = search_from(
+        {"points": [{"rate": 2.0, "verdict": "pass", "p99": {"ttft_ms": 12.0}}], "max_rate": None}
+    )
     assert search_rows(old) == [
         ("2 req/s", "pass: p99 ttft_ms 12.00"),
         ("max rate meeting the SLO", "none found"),

@@ -57,8 +57,8 @@ def test_a_loop_is_measured_and_recorded(results_store: Path) -> None:
     assert result.problem.name == "blocks" and result.problem.blocks == 2
     assert result.problem.parameters == 16 * 32 + 32 + 32 * 4 + 4
     assert result.problem.settings["optimizer"] == "AdamW(lr=0.01)"
-    assert result.config["optimizer"] == "adamw" and result.config["learning_rate"] == 0.01
-    assert result.summary.timed_steps == 10 == len(result.losses) == result.config["steps"]
+    assert result.config.optimizer == "adamw" and result.config.learning_rate == 0.01
+    assert result.summary.timed_steps == 10 == len(result.losses) == result.config.steps
     assert result.batch_size == 8 and result.summary.timed_samples == 80
     s_ = result.summary
     assert s_.samples_per_sec == pytest.approx(s_.timed_samples / s_.timed_duration_s)
@@ -153,7 +153,7 @@ def test_an_inference_loop_counts_steps_without_a_loss() -> None:
                 model(x)
                 s.step()
     assert s.result.summary.timed_steps == 6 and s.result.losses == [] and s.result.summary.intervals == 2
-    assert s.result.config["mode"] == "infer"
+    assert s.result.config.mode == "infer"
 
 
 def batches() -> Iterator[torch.Tensor]:

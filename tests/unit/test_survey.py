@@ -41,6 +41,7 @@ from flowrate.harness.survey_bands import (
     outside,
 )
 from flowrate.harness.survey_figures import LINKS, KernelFigures, Timing
+from flowrate.results.configs import config_from
 from flowrate.results.environment import CpuInfo, Environment
 from flowrate.results.schema import Result
 from flowrate.results.sections import Energy, Flops, Generation, Kind, Survey
@@ -291,7 +292,11 @@ def test_survey_text() -> None:
 def _survey_record(environment: Environment) -> Result:
     base = dataclasses.replace(make_result(1.0), environment=environment)
     return dataclasses.replace(
-        base, kind=Kind.SURVEY, survey=SURVEY, run_id="5urvey000001", config={"problem": "survey"}
+        base,
+        kind=Kind.SURVEY,
+        survey=SURVEY,
+        run_id="5urvey000001",
+        config=config_from(Kind.SURVEY, {"problem": "survey"}),
     )
 
 
@@ -324,7 +329,7 @@ def test_mfu_against_a_survey_of_the_same_machine() -> None:
     assert mine.flops.measured_peak_source == "survey 5urvey000001"
     assert "50.0% of 791 TFLOP/s measured max (survey 5urvey000001)" in dict(summary_rows(mine))["MFU"]
     assert against_survey(run, [other]) == run  # another machine's survey is not this machine's
-    fp32 = dataclasses.replace(run, config={**run.config, "precision": "fp32"})
+    fp32 = dataclasses.replace(run, config=dataclasses.replace(run.config, precision="fp32"))
     assert against_survey(fp32, [survey]) == fp32  # the survey has no fp32 matmul
     measured = dataclasses.replace(run, flops=dataclasses.replace(flops, measured_peak_flops=1e15))
     assert against_survey(measured, [survey]) == measured  # --measure-peak ran: its GEMM stands

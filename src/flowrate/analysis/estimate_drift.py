@@ -105,7 +105,7 @@ def _point(run: StoredRun, result: Result, recompute: Pricer | None) -> DriftPoi
     return DriftPoint(
         run_id=run.run_id,
         created_at=run.created_at,
-        configuration=(f"{p.name}/{p.size} {c.get('mode')} {c.get('precision')} batch {result.batch_size}"),
+        configuration=f"{p.name}/{p.size} {c.mode} {c.precision} batch {result.batch_size}",
         predicted=predicted,
         measured=result.summary.samples_per_sec,
         source=source,

@@ -44,6 +44,7 @@ from flowrate.analysis.grouping import by_problem, problem_of
 from flowrate.analysis.pareto import TIE, Objective, choose_objectives, measured
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import summarize
+from flowrate.results.codec import encode
 from flowrate.results.identity import workload
 from flowrate.results.metrics import get_metric
 from flowrate.results.store import StoredRun
@@ -131,7 +132,7 @@ def settings_of(run: StoredRun) -> dict[str, Any]:
     shape, the device's name and the kind's workload (flowrate.results.identity), each a hashable
     value."""
     result = run.result
-    found = {k: v for k, v in result.config.items() if k not in PROCEDURE}
+    found = {k: v for k, v in encode(result.config).items() if k not in PROCEDURE}
     found.update({k: v for k, v in result.problem.settings.items() if k not in found})
     found["batch_size"] = result.batch_size
     found["device_name"] = run.device_name

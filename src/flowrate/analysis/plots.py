@@ -86,8 +86,8 @@ class _Series:
 def _series_key(result: Result) -> tuple[str, ...]:
     return (
         problem_of(result),
-        str(result.config.get("mode") or "?"),
-        str(result.config.get("precision") or "?"),
+        str(result.config.mode or "?"),
+        str(result.config.precision or "?"),
         str(result.environment.device_name or result.environment.device_type or "?"),
     )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -20,6 +19,7 @@ from flowrate.results.schema import Result
 from flowrate.results.serving import Serving
 from flowrate.results.serving_curve import LATENCIES, CurvePoint
 from flowrate.results.serving_metrics import DEFINITIONS, per_request
+from flowrate.results.serving_search import Bounded, RateSearch, SearchPoint
 
 TITLES = {
     "flowrate": "flowrate (per token)",
@@ -38,7 +38,7 @@ def serving_figure(section: Serving, title: str) -> Figure:
     traces = section.measured_traces
     search = section.search
     fig = canvas.new_figure()
-    axes = fig.subplots(1, 3 if search else 2)
+    axes = fig.subplots(1, 3 if search is not None else 2)
     ours = per_request(traces, "flowrate")
     for key, label in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E")):
         _cdf(axes[0], [value for r in ours if (value := r.latency(key)) is not None], label)
@@ -51,7 +51,7 @@ def serving_figure(section: Serving, title: str) -> Figure:
         ax.set_ylim(0, 1.02)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", loc="lower right")
-    if search:
+    if search is not None:
         _search_panel(axes[2], search, section.slo or {})
     fig.suptitle(canvas.plain(title), fontsize="medium")
     canvas.footnote(fig, f"{len(traces)} requests; failed ones are left out of the curves")
@@ -89,20 +89,20 @@ def section(results: Sequence[Result]) -> str:
     )
 
 
-def search_curve(search: dict[str, Any], key: str) -> list[tuple[float, float, float | None]]:
+def search_curve(search: RateSearch, key: str) -> list[tuple[float, float, float | None]]:
     """The latency–throughput curve of one SLO'd latency: (achieved requests/s, percentile ms,
     its upper bound ms or None) of each point measured whole, by throughput. A cut (partial) point
     or a percentile a failed request set (None) is not drawn. A search stored with p99s only
     gives (offered rate, p99, None)."""
     out = []
-    for point in search["points"]:
-        if point.get("partial"):
+    for point in search.points:
+        if point.partial:
             continue
-        if "latency_ms" in point:
-            figures = point["latency_ms"].get(key) or {}
-            x, y, upper = point.get("request_throughput"), figures.get("quantile"), figures.get("upper")
+        if point.latency_ms is not None:
+            figures = point.latency_ms.get(key) or Bounded()
+            x, y, upper = point.request_throughput, figures.quantile, figures.upper
         else:
-            x, y, upper = point["rate"], point["p99"].get(key), None
+            x, y, upper = point.rate, (point.p99 or {}).get(key), None
         if x is not None and y is not None:
             out.append((float(x), float(y), upper))
     return sorted(out)
@@ -115,29 +115,28 @@ def sweep_figure(curve: list[CurvePoint], slo: dict[str, float], title: str) -> 
     axes = fig.subplots(1, 2)
     for ax, name in zip(axes, ("p50", "p99"), strict=True):
         points = [
-            {
-                "rate": p.load.rate,
-                "partial": p.partial,
-                "request_throughput": p.request_throughput,
-                "latency_ms": {
-                    key: {"quantile": getattr(figures, name), "upper": None}
-                    for key, figures in p.latency_ms.items()
+            SearchPoint(
+                rate=p.load.rate,
+                partial=p.partial,
+                request_throughput=p.request_throughput,
+                latency_ms={
+                    key: Bounded(quantile=getattr(figures, name)) for key, figures in p.latency_ms.items()
                 },
-            }
+            )
             for p in curve
         ]
         limits = {key: slo.get(key) if name == "p99" else None for key in LATENCIES}
-        _search_panel(ax, {"points": points, "percentile": float(name[1:])}, limits)
+        _search_panel(ax, RateSearch(points=points, percentile=float(name[1:])), limits)
     fig.suptitle(canvas.plain(title), fontsize="medium")
     loads = ", ".join(p.load.label for p in curve)
     canvas.footnote(fig, f"one point a load ({loads}); failed requests are left out of the percentiles")
     return fig
 
 
-def _search_panel(ax: Axes, search: dict[str, Any], slo: Mapping[str, float | None]) -> None:
+def _search_panel(ax: Axes, search: RateSearch, slo: Mapping[str, float | None]) -> None:
     """The curve of each key of ``slo`` (its limit's line where one is given) against achieved
     requests/s."""
-    name, bars = f"p{search.get('percentile', 99):g}", False
+    name, bars = f"p{99 if search.percentile is None else search.percentile:g}", False
     for key, limit in slo.items():
         curve = search_curve(search, key)
         line = ax.plot([c[0] for c in curve], [c[1] for c in curve], marker="o", label=f"{name} {key}")[0]
@@ -154,14 +153,14 @@ def _search_panel(ax: Axes, search: dict[str, Any], slo: Mapping[str, float | No
             )
         if limit is not None:
             ax.axhline(limit, ls="--", color=line.get_color(), lw=1, label=f"SLO {key} {limit:g} ms")
-    best = search.get("headline_point")
-    if search.get("max_rate") is not None and best is not None:
-        achieved = search["points"][best].get("request_throughput")
+    best = search.headline_point
+    if search.max_rate is not None and best is not None:
+        achieved = search.points[best].request_throughput
         if achieved is not None:
             ax.axvline(
-                achieved, color=canvas.FRONT_COLOUR, lw=1, label=f"max rate {search['max_rate']:.4g} req/s"
+                achieved, color=canvas.FRONT_COLOUR, lw=1, label=f"max rate {search.max_rate:.4g} req/s"
             )
-    cut = sum(bool(p.get("partial")) for p in search["points"])
+    cut = sum(bool(p.partial) for p in search.points)
     ax.set_xlabel("achieved requests/s" + (f" ({cut} cut point not drawn)" if cut else ""))
     ax.set_ylabel(f"{name} latency, ms" + (" (bar: its upper bound)" if bars else ""))
     ax.grid(True, alpha=0.3)

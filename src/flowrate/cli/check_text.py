@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from flowrate.cli.run_text import problem_words, span
+from flowrate.config import RunConfig
 from flowrate.results.sections import Fidelity
 from flowrate.units import count
 
@@ -43,16 +44,17 @@ def fidelity_rows(result: Result) -> list[tuple[str, str]]:
     if f is None:
         raise ValueError(f"run {result.run_id} is not a check: it has no fidelity section")
     c = result.config
+    if not isinstance(c, RunConfig):
+        raise ValueError(f"run {result.run_id} is not a check: its configuration is a {result.kind}'s")
     p = result.problem
-    device = result.environment.device_name or c["device"]
+    device = result.environment.device_name or c.device
     window = f"{f.window} step" + ("s" if f.window != 1 else "")
     preheat = f", after {f.preheat_steps} unrecorded preheat steps" if f.preheat_steps else ""
     rows = [
         ("problem", f"{p.name}/{p.size}  ({count(p.parameters)} parameters)"),
         (
             "run",
-            f"{c['precision']}  batch {result.batch_size}  {c['optimizer']} lr {c['learning_rate']:g}  "
-            f"{c['execution']}",
+            f"{c.precision}  batch {result.batch_size}  {c.optimizer} lr {c.learning_rate:g}  {c.execution}",
         ),
         ("device", str(device)),
         ("task", str(f.task)),
@@ -67,7 +69,7 @@ def fidelity_rows(result: Result) -> list[tuple[str, str]]:
             ("trained to", f"{f.trained_final_loss:.4f}  (fp32 training, mean of the last {window})"),
             (
                 "loss reached",
-                f"{f.final_loss:.4f} in {c['precision']}, {f.reference_loss:.4f} in fp32  "
+                f"{f.final_loss:.4f} in {c.precision}, {f.reference_loss:.4f} in fp32  "
                 f"(same {f.eval_steps} held-out batches; {f.loss_increase:+.4f})",
             ),
         ]

@@ -206,8 +206,8 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
             [
                 run.run_id[:8],
                 f"{p.name}/{p.size}",
-                str(c.get("mode")),
-                str(c.get("precision")),
+                str(c.mode),
+                str(c.precision),
                 str(result.batch_size),
                 str(estimate.device or result.environment.device_name or "?"),
                 rate(predicted),

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowrate.errors import ConfigError
 from flowrate.measure import freed_memory
+from flowrate.results.configs import freed_memory_asked
 from flowrate.units import gib, rate, si
 
 if TYPE_CHECKING:
@@ -76,14 +77,14 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
 
     g = result.generation or Generation()
     p, c, mem = result.problem, result.config, g.memory
-    device = result.environment.device_name or c.get("device")
+    device = result.environment.device_name or c.device
     kv, measured = gib(mem.kv_bytes_per_token), gib(mem.kv_bytes_per_token_measured)
     rows = [
         ("problem", f"{p.name}/{p.size}"),
         (
             "generate",
             f"batch {g.batch_size}  prompt {g.prompt_len}  new tokens {g.new_tokens}  "
-            f"{c.get('precision')}  {len(g.requests)} requests",
+            f"{c.precision}  {len(g.requests)} requests",
         ),
         ("device", str(device)),
         ("TTFT", _ms(g.ttft_s)),
@@ -109,7 +110,7 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     if g.peak_reason:
         rows.append(("peaks", g.peak_reason))
     said = result.environment.freed_memory
-    if line := freed_memory.label(c.get("freed_memory"), said, result.environment.device_type):
+    if line := freed_memory.label(freed_memory_asked(c), said, result.environment.device_type):
         rows.append(("host memory", line))
     if result.profile is not None:  # --profile DIR
         from flowrate.cli.profile_text import profile_rows

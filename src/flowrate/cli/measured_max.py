@@ -34,12 +34,12 @@ def against_survey(result: Result, surveys: Iterable[Result]) -> Result:
     from flowrate.measure.peaks import precision_key
 
     f = result.flops
-    precision = result.config.get("precision")
+    precision = result.config.precision
     if result.kind is not Kind.RUN or f.measured_peak_flops is not None or not f.model_flops_per_sec:
         return result
-    if not isinstance(precision, str):
+    if precision is None:
         return result
-    key = precision_key(precision)
+    key = precision_key(str(precision))
     machine = _machine(result)
     for survey in surveys:
         if survey.kind is not Kind.SURVEY or survey.survey is None or _machine(survey) != machine:

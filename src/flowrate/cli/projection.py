@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.results.compare import problem_identity
+from flowrate.results.configs import SharedConfig, as_text
 from flowrate.results.schema import Result
 from flowrate.results.solution import ScalingPointRef, at_devices
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
 FIELD = "scaling"
 TAG = "scaling:"
-# the settings a study must share with the run, checked before it
-SAME_SETTINGS = ("problem", "size", "mode", "precision", "execution", "optimizer")
 
 
 @dataclass(frozen=True)
@@ -96,15 +95,26 @@ def _from_report(store: Store, path: str) -> Study:
     return Study(name, tuple(sorted(runs, key=devices)))
 
 
+def same_settings(config: SharedConfig) -> dict[str, str | None]:
+    """The settings a study must share with the run, checked before it."""
+    return {
+        "problem": config.problem,
+        "size": config.size,
+        "mode": as_text(config.mode),
+        "precision": as_text(config.precision),
+        "execution": as_text(config.execution),
+        "optimizer": as_text(config.optimizer),
+    }
+
+
 def check_study(study: Study, config: RunConfig) -> None:
-    """Before the run: the study measured this configuration (SAME_SETTINGS)."""
-    mine = config.to_dict()
-    theirs = study.runs[0].config
-    for key in SAME_SETTINGS:
-        if mine.get(key) is not None and theirs.get(key) != mine.get(key):
+    """Before the run: the study measured this configuration (same_settings)."""
+    mine, theirs = same_settings(config), same_settings(study.runs[0].config)
+    for key, value in mine.items():
+        if value is not None and theirs[key] != value:
             raise ConfigError(
                 FIELD,
-                f"study {study.name} measured {key} {theirs.get(key)!r}, this run {mine.get(key)!r}: "
+                f"study {study.name} measured {key} {theirs[key]!r}, this run {value!r}: "
                 "give the study of this configuration",
             )
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flowrate.choices import Mode
 from flowrate.cli.profile_text import cost_rows, profile_rows, solution_rows
 from flowrate.measure import freed_memory
 from flowrate.measure.census import census_line, launch_ceiling
+from flowrate.results.configs import freed_memory_asked
 from flowrate.results.environment import MachineLoadInfo
 from flowrate.units import count, counted, gib, rate, short_duration, si
 
@@ -78,14 +80,14 @@ def _headline_rows(result: Result) -> list[tuple[str, str]]:
     s = result.summary
     c = result.config
     p = result.problem
-    device = result.environment.device_name or c["device"]
-    optimizer = c["optimizer"] if c["mode"] == "train" else ""
+    device = result.environment.device_name or c.device
+    optimizer = c.optimizer if c.mode == Mode.TRAIN else ""
     rows = [
         (
             "problem",
             f"{p.name}/{p.size}  ({count(p.parameters)} parameters, {_blocks(p.blocks)})",
         ),
-        ("run", f"{c['mode']}  {c['precision']}  batch {result.batch_size}  {optimizer}".rstrip()),
+        ("run", f"{c.mode}  {c.precision}  batch {result.batch_size}  {optimizer}".rstrip()),
         ("device", str(device)),
         (
             "throughput",
@@ -132,7 +134,7 @@ def _extra_rows(result: Result) -> list[tuple[str, str]]:
     """The rows only some runs have: loss, streaming, estimate, compile, input, repeats, search."""
     s = result.summary
     rows: list[tuple[str, str]] = []
-    if s.final_loss is not None and result.config.get("mode") == "train":  # inference: no training loss
+    if s.final_loss is not None and result.config.mode == Mode.TRAIN:  # inference: no training loss
         rows.append(("final loss", f"{s.final_loss:.4f}"))
     if result.streaming is not None:
         rows += _streaming_rows(result.streaming)
@@ -275,7 +277,7 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     if m.rss_scope is not None:
         rows.append(("memory", _memory_line(m)))
     said = result.environment.freed_memory
-    if line := freed_memory.label(result.config.get("freed_memory"), said, device_type):
+    if line := freed_memory.label(freed_memory_asked(result.config), said, device_type):
         rows.append(("host memory", line))
     if (load := result.environment.machine_load) is not None:
         rows.append(("machine", _load_line(load)))

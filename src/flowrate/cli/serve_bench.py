@@ -73,8 +73,8 @@ def command(
     if section.partial:
         raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
     if section.search is not None:  # its points count failed requests as missing the SLO
-        if section.search["max_rate"] is None:
-            raise RunFailed(f"no rate met the SLO ({section.search['stopped']}); every point is recorded")
+        if section.search.max_rate is None:
+            raise RunFailed(f"no rate met the SLO ({section.search.stopped}); every point is recorded")
         return
     failure = serve_bench_text.failure(section, config.max_error_rate)
     if failure:

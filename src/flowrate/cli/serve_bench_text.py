@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flowrate.results.serving import Described, Serving
 from flowrate.results.serving_curve import CurvePoint
+from flowrate.results.serving_search import RateSearch, SearchPoint
 from flowrate.serving.client import SHED
 
 DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
@@ -67,33 +66,31 @@ def rows(section: Serving) -> list[tuple[str, str]]:
     return out
 
 
-def search_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
+def search_rows(search: RateSearch) -> list[tuple[str, str]]:
     """One row a point (a cut one says so, with no figures), the rate found and why the search
     stopped. Reads searches stored before points had percentiles (each point's ``p99``) too."""
-    out = [(f"{p['rate']:.4g} req/s", _point(p)) for p in search["points"]]
-    found = search["max_rate"]
+    out = [(f"{p.rate:.4g} req/s", _point(p)) for p in search.points]
+    found = search.max_rate
     found_text = "none found" if found is None else f"{found:.4g} req/s"
-    if "stopped" in search:
-        found_text += f" (stopped: {search['stopped']}, {search['spent_s']:.0f} s)"
+    if search.stopped is not None and search.spent_s is not None:
+        found_text += f" (stopped: {search.stopped}, {search.spent_s:.0f} s)"
     out.append(("max rate meeting the SLO", found_text))
     return out
 
 
-def _point(point: dict[str, Any]) -> str:
-    if point.get("partial"):
-        return f"cut ({point.get('cut')}): partial, not measured; {point.get('completed', 0)} requests done"
-    if "latency_ms" not in point:  # a search stored with p99s only
-        return f"{point['verdict']}: " + ", ".join(f"p99 {k} {v:.2f}" for k, v in point["p99"].items())
+def _point(point: SearchPoint) -> str:
+    if point.partial:
+        return f"cut ({point.cut}): partial, not measured; {point.completed or 0} requests done"
+    if point.latency_ms is None:  # a search stored with p99s only
+        return f"{point.verdict}: " + ", ".join(f"p99 {k} {v:.2f}" for k, v in (point.p99 or {}).items())
 
     def ms(value: float | None) -> str:
         return "∞" if value is None else f"{value:.2f}"
 
-    figures = ", ".join(
-        f"{k} {ms(f['quantile'])} ms (bound {ms(f['upper'])})" for k, f in point["latency_ms"].items()
-    )
-    achieved = point.get("request_throughput")
+    figures = ", ".join(f"{k} {ms(f.quantile)} ms (bound {ms(f.upper)})" for k, f in point.latency_ms.items())
+    achieved = point.request_throughput
     done = "" if achieved is None else f"; {achieved:.4g} req/s achieved"
-    return f"{point['verdict']}: {figures}{done}"
+    return f"{point.verdict}: {figures}{done}"
 
 
 CURVE_HEADER = ("load", "req/s", "out tok/s", "TTFT p50/p99", "TPOT p50/p99", "E2E p50/p99", "SLO", "run")

@@ -14,7 +14,7 @@ from typing import Any
 
 from flowrate.choices import FreedMemory, Precision, PrefillLogits
 from flowrate.config.bounds import COUNT, SECONDS, SEED, THREADS, Bounds
-from flowrate.config.run import parse_batch_size, profile_dir_setting
+from flowrate.config.run import RECORD_ONLY, parse_batch_size, profile_dir_setting
 from flowrate.config.setting import setting, settings
 from flowrate.config.values import AUTO
 from flowrate.errors import ConfigError
@@ -124,10 +124,20 @@ class GenerateConfig:
     """A folder for the profile taken after the timed generations (flowrate.harness.profiling): a
     few short generations' Chrome trace, operator table and step breakdown; None takes no profile."""
 
+    # --- as a record holds it (flowrate.results.codec's open sections; never a setting) ---
+    extra: dict[str, object] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """Keys a record's configuration holds beyond these fields: ``mode`` and ``execution`` (see
+    RECORDED), and an older or newer flowrate's."""
+    written: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The keys a record held, in its order; None for a configuration made here. One read from a
+    record is what ran: it is not checked again."""
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place
         set_(self, "freed_memory", FreedMemory.parse(self.freed_memory))
         set_(self, "prefill_logits", PrefillLogits.parse(self.prefill_logits))
+        if self.written is not None:
+            return
         if self.batch_size is None:
             raise ConfigError("batch_size", "must be a positive integer or 'auto', got None")
         set_(self, "batch_size", parse_batch_size(self.batch_size, GenerateConfig))
@@ -137,3 +147,30 @@ class GenerateConfig:
 
     def replace(self, **changes: Any) -> GenerateConfig:
         return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain values (the record's keys beyond them left out)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in RECORD_ONLY}
+        data["problem_options"] = dict(self.problem_options)
+        return data
+
+    def recorded(self) -> GenerateConfig:
+        """This configuration as a generation's record holds it: its settings, then the step
+        (``mode``) and where the weights live (``execution``), named as a run's record names them."""
+        return self.replace(extra={**RECORDED, **self.extra})
+
+    # what a generation's record says beside its settings, read as a run's configuration is
+    @property
+    def mode(self) -> str:
+        return RECORDED["mode"]
+
+    @property
+    def execution(self) -> str:
+        return RECORDED["execution"]
+
+    @property
+    def optimizer(self) -> None:
+        return None
+
+
+RECORDED = {"mode": "generate", "execution": "resident"}

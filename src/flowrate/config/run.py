@@ -353,6 +353,11 @@ class RunConfig:
     (flowrate.config.amount), whose wall time and cost the result projects at the measured rate
     (flowrate.results.solution)."""
 
+    # --- as a record holds it (results.codec's open sections, no settings): keys beyond these, and
+    # the record's key order (None: made here; one read from a record ran, so is not checked) ---
+    extra: dict[str, object] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    written: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise parsed values in place
         if self.mode is not None:
@@ -361,6 +366,8 @@ class RunConfig:
         set_(self, "optimizer", OptimizerName.parse(self.optimizer))
         set_(self, "execution", Execution.parse(self.execution))
         set_(self, "freed_memory", FreedMemory.parse(self.freed_memory))
+        if self.written is not None:
+            return
         check_problem(self)
         set_(self, "batch_size", parse_batch_size(self.batch_size))
         for check in CHECKS:
@@ -388,18 +395,21 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """The settings as plain values (the record's keys beyond them left out)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in RECORD_ONLY}
+        data["problem_options"] = dict(self.problem_options)
         for key, value in data.items():
             if isinstance(value, enum.Enum):
                 data[key] = value.value
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        known = {f.name for f in dataclasses.fields(cls)}
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        known = {f.name for f in dataclasses.fields(cls)} - RECORD_ONLY
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+RECORD_ONLY = frozenset({"extra", "written"})  # a record's keys beside the settings (above)
 CHECK_STEPS = 300  # steps a `flowrate check` trains when given no length (and explore's checks)
 
 

@@ -45,8 +45,11 @@ def recompute_with_calibration() -> Callable[[Result], Priced]:
 
 
 def _price(result: Result, calibration: Calibration) -> Priced:
+    recorded = result.config
+    if not isinstance(recorded, RunConfig):
+        return None, f"not recomputed: a {result.kind} record has no step to model", None
     try:
-        config = RunConfig.from_dict(result.config)
+        config = RunConfig.from_dict(recorded.to_dict())  # checked, as a run's settings are
         problem = get_problem(config.problem, config.size, config.problem_options)
         config = config.for_problem(problem.modes, problem.default_mode, problem.name)
         model = device_model(calibration.device, find_device(calibration.device), calibration, None)

@@ -331,10 +331,8 @@ def _result(
         preheat_s=0.0,
         final_loss=None,
     )
-    settings = dataclasses.asdict(config)
-    settings.update(mode="generate", execution="resident", size=getattr(problem, "size", config.size))
     return Result(
-        config=settings,
+        config=config.replace(size=getattr(problem, "size", config.size)).recorded(),
         problem=ProblemInfo(
             name=problem.name,
             size=getattr(problem, "size", None),

@@ -32,6 +32,7 @@ from flowrate.harness.survey_figures import LINKS, KernelFigures, Measure, Shape
 from flowrate.harness.survey_model import Generate, ModelFigures, generate_with
 from flowrate.measure.device import resolve_device
 from flowrate.measure.env import collect_environment
+from flowrate.results.configs import SurveyRecordConfig
 from flowrate.results.environment import Environment, environment_from
 from flowrate.results.schema import Result, RunSummary
 from flowrate.results.sections import Kind, ProblemInfo, Survey, SurveyFigure
@@ -169,14 +170,9 @@ def _record(
         final_loss=None,
     )
     return Result(
-        config={
-            "problem": "survey",
-            "mode": "survey",
-            "device": str(device),
-            "quick": config.quick,
-            "seconds": config.timed_s,
-            "threads": config.threads,
-        },
+        config=SurveyRecordConfig(
+            device=str(device), quick=config.quick, seconds=config.timed_s, threads=config.threads
+        ),
         problem=ProblemInfo(name="survey", size="quick" if config.quick else "full"),
         batch_size=1,
         environment=environment,

@@ -95,7 +95,7 @@ def assemble(
     flops = _flops(problem, config.settled_mode, measured, summary.samples_per_sec)
     environment = _with_load(collected, measured.machine_load)
     return Result(
-        config=config.to_dict(),
+        config=config,
         problem=_problem_info(config, problem, built),
         batch_size=built.batch_size,
         environment=environment,

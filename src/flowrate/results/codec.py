@@ -8,12 +8,12 @@ held. A key the record's type does not know is left out; flowrate.results.migrat
 earlier layout to this one first, so no key of a record flowrate wrote is lost.
 
 An open section (a dataclass with the fields ``extra`` and ``written``: the environment, the
-serving section) is one whose keys vary by record: it names the keys readers read and keeps every
-other key in ``extra``, and ``written`` holds the keys in the order the record had them, so it is
-written again with the same keys in the same order. A named key whose value is not what its type
-says (an object with the keys its type requires, an array of such objects) is kept in ``extra``
-too, and its attribute reads as its default. An open section built in code (``written`` None)
-writes every named key, then ``extra``.
+serving section, a record's configuration) is one whose keys vary by record: it names the keys
+readers read and keeps every other key in ``extra``, and ``written`` holds the keys in the order
+the record had them, so it is written again with the same keys in the same order. A named key
+whose value is not what its type says (an object with the keys its type requires, an array of
+such objects, one of an Enum's values) is kept in ``extra`` too, and its attribute reads as its
+default. An open section built in code (``written`` None) writes every named key, then ``extra``.
 """
 
 from __future__ import annotations
@@ -112,14 +112,17 @@ def _is_open(cls: type) -> bool:
 
 def _fits(kind: Any, raw: Any) -> bool:
     """Whether ``raw`` is the JSON value a field of type ``kind`` holds, as far as decoding goes:
-    an object with every required key for a dataclass, an object for a dict, an array for a list
-    (of such objects for a list of dataclasses); anything for other types."""
+    an object with every required key for a dataclass, one of its values for an Enum, an object
+    for a dict, an array for a list (of such objects for a list of dataclasses); anything for
+    other types."""
     origin = typing.get_origin(kind)
     if origin is typing.Union or origin is types.UnionType:
         members = [k for k in typing.get_args(kind) if k is not type(None)]
         return len(members) != 1 or _fits(members[0], raw)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return isinstance(raw, Mapping) and _required(kind) <= raw.keys()
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return raw in {member.value for member in kind}
     if origin is dict:
         return isinstance(raw, Mapping)
     if origin is list:

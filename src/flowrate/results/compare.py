@@ -31,6 +31,7 @@ from typing import Any
 
 from flowrate.measure.stats import DEFAULT_ALPHA
 from flowrate.results.blocks import block_verdict
+from flowrate.results.configs import SharedConfig, as_text
 from flowrate.results.environment import environment_fingerprint
 from flowrate.results.identity import kind_of, workload
 from flowrate.results.metrics import METRICS, SERVING_METRICS, Metric
@@ -44,9 +45,6 @@ THROUGHPUT_METRICS = frozenset({"samples_per_sec", "tokens_per_sec", "model_flop
 
 NOT_SIGNIFICANT = "not significant"
 NOT_AVAILABLE = "n/a"
-
-# configuration fields that usually differ on purpose: shown, never a warning
-_CONFIGURATION_FIELDS = ("precision", "execution", "optimizer", "device", "threads")
 
 
 @dataclass(frozen=True)
@@ -395,9 +393,9 @@ def problem_identity(result: Result) -> dict[str, Any]:
     problem = result.problem
     identity = {
         "kind": str(kind_of(result)),
-        "problem": problem.name or result.config.get("problem"),
-        "size": problem.size or result.config.get("size"),
-        "mode": result.config.get("mode"),
+        "problem": problem.name or result.config.problem,
+        "size": problem.size or result.config.size,
+        "mode": as_text(result.config.mode),
     }
     identity.update({f"shape.{key}": value for key, value in problem.settings.items()})
     identity.update(workload(result))
@@ -412,9 +410,15 @@ def hardware(result: Result) -> dict[str, Any]:
 
 def configuration(result: Result) -> dict[str, Any]:
     """The settings a comparison usually varies on purpose: precision, batch size, execution, …"""
-    values: dict[str, Any] = {"batch_size": result.batch_size}
-    values.update({key: result.config.get(key) for key in _CONFIGURATION_FIELDS})
-    return values
+    config: SharedConfig = result.config
+    return {
+        "batch_size": result.batch_size,
+        "precision": as_text(config.precision),
+        "execution": as_text(config.execution),
+        "optimizer": as_text(config.optimizer),
+        "device": config.device,
+        "threads": config.threads,
+    }
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[Difference]:

@@ -125,7 +125,7 @@ def family(result: Result) -> str:
     """The records a plot panel or a ranking holds together: the problem ('family/size' as the store
     lists it) for runs and checks, qualified by the kind for generations and by the server for
     serving; a figure is compared only with figures of its own family."""
-    name = result.problem.name or result.config.get("problem") or "?"
+    name = result.problem.name or result.config.problem or "?"
     size = result.problem.size
     label = f"{name}/{size}" if size else str(name)
     kind = kind_of(result)

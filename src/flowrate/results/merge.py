@@ -28,8 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flowrate.choices import Execution, Mode
 from flowrate.errors import FlowrateError
 from flowrate.measure.stats import MIN_INTERVALS, summarize
+from flowrate.results.configs import SharedConfig
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import Distributed, Energy, Flops, Input, Memory, RankFigures
 
@@ -279,10 +281,10 @@ def _rank_entry(run: RankRun, result: Result) -> RankFigures:
     )
 
 
-def _reduction(config: dict[str, Any], backend: str) -> str | None:
-    if config.get("mode") != "train":
+def _reduction(config: SharedConfig, backend: str) -> str | None:
+    if config.mode != Mode.TRAIN:
         return None  # inference: nothing to reduce
-    if config.get("execution") == "streaming":
+    if config.execution == Execution.STREAMING:
         return "per-block all-reduce of the host gradients (gloo), before each block's host update"
     return f"DistributedDataParallel: bucketed all-reduce of the gradients during backward ({backend})"
 

@@ -91,7 +91,7 @@ def params(result: Result) -> dict[str, str]:
     """The config's fields as MLflow params, within MLflow's limits on names and values."""
     from mlflow.utils.validation import MAX_ENTITY_KEY_LENGTH, MAX_PARAM_VAL_LENGTH
 
-    flat = _flatten(result.config)
+    flat = _flatten(encode(result.config))
     if flat.get("batch_size") is None:  # the problem's default: the batch the run used
         flat["batch_size"] = result.batch_size
     flat["result.batch_size"] = result.batch_size
@@ -141,7 +141,7 @@ def run_tags(result: Result, tags: Sequence[str] = ()) -> dict[str, str]:
         RUN_ID_TAG: result.run_id,
         "flowrate.version": result.flowrate_version,
         "flowrate.problem": str(result.problem.spec or (result.problem.name or "")),
-        "flowrate.mode": str(result.config.get("mode", "")),
+        "flowrate.mode": str(result.config.mode or ""),
     }
     fingerprint = environment_fingerprint(env)
     out.update({f"flowrate.machine.{k}": str(v) for k, v in fingerprint.items() if v is not None})

@@ -14,6 +14,7 @@ from typing import Any
 from flowrate.errors import PathError
 from flowrate.io import write_atomic
 from flowrate.results.codec import decode, encode
+from flowrate.results.configs import Configuration, config_from
 from flowrate.results.cost import Cost
 from flowrate.results.environment import Environment
 from flowrate.results.migrate import upgrade
@@ -145,7 +146,7 @@ class Result:
     """One record: how it was configured, what ran, on what, every interval, the headline summary,
     and one section per concern (None or empty where the run had no such concern)."""
 
-    config: dict[str, Any]
+    config: Configuration  # the kind's (flowrate.results.configs)
     problem: ProblemInfo
     batch_size: int
     environment: Environment
@@ -215,7 +216,9 @@ class Result:
         """The record as a Result, once validate_record has found nothing a reader would trip on:
         a record of an earlier version is brought to this version's layout first (upgrade)."""
         validate_record(data, SCHEMA_VERSION)
-        return decode(cls, upgrade(dict(data), SCHEMA_VERSION))
+        record = upgrade(dict(data), SCHEMA_VERSION)
+        config = config_from(Kind(record["kind"]), record["config"])  # typed by the record's kind
+        return decode(cls, {**record, "config": config})
 
     @classmethod
     def from_json(cls, text: str) -> Result:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowrate.results.codec import decode, encode
+from flowrate.results.serving_search import Bounded, RateSearch
 
 
 @dataclass
@@ -172,7 +173,48 @@ class SweepPlace:
     stopped: str | None = None
     cut: str | None = None  # why this point was cut (then partial); None: measured whole
     verdict: str | None = None  # pass, fail or undecided; None without --slo or for a cut point
-    slo_latency_ms: dict[str, Any] | None = None
+    slo_latency_ms: dict[str, Bounded] | None = None  # by SLO key, as a rate search's point
+    extra: dict[str, object] = field(default_factory=dict)
+    written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """One family of the server's /metrics over the load: a gauge's value before and after it, a
+    histogram's or summary's count, sum and mean of what the load added, a counter's increase."""
+
+    type: str | None = None  # gauge, counter, histogram, summary
+    before: float | None = None
+    after: float | None = None
+    count: float | None = None
+    sum: float | None = None
+    mean: float | None = None
+    increase: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+    written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ServerMetrics:
+    """--server-metrics: the server's own figures (flowrate.serving.server_metrics), each family
+    scraped before and after the load by its name, or why there are none."""
+
+    available: bool | None = None
+    reason: str | None = None  # why not available
+    families: dict[str, MetricFamily] | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+    written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PromptCalibration:
+    """How synthetic prompts were sized by the server's own token counts (flowrate.serving.prompts'
+    WordCosts: the tokens each word costs first and after), or why they were not."""
+
+    calibrated: bool | None = None
+    reason: str | None = None  # why not calibrated: a word was taken as a token
+    first: dict[str, int] | None = None
+    after: dict[str, int] | None = None
     extra: dict[str, object] = field(default_factory=dict)
     written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
@@ -213,8 +255,8 @@ class Serving:
     slo: dict[str, float] | None = None  # the SLO's limits in ms, by latency
     seed: int | None = None
     warmup: int | None = None  # requests sent first and kept out of every figure
-    server_metrics: dict[str, Any] | None = None  # --server-metrics: the server's own figures
-    prompt_calibration: dict[str, Any] | None = None
+    server_metrics: ServerMetrics | None = None  # --server-metrics: the server's own figures
+    prompt_calibration: PromptCalibration | None = None
     # what happened
     partial: bool | None = None  # interrupted (Ctrl-C): the figures cover the requests measured
     requests: int | None = None
@@ -227,7 +269,7 @@ class Serving:
     metrics: dict[str, DefinitionFigures] = field(default_factory=dict)  # by definition
     per_turn: list[TurnFigures] | None = None  # --turns: the figures of each turn number
     traces: list[RequestTrace] = field(default_factory=list)
-    search: dict[str, Any] | None = None  # --find-max-rate: every point and the rate found
+    search: RateSearch | None = None  # --find-max-rate: every point and the rate found
     sweep: SweepPlace | None = None  # a sweep of loads: this run's place in it
     extra: dict[str, object] = field(default_factory=dict)
     written: tuple[str, ...] | None = field(default=None, compare=False, repr=False)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.results.configs import SharedConfig, as_text
 from flowrate.results.environment import DeviceInfo
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import SCHEMA_VERSION, Result
@@ -43,16 +44,16 @@ METRIC_COLUMNS = ("samples_per_sec", "samples_per_joule", "peak_memory_bytes", "
 
 def columns(result: Result) -> dict[str, Any]:
     """The indexed columns of a run, all derived from its Result."""
-    config = result.config
+    config: SharedConfig = result.config
     device = result.environment.device or DeviceInfo()
     return {
         "run_id": result.run_id,
         "created_at": result.created_at,
-        "problem": result.problem.name or config.get("problem") or "?",
+        "problem": result.problem.name or config.problem or "?",
         "size": result.problem.size,
-        "mode": config.get("mode"),
-        "precision": config.get("precision"),
-        "execution": config.get("execution"),
+        "mode": as_text(config.mode),
+        "precision": as_text(config.precision),
+        "execution": as_text(config.execution),
         "device_type": device.type,
         "device_name": device.name or device.type,
         "batch_size": result.batch_size,

@@ -12,6 +12,7 @@ from flowrate.config.serve import ServeConfig
 from flowrate.errors import ConfigError
 from flowrate.results.serving import RequestTrace
 from flowrate.results.serving_metrics import per_request
+from flowrate.results.serving_search import RateSearch, search_from
 from flowrate.serving import bench, load
 from flowrate.serving.metrics import summarize
 from flowrate.serving.prompts import LocalTokenizer, Prompt
@@ -172,7 +173,7 @@ class Runner:
 
 def run_search(
     runner: Runner, settings: SearchSettings, say: Callable[[str], None], started: float
-) -> tuple[bench.Outcome, float | None, dict[str, Any]]:
+) -> tuple[bench.Outcome, float | None, RateSearch]:
     """The search within what is left of the budget since ``started`` (time.monotonic()): the
     outcome to headline (the best rate's point, else the last one measured whole, else the cut
     one), its rate, and the section's ``search``. One Ctrl-C stops it all."""
@@ -203,4 +204,4 @@ def run_search(
         "points": search.points,
     }
     rate = search.points[chosen]["rate"] if chosen >= 0 else settings.start_rate
-    return headline, rate, section
+    return headline, rate, search_from(section)

@@ -345,7 +345,7 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
         )
         outcome, rate, search = capacity.run_search(runner, plan.search, say, plan.started)
         settings = {**plan.settings, "rate": rate}  # the headline point's load
-        partial = search["stopped"] == INTERRUPTED
+        partial = search.stopped == INTERRUPTED
     else:
         scrapes: dict[str, server_metrics.Snapshot | str] = {}
 
@@ -375,9 +375,8 @@ def execute(plan: Plan, argv: list[str], say: Callable[[str], None]) -> Result:
 
 def record(traces: list[RequestTrace], section: Serving, client: dict[str, Any]) -> Result:
     """The Result of one load's traces, checked to read back before anything is written."""
-    config = {"device": "remote", "precision": None, "size": None}
     environment = environment_from(server_environment(client, section))
-    result = build_result(traces, section, config, environment)
+    result = build_result(traces, section, environment)
     try:  # what readers refuse is never written: check the record before anything is
         validate_record(result.to_dict(), SCHEMA_VERSION)
     except InvalidResult as error:

@@ -10,10 +10,11 @@ from typing import Any
 
 from flowrate._version import __version__
 from flowrate.measure.stats import summarize as summarize_rates
+from flowrate.results.configs import ServeRecordConfig
 from flowrate.results.environment import Environment
 from flowrate.results.schema import IntervalRecord, Result, RunSummary
 from flowrate.results.sections import Kind, ProblemInfo
-from flowrate.results.serving import RequestTrace, Serving, measured, serving_from
+from flowrate.results.serving import PromptCalibration, RequestTrace, Serving, measured, serving_from
 from flowrate.results.serving_metrics import per_request
 from flowrate.serving.metrics import Slo, all_definitions
 from flowrate.serving.stats import describe
@@ -124,7 +125,6 @@ def _intervals(traces: list[RequestTrace], duration: float) -> list[IntervalReco
 def build_result(
     traces: list[RequestTrace],
     section: Serving,
-    config: dict[str, Any],
     environment: Environment,
 ) -> Result:
     traces = measured(traces)
@@ -150,7 +150,7 @@ def build_result(
         final_loss=None,
     )
     return Result(
-        config={**config, "mode": "serve", "execution": "remote", "problem": "serve"},
+        config=ServeRecordConfig(),
         problem=ProblemInfo(name=f"serve:{section.model}"),
         batch_size=1,
         environment=environment,
@@ -190,12 +190,12 @@ def run_warnings(traces: list[RequestTrace], section: Serving) -> list[str]:
             "(prompt_tokens, usage_prompt_tokens)"
         )
     scraped = section.server_metrics
-    if scraped is not None and scraped.get("available") is False:
-        out.append(f"--server-metrics: {scraped['reason']}; the server's own figures are not recorded")
-    calibration = section.prompt_calibration or {}
-    if calibration.get("calibrated") is False:
+    if scraped is not None and scraped.available is False:
+        out.append(f"--server-metrics: {scraped.reason}; the server's own figures are not recorded")
+    calibration = section.prompt_calibration or PromptCalibration()
+    if calibration.calibrated is False:
         out.append(
-            f"prompt lengths were not calibrated ({calibration['reason']}): a word was taken as a "
+            f"prompt lengths were not calibrated ({calibration.reason}): a word was taken as a "
             "token; give --tokenizer for exact lengths"
         )
     return out

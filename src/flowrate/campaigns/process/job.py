@@ -59,7 +59,7 @@ class Job:
         """``{"command": …, "config": {…}}``: JSON-able, what a fresh process or a cluster job receives."""
         config = self.config
         if not isinstance(config, RunConfig):
-            return {"command": GENERATE, "config": dataclasses.asdict(config)}
+            return {"command": GENERATE, "config": config.to_dict()}
         if self.kind == JobKind.CHECK:
             return {"command": CHECK, "config": config.to_dict()}
         if self.kind == JobKind.CONTINUE:  # a run that may stop at a lower rung: its plan beside

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowrate.campaigns.rungs.ladder import Continuation
+from flowrate.config import RunConfig
 from flowrate.measure.loop import COMPUTE, LoopRecord
 from flowrate.results.metrics import METRICS
 from flowrate.results.schema import Result
@@ -88,6 +89,7 @@ class RungWatch:
 
 def _at(result: Result, duration_s: float, min_steps: int) -> Result:
     """``result`` as the measurement of a rung ``duration_s`` long with ``min_steps`` timed steps."""
-    return dataclasses.replace(
-        result, config={**result.config, "duration_s": duration_s, "min_steps": min_steps}
-    )
+    config = result.config
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"a rung measures a run, not a {result.kind} record")
+    return dataclasses.replace(result, config=config.replace(duration_s=duration_s, min_steps=min_steps))

@@ -55,7 +55,7 @@ def run_plan(
             on_size(processes, result)
 
     report, results = run_scaling(plan.config, plan.sizes, plan.label, on_size=recorded)
-    if len(results) < 2 or results[0].config.get("mode") != Mode.TRAIN.value:
+    if len(results) < 2 or results[0].config.mode != Mode.TRAIN:
         return report  # no gradients to all-reduce, or no size above the baseline
     return replace(report, communication=explain(plan.config, list(zip(plan.sizes, results, strict=True))))
 
