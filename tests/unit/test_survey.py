@@ -14,7 +14,6 @@ from factories import make_result
 from flowrate.analysis.survey_card import render_card
 from flowrate.analysis.survey_values import FigurePair, paired
 from flowrate.cli.compare_survey import compare_surveys
-from flowrate.cli.measured_max import against_survey
 from flowrate.cli.run_text import summary_rows
 from flowrate.cli.runs_text import show_rows
 from flowrate.cli.survey_text import (
@@ -29,6 +28,7 @@ from flowrate.cli.survey_text import (
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
 from flowrate.harness.generate import GenerateConfig
+from flowrate.harness.measured_max import against_survey
 from flowrate.harness.survey import SurveyConfig, device_precisions, matmul_max, run_survey
 from flowrate.harness.survey_bands import (
     FRACTION_BAND,

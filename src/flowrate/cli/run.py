@@ -68,7 +68,6 @@ def command(
 
     from flowrate.cli import console, run_text
     from flowrate.cli.destination import Destination
-    from flowrate.cli.measured_max import from_store
     from flowrate.cli.mlflow_option import log_run, open_mlflow
     from flowrate.cli.paths import check_folder
     from flowrate.cli.progress import LiveProgress
@@ -76,6 +75,7 @@ def command(
     from flowrate.errors import ConfigError
     from flowrate.execution.launch import is_primary, launched
     from flowrate.harness.api import run_config
+    from flowrate.harness.measured_max import from_store
 
     config, problem = resolve_run(flags, sample_shape, out)
     if tensorboard is not None:

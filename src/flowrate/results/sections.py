@@ -61,7 +61,7 @@ class Flops:
     measured_peak_flops: float | None = None
     mfu_of_measured_peak: float | None = None
     # what measured measured_peak_flops: None for --measure-peak's GEMM, "survey ID" for the
-    # matmul maximum of a stored survey of this machine (flowrate.cli.measured_max)
+    # matmul maximum of a stored survey of this machine (flowrate.harness.measured_max)
     measured_peak_source: str | None = None
     bytes_per_sample: int | None = None
     bytes_per_sec: float | None = None
