@@ -61,7 +61,10 @@ def test_a_run_records_the_machines_load_over_its_timed_window() -> None:
 
     import flowrate
 
-    result = flowrate.benchmark("fc_mnist", size="debug", steps=3, preheat_steps=1, device="cpu")
+    # a window of many clock ticks: one shorter than a tick records no load (between() says None)
+    result = flowrate.benchmark(
+        "fc_mnist", size="debug", duration_s=0.3, min_steps=1, preheat_steps=1, device="cpu"
+    )
     load = result.environment.machine_load
     assert load is not None and load.cpus == os.cpu_count()
     assert load.others_cpus is not None and load.others_cpus >= 0
