@@ -200,6 +200,7 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     budget = outcome.json()["budget"]
     seconds = budget["plan"]["seconds"]
     assert [config.duration_s for config in launched] == [0.5] * 4 + [seconds] * 4  # type: ignore[attr-defined]
+    assert {config.min_steps for config in launched} == {1}  # type: ignore[attr-defined]  # the seconds set the length
     assert (budget["budget_s"], budget["stopped"], budget["runs_a_side"]) == (24.0, "budget spent", 2)
     assert budget["plan"]["noise"]["startup_s"] == pytest.approx(2.0)
     assert seconds in (0.5, 1.0)

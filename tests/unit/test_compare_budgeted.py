@@ -165,6 +165,24 @@ def test_a_side_at_a_revision_measures_the_plans_seconds_through_its_own_command
 
     side = Side("B", "-p fc_mnist", ["-p", "fc_mnist"], None, Revision("HEAD", "a" * 40, Path("/src")))
     planned = side.measuring(1.5)
-    assert planned.tokens == ["-p", "fc_mnist", "--duration", "1.5"]
-    assert planned.argv == ["flowrate", "run", "-p", "fc_mnist", "--duration", "1.5"]
+    assert planned.tokens == ["-p", "fc_mnist", "--duration", "1.5", "--min-steps", "1"]
+    assert planned.argv == ["flowrate", "run", "-p", "fc_mnist", "--duration", "1.5", "--min-steps", "1"]
     assert planned.revision == side.revision and side.tokens == ["-p", "fc_mnist"]
+
+
+def test_the_plans_seconds_not_the_default_least_steps_set_a_run_s_length() -> None:
+    from flowrate.campaigns.compare.live import Side
+    from flowrate.config import RunConfig
+
+    # a slow model's default 10 steps would measure far longer than the plan's seconds
+    side = Side("A", "-p transformer", ["-p", "transformer"], RunConfig(problem="transformer"))
+    planned = side.measuring(1.0)
+    assert planned.config is not None
+    assert (planned.config.duration_s, planned.config.min_steps) == (1.0, 1)
+    # a spec's own --min-steps stands
+    own = Side(
+        "A", "-p transformer --min-steps 4", ["-p", "transformer", "--min-steps", "4"], RunConfig(min_steps=4)
+    )
+    kept = own.measuring(1.0)
+    assert kept.tokens == ["-p", "transformer", "--min-steps", "4", "--duration", "1"]
+    assert kept.config is not None and kept.config.min_steps == 4

@@ -56,9 +56,14 @@ class Side:
         return ["flowrate", "run", *self.tokens]
 
     def measuring(self, seconds: float) -> Side:
-        """The side with each run measuring ``seconds`` (`--duration`), as a budget's plan says."""
-        tokens = [*self.tokens, "--duration", f"{seconds:g}"]
-        config = None if self.config is None else dataclasses.replace(self.config, duration_s=seconds)
+        """The side with each run measuring ``seconds`` (`--duration`), as a budget's plan says:
+        and, unless the spec sets --min-steps, at least one step (`--min-steps 1`), so that the
+        seconds, not the default least number of steps, set a slow model's length."""
+        own = any(t.split("=")[0] == "--min-steps" for t in self.tokens)
+        tokens = [*self.tokens, "--duration", f"{seconds:g}", *([] if own else ["--min-steps", "1"])]
+        config = self.config
+        if config is not None:
+            config = dataclasses.replace(config, duration_s=seconds, min_steps=config.min_steps if own else 1)
         return dataclasses.replace(self, tokens=tokens, config=config)
 
 
