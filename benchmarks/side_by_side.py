@@ -2,10 +2,14 @@
 
 ``side_by_side(run_a, run_b, runs)`` calls the two alternately in flowrate's ABBA order (the
 order of flowrate.campaigns.compare.interleave.abba_order: A B B A A B …, so a drift in the
-machine falls on both alike), ``runs`` times each, and returns each side's values with the ratio
-mean(B) / mean(A) and its confidence interval from the runs' own spread
-(flowrate.results.verdict.ratio_ci). A benchmark script that compares its way of doing something
-with another's calls this instead of a loop of its own.
+machine falls on both alike), ``runs`` times each, and returns each side's values with B / A and
+its confidence interval as `flowrate compare` gets them from runs in A B B A blocks
+(flowrate.results.blocks): over the whole blocks (two rounds each; an odd last round is left out
+of the test), paired by block where the machine drifted between blocks more than the noise within
+them, else the ratio of the means with Welch's interval. Under two whole blocks: the ratio of the
+means with its interval from the runs' own spread (flowrate.results.verdict.ratio_ci). A
+benchmark script that compares its way of doing something with another's calls this instead of
+a loop of its own.
 
 ``in_rounds(sides, runs)`` is the same order for any number of sides and any value a call
 returns (a rate with its peak memory, a start-up and a wall time): round after round, the order
@@ -21,10 +25,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
+
+from flowrate.results.blocks import BlockTest, block_test
 from flowrate.results.verdict import ratio_ci
 
 T = TypeVar("T")
 LEVEL = 0.95  # of the interval, unless a script asks for another
+MIN_BLOCKS = 2  # whole A B B A blocks the block test needs
 
 
 @dataclass(frozen=True)
@@ -35,24 +43,46 @@ class SideBySide:
     b: tuple[float, ...]
     level: float = LEVEL  # of the interval
 
+    def _blocks(self) -> BlockTest | None:
+        """flowrate's test over the whole A B B A blocks, where there are two or more."""
+        whole = 2 * (min(len(self.a), len(self.b)) // 2)
+        if whole < 2 * MIN_BLOCKS or min(*self.a, *self.b) <= 0:
+            return None
+        return block_test(np.array([self.a[:whole]]), np.array([self.b[:whole]]))
+
+    @property
+    def paired(self) -> bool:
+        """Whether the blocks were paired (the machine drifted between them)."""
+        test = self._blocks()
+        return bool(test is not None and test.paired[0])
+
     @property
     def ratio(self) -> float:
-        """mean(B) / mean(A)."""
+        """B / A: over whole blocks as the block test has it (module docstring), else
+        mean(B) / mean(A)."""
+        test = self._blocks()
+        if test is not None:
+            return float(np.exp(test.log_ratio[0]))
         return statistics.mean(self.b) / statistics.mean(self.a)
 
     @property
     def interval(self) -> tuple[float, float] | None:
         """The ``level`` interval of the ratio; None with fewer than 2 runs a side."""
+        test = self._blocks()
+        if test is not None:
+            low, high = test.interval(1 - self.level)
+            return float(low[0]), float(high[0])
         if min(len(self.a), len(self.b)) < 2:
             return None
         return ratio_ci(self.a, self.b, level=self.level)
 
     def describe(self) -> str:
-        """ "B/A 0.995 [0.981, 1.010] (95%, 7 runs a side)"."""
+        """ "B/A 0.995 [0.981, 1.010] (95%, 8 runs a side, paired by block)"."""
         found = self.interval
         shown = f" [{found[0]:.3f}, {found[1]:.3f}] ({self.level:.0%}" if found else " (no interval"
         runs = len(self.a)
-        return f"B/A {self.ratio:.3f}{shown}, {runs} run{'s' if runs != 1 else ''} a side)"
+        how = ", paired by block" if self.paired else ""
+        return f"B/A {self.ratio:.3f}{shown}, {runs} run{'s' if runs != 1 else ''} a side{how})"
 
 
 def order(names: Sequence[str], runs: int, warmup: int = 0) -> list[tuple[str, bool]]:

@@ -39,6 +39,27 @@ def test_the_sides_run_in_abba_order_and_the_ratio_is_of_the_means() -> None:
     assert compared.describe() == f"B/A 0.909 [{low:.3f}, {high:.3f}] (95%, 3 runs a side)"
 
 
+def test_whole_blocks_on_a_drifting_machine_are_paired_as_compare_pairs_them() -> None:
+    import numpy as np
+
+    from flowrate.results.blocks import block_test
+
+    # the machine's speed halves and doubles between blocks; B is 0.9 of A within each block
+    speed = [1.0, 1.0, 0.5, 0.5, 2.0, 2.0, 1.2, 1.2, 9.0]  # a round each; the last left out
+    wobble = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 1.0]
+    a = tuple(100.0 * s * w for s, w in zip(speed, wobble, strict=True))
+    b = tuple(90.0 * s / w for s, w in zip(speed, wobble, strict=True))
+    compared = side_by_side.SideBySide(a, b)
+    expected = block_test(np.array([a[:8]]), np.array([b[:8]]))
+    assert compared.paired and bool(expected.paired[0])
+    assert compared.ratio == pytest.approx(float(np.exp(expected.log_ratio[0])))
+    low, high = compared.interval
+    assert (low, high) == pytest.approx(tuple(float(x[0]) for x in expected.interval(0.05)))
+    unpaired = ratio_ci(a, b, level=0.95)
+    assert high - low < (unpaired[1] - unpaired[0]) / 10  # the drift no longer counts as noise
+    assert compared.describe().endswith("9 runs a side, paired by block)")
+
+
 def test_one_run_a_side_has_a_ratio_and_no_interval() -> None:
     compared = side_by_side.side_by_side(lambda: 4.0, lambda: 5.0, 1)
     assert compared.ratio == 1.25
