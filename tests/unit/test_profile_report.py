@@ -7,7 +7,7 @@ import re
 
 from factories import make_result
 from flowrate.analysis.report import render_report
-from flowrate.results.profile import Profile, ProfileOp, StepBreakdown
+from flowrate.results.profile import IdleSplit, Profile, ProfileOp, StepBreakdown
 
 
 def _op(name: str, lost: float) -> ProfileOp:
@@ -41,3 +41,10 @@ def test_the_report_lists_each_profiled_runs_top_operators_in_order() -> None:
 def test_the_report_says_when_no_run_was_profiled() -> None:
     page = render_report([make_result(100.0)])
     assert "No run was profiled (`flowrate run --profile DIR`)." in page
+
+
+def test_on_a_gpu_the_report_splits_the_idle_time_by_cause() -> None:
+    split = IdleSplit(host_wait_s=0.002, kernel_wait_s=0.0005, other_s=0.0015)
+    profile = Profile(steps=3, seconds=0.01, breakdown=StepBreakdown(idle_s=0.004, idle_split=split))
+    page = render_report([dataclasses.replace(make_result(100.0), run_id="aaaa00000001", profile=profile)])
+    assert "idle 4 ms (idle: host wait 2 ms, kernel wait 500 µs, other 1.5 ms)" in page

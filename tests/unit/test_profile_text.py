@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from flowrate.cli.profile_text import cost_rows, profile_rows
+from flowrate.cli.profile_text import breakdown_line, cost_rows, profile_rows
 from flowrate.results.cost import cost_of
-from flowrate.results.profile import Profile, ProfileOp, StepBreakdown
+from flowrate.results.profile import IdleSplit, Profile, ProfileOp, StepBreakdown
 
 
 def test_the_profile_rows_give_the_breakdown_the_roof_and_the_top_operators() -> None:
@@ -51,3 +51,12 @@ def test_the_cost_rows() -> None:
         ("cost", "105 ksamples/$, 0.5 $/M tokens (at 3.6/h + 0.5/kWh)"),
         ("", "--energy-price: this run's energy was not measured, so it is not priced"),
     ]
+
+
+def test_on_a_gpu_the_breakdown_row_splits_the_idle_time_by_cause() -> None:
+    split = IdleSplit(host_wait_s=0.002, kernel_wait_s=0.0005, other_s=0.0015)
+    breakdown = StepBreakdown(host_to_device_s=0.001, idle_s=0.004, idle_split=split)
+    assert breakdown_line(breakdown, 0.01).endswith(
+        "host-to-device 1 ms (10%), input wait —, "
+        "idle 4 ms (40%) [host wait 2 ms, kernel wait 500 µs, other 1.5 ms]"
+    )

@@ -1,5 +1,6 @@
-"""The HTML report's profile section: for each run taken with --profile DIR, its step breakdown and
-the five operators that lose the most time against their roofline bound."""
+"""The HTML report's profile section: for each run taken with --profile DIR, its step breakdown (on
+a GPU with its idle time split by cause) and the five operators that lose the most time against
+their roofline bound."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def _run(run: StoredRun, profile: Profile) -> str:
         ("idle", b.idle_s),
     ]
     split = ", ".join(f"{label} {seconds(value)}" for label, value in parts)
+    if b.idle_split is not None:
+        split += " (idle: " + ", ".join(f"{c} {seconds(s)}" for c, s in b.idle_split.parts()) + ")"
     if not profile.top_lost:
         return f'{title}<p>{e(split)}</p><p class="note">{e(profile.roof_reason or "no operator placed")}</p>'
     head = "".join(f"<th>{e(h)}</th>" for h in _HEAD)

@@ -42,7 +42,8 @@ def profile_rows(profile: Profile) -> list[tuple[str, str]]:
 
 
 def breakdown_line(breakdown: StepBreakdown, total_s: float) -> str:
-    """Each kind of work's seconds and share of the profiled steps; a dash where not measurable."""
+    """Each kind of work's seconds and share of the profiled steps, the idle time's split by cause
+    where measured; a dash where not measurable."""
     parts = []
     for name, label in _BREAKDOWN:
         value = getattr(breakdown, name)
@@ -51,6 +52,9 @@ def breakdown_line(breakdown: StepBreakdown, total_s: float) -> str:
         else:
             share = f" ({value / total_s:.0%})" if total_s > 0 else ""
             parts.append(f"{label} {seconds(value)}{share}")
+            if name == "idle_s" and breakdown.idle_split is not None:
+                causes = ", ".join(f"{cause} {seconds(s)}" for cause, s in breakdown.idle_split.parts())
+                parts[-1] += f" [{causes}]"
     return ", ".join(parts)
 
 

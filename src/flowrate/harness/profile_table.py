@@ -10,7 +10,9 @@ marker, the host's time between operators inside a step) carry no FLOPs or bytes
 no bound but overhead.
 
 The breakdown sums the rows by bound: compute-bound, memory-bound, and overhead (launch-bound
-operators and every framework row); communication is the collectives' rows.
+operators and every framework row); communication is the collectives' rows. On a GPU the
+host-to-device copies and the idle time, split by cause, come from the trace's device events
+(flowrate.harness.trace_idle, HolisticTraceAnalysis's definitions).
 
 The classes sum the rows by operator class (flowrate.estimate.ops.op_class), the grouping the
 cost model's own ops are summed by, so each class's measured time stands beside its predicted.
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flowrate.estimate.ops import OP_CLASSES, op_class
+from flowrate.harness.trace_idle import DeviceTime
 from flowrate.measure.op_counter import OpTally
 from flowrate.measure.roofline import COMPUTE, MEMORY, OVERHEAD, Roof, place
 from flowrate.results.profile import OpClassTime, ProfileOp, StepBreakdown
@@ -106,8 +109,15 @@ def most_lost(rows: Sequence[ProfileOp], top: int = TOP) -> list[ProfileOp]:
     return sorted(placed, key=lambda row: (-(row.lost_s or 0.0), row.op))[:top]
 
 
-def breakdown(rows: Sequence[ProfileOp], roofed: bool, device_type: str, synthetic: bool) -> StepBreakdown:
-    """The profiled steps' time by kind of work (see the module's docstring)."""
+def breakdown(
+    rows: Sequence[ProfileOp],
+    roofed: bool,
+    device_type: str,
+    synthetic: bool,
+    device: DeviceTime | None = None,
+) -> StepBreakdown:
+    """The profiled steps' time by kind of work (see the module's docstring); ``device`` is what
+    the trace's device events show (None: the trace holds none)."""
     notes: dict[str, str] = {}
 
     def total(bound: str) -> float:
@@ -128,9 +138,10 @@ def breakdown(rows: Sequence[ProfileOp], roofed: bool, device_type: str, synthet
     if device_type == "cpu":
         notes["host_to_device_s"] = "not measurable: on a CPU the batches are already in host memory"
         notes["idle_s"] = "not measurable on a CPU: the host runs the operators itself"
+    elif device is None:
+        notes["host_to_device_s"] = notes["idle_s"] = "the trace holds no device event"
     else:
-        why = "not derived here: open the trace in Perfetto or HolisticTraceAnalysis"
-        notes["host_to_device_s"] = notes["idle_s"] = why
+        host_to_device, idle = device.host_to_device_s, device.idle_s
     input_wait = 0.0 if synthetic else None
     if synthetic:
         notes["input_wait_s"] = "synthetic batches, made before the run: no input wait"
@@ -144,5 +155,6 @@ def breakdown(rows: Sequence[ProfileOp], roofed: bool, device_type: str, synthet
         host_to_device_s=host_to_device,
         input_wait_s=input_wait,
         idle_s=idle,
+        idle_split=device.idle if device is not None and device_type != "cpu" else None,
         notes=notes,
     )

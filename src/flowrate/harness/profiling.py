@@ -11,10 +11,11 @@ distort the profiled times. Into DIR go:
 - operators.json and operators.csv: the operator table (flowrate.harness.profile_table) with
   the roof it was placed under and the step breakdown.
 
-Operator time is self CPU time on a CPU, self device time on a GPU. The roof is the device's
-datasheet peaks where the peak table has both its FLOP/s and its memory bandwidth, else a
-calibration's achieved rates (`flowrate estimate --calibrate`), else none: the bound is unknown,
-never guessed. The cost model (flowrate.estimate) prices each operator of its traced step as
+Operator time is self CPU time on a CPU, self device time on a GPU; there the trace's device
+events give the breakdown's host-to-device copies and idle time (flowrate.harness.trace_idle).
+The roof is the device's datasheet peaks where the peak table has both its FLOP/s and its memory
+bandwidth, else a calibration's achieved rates (`flowrate estimate --calibrate`), else none: the
+bound is unknown, never guessed. The cost model (flowrate.estimate) prices each operator of its traced step as
 estimate_step does (its roofline and the share of its dispatch the step waits for) where it has
 a model of the device and the steps are ones it traces (a run's; not a generation's); where not,
 its reason is recorded. The framework's per-module, autograd, optimizer and per-step terms
@@ -51,6 +52,7 @@ from flowrate.harness.profile_table import (
     operator_rows,
     profiler_name,
 )
+from flowrate.harness.trace_idle import device_time
 from flowrate.io import write_atomic
 from flowrate.measure.env import device_name
 from flowrate.measure.op_counter import count_ops
@@ -118,7 +120,13 @@ def profile_steps(target: ProfileTarget, directory: str) -> Profile:
         roof_reason=roof_reason,
         launch_factor=LAUNCH_FACTOR,
         cost_model_reason=cost_reason,
-        breakdown=breakdown(rows, roof is not None, target.device.type, target.synthetic),
+        breakdown=breakdown(
+            rows,
+            roof is not None,
+            target.device.type,
+            target.synthetic,
+            device_time(json.loads(trace)) if target.device.type == "cuda" else None,
+        ),
         top_lost=most_lost(rows),
         classes=class_times(rows, by_class),
         unit=target.unit,

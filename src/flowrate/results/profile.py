@@ -40,6 +40,20 @@ class OpClassTime:
 
 
 @dataclass(frozen=True)
+class IdleSplit:
+    """A device's idle time by cause, as HolisticTraceAnalysis splits it
+    (flowrate.harness.trace_idle): seconds summed over its streams."""
+
+    host_wait_s: float  # the host had not yet launched the next kernel
+    kernel_wait_s: float  # short gaps between kernels launched back to back
+    other_s: float  # any other gap (a kernel waiting on another stream, say)
+
+    def parts(self) -> tuple[tuple[str, float], ...]:
+        """Each cause's label and seconds, in the order readers show them."""
+        return (("host wait", self.host_wait_s), ("kernel wait", self.kernel_wait_s), ("other", self.other_s))
+
+
+@dataclass(frozen=True)
 class StepBreakdown:
     """Where the profiled steps' time went, in seconds; None where it cannot be measured here,
     with the reason in ``notes`` (keyed by the field's name)."""
@@ -50,7 +64,8 @@ class StepBreakdown:
     communication_s: float | None = None
     host_to_device_s: float | None = None
     input_wait_s: float | None = None
-    idle_s: float | None = None
+    idle_s: float | None = None  # the device's idle time: the sum of idle_split's
+    idle_split: IdleSplit | None = None  # None: idle_s not measured (its note says why)
     notes: dict[str, str] = field(default_factory=dict)
 
 
