@@ -18,12 +18,11 @@ price, or a price that is not a finite number above 0 is refused, naming the fil
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from flowrate.config.toml_file import read_toml
 from flowrate.errors import ConfigError
 
 FIELD = "prices"
@@ -62,14 +61,7 @@ class Prices:
 
 def read_prices(path: str) -> Prices:
     """The file's entries; ConfigError("prices") naming the file and the key where it is wrong."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(FIELD, f"cannot read {path}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(FIELD, f"{path} is not a TOML file: it is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(FIELD, f"{path} is not valid TOML: {error}") from None
+    data = read_toml(path, FIELD)
     unknown = [key for key in data if key != TABLE]
     if unknown:
         raise ConfigError(FIELD, f"{path}: unknown key {unknown[0]!r}; give [[{TABLE}]] entries only")

@@ -23,7 +23,6 @@ import functools
 import hashlib
 import itertools
 import json
-import tomllib
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from flowrate.campaigns.process.job import COMMANDS, RUN, PointConfig, check_com
 from flowrate.campaigns.sweep.command import SAMPLE_SHAPE, build_config, command_fields, settle
 from flowrate.config import AUTO, RunConfig
 from flowrate.config.setting import settings
+from flowrate.config.toml_file import read_toml
 from flowrate.config.values import (
     BadValue,
     doubling,
@@ -200,14 +200,7 @@ class SweepFile:
 def load_sweep_file(path: str | Path, command: str | None = None) -> SweepFile:
     """The file's sweep; ``command``: the one the flags ask for (None: the file's, else run)."""
     source = "file"
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(source, f"cannot read {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(source, f"{path} is not a TOML file: it is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(source, f"{path} is not valid TOML: {error}") from None
+    data = read_toml(path, source)
     unknown = [k for k in data if k not in ("name", "command", "base", "grid")]
     if unknown:
         raise ConfigError(
