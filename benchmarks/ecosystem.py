@@ -142,7 +142,7 @@ def main() -> None:
                 round(ratio, 4),
                 "flowrate / hand loop",
                 Target(">=", TARGET),
-                f"ratio of the means, ABBA order: {compared.describe()}",
+                f"ABBA order: {compared.describe()}",
             ),
         ]
     record("ecosystem", figures)
