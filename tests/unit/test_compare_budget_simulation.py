@@ -5,6 +5,7 @@ drifting machine."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -90,3 +91,37 @@ def test_until_ci_within_a_budget_keeps_the_false_positive_rate_at_alpha_plus_on
             called |= stop & (test.p_values() < level)
             decided |= stop
         assert called.mean() <= ALPHA + 0.01, f"target ±{target:.2%}: {called.mean():.2%}"
+
+
+def _ar1(rng: np.random.Generator, trials: int, runs: int, rho: float) -> np.ndarray:
+    """Log noise that carries from one process to the next with correlation ``rho``, unit variance."""
+    shocks = rng.standard_normal((trials, runs))
+    logs = np.empty_like(shocks)
+    logs[:, 0] = shocks[:, 0]
+    for run in range(1, runs):
+        logs[:, run] = rho * logs[:, run - 1] + math.sqrt(1 - rho * rho) * shocks[:, run]
+    return logs
+
+
+@pytest.mark.parametrize("blocks", (4, 6, 10))
+def test_the_comparisons_that_are_paired_keep_the_false_positive_rate_at_alpha_plus_one_percent(
+    blocks: int,
+) -> None:
+    """The choice to pair must not pick the comparisons whose paired test happens to look precise:
+    among the A/A comparisons that were paired, the rate stays at alpha + 1%, on a machine whose
+    speed carries from one process to the next (AR(1), correlation 0.5) and on one that jumps
+    between blocks (as large as the noise)."""
+    rng = np.random.default_rng(43)
+    trials, cv = 20000, 0.03
+    order = np.array(list("ABBA" * blocks))
+    machines = {
+        "carries over": _ar1(rng, trials, 4 * blocks, 0.5),
+        "jumps between blocks": rng.standard_normal((trials, 4 * blocks))
+        + np.repeat(rng.standard_normal((trials, blocks)), 4, axis=1),
+    }
+    for machine, logs in machines.items():
+        values = np.exp(cv * logs)
+        test = block_test(values[:, order == "A"], values[:, order == "B"])
+        called = test.p_values()[test.paired] < ALPHA
+        assert test.paired.sum() > 2000, machine  # enough paired comparisons to tell 5% from 6%
+        assert called.mean() <= ALPHA + 0.01, f"{machine}: {called.mean():.2%} of {test.paired.sum()}"
