@@ -190,6 +190,9 @@ def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does
         ("fc_mnist", "train"),
         ("fc_mnist", "infer"),
     ]
+    # a kernel is warm after a call or two; a model's step takes `flowrate run`'s own preheat
+    assert {c.preheat_steps for c in seen if c.problem != "fc_mnist"} == {2}
+    assert {c.preheat_steps for c in seen if c.problem == "fc_mnist"} == {RunConfig.preheat_steps} == {5}
     generate = figures["generate transformer/debug"]
     assert (generate.value, generate.unit, generate.datasheet) == (250.0, "tokens/s", None)
     assert generate.detail == ("decode, batch 1, prompt 8, 16 new tokens, fp32, 0.40 of memory bandwidth")

@@ -103,18 +103,24 @@ class KernelFigures:
     def run(
         self, problem: str, precision: str = "fp32", device: str | None = None, **options: object
     ) -> Result:
+        """One run of ``problem`` for this survey's window; ``options`` are RunConfig fields by
+        name and win over the survey's (a model's training step takes `flowrate run`'s own
+        preheat: a kernel is warm after a call or two, a model's first steps still allocate)."""
         t = self.timing
+        settings: dict[str, object] = {
+            "preheat_steps": 1 if t.quick else 2,
+            "min_steps": 2,
+            "duration_s": t.seconds,
+            "target_interval_s": max(t.seconds / 4, 0.01),
+        }
+        settings.update(options)
         return self.measure(
             RunConfig(
                 problem=problem,
                 precision=Precision.parse(precision),
                 device=device or str(t.device),
                 threads=t.threads,
-                preheat_steps=1 if t.quick else 2,
-                min_steps=2,
-                duration_s=t.seconds,
-                target_interval_s=max(t.seconds / 4, 0.01),
-                **options,  # type: ignore[arg-type]  # RunConfig fields by name
+                **settings,  # type: ignore[arg-type]  # RunConfig fields by name
             )
         )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.harness.generate import GenerateConfig, run_generation
 from flowrate.harness.survey_figures import KernelFigures
@@ -46,6 +47,8 @@ MODEL: dict[str, Reference] = {
     "cpu": Reference("fc_mnist", "default", "fp32", 64),
 }
 MODEL_QUICK_CPU = Reference("transformer", "debug", "fp32", 4)
+# a model step's untimed warm-up, --quick or not: `flowrate run`'s own
+MODEL_PREHEAT_STEPS = RunConfig.preheat_steps
 # generation: the model, its batch, prompt and new tokens
 GENERATOR: dict[str, tuple[Reference, int, int]] = {
     "cuda": (Reference("transformer", "gpt2", "bf16", 8), 128, 128),
@@ -75,7 +78,12 @@ class ModelFigures:
         name = f"{mode} {ref.label}"
         try:
             result = self.kernels.run(
-                ref.problem, ref.precision, size=ref.size, mode=mode, batch_size=ref.batch
+                ref.problem,
+                ref.precision,
+                size=ref.size,
+                mode=mode,
+                batch_size=ref.batch,
+                preheat_steps=MODEL_PREHEAT_STEPS,
             )
         except FlowrateError as error:
             if mode == "train":
