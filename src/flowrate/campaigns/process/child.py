@@ -84,11 +84,8 @@ def portable(config: SameConfig) -> SameConfig:
     return config
 
 
-# Modules the fork server imports before it forks any run: torch (and, on a CPU build, dynamo:
-# fork_preload), which touch no device and start no thread of their own on import (numpy's BLAS
-# thread that torch brings shuts down across a fork). Not flowrate's harness: importing it starts
-# a native thread (seen in /proc here), and a thread pool that a fork leaves behind can hang the
-# child; it costs about 0.5 s more per run.
+# Modules the fork server imports before it forks any run: torch, and on a CPU build dynamo and
+# flowrate's run harness (fork_preload), none of which touches a device on import.
 PRELOADED = ["flowrate.campaigns.process.fork_preload"]
 
 
