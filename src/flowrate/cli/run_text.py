@@ -51,8 +51,18 @@ def start_line(config: RunConfig, problem: Problem) -> str:
     )
 
 
+def start_lines(config: RunConfig, problem: Problem, world_size: int | None) -> list[str]:
+    """What `flowrate run` says before it runs; ``world_size``: the torchrun launch's, if any."""
+    said = [data_parallel_line(world_size)] if world_size is not None else []
+    return [*said, start_line(config, problem)]
+
+
 def data_parallel_line(world_size: int) -> str:
     return f"data-parallel: {world_size} ranks; live figures are rank 0's, the result sums them all"
+
+
+def repeating_line(repeat: int) -> str:
+    return f"{repeat} runs, each in a fresh process"
 
 
 def repeat_line(index: int, repeat: int, result: Result) -> str:
