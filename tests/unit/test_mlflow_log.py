@@ -184,12 +184,12 @@ def test_runs_and_help_do_not_import_mlflow() -> None:
 
 
 def test_a_failed_log_after_the_run_says_how_to_send_it_again(log: MlflowLog, tracking_uri: str) -> None:
-    from flowrate.cli.mlflow_option import log_run
+    from flowrate.campaigns.recorded_run import send_run
 
     MlflowClient(tracking_uri).delete_experiment(log.experiment_id)
     result = _result()
     with pytest.raises(RunFailed) as failed:
-        log_run(log, result, (), recorded=True, quiet=True)
+        send_run(log, result, (), recorded=True)
     assert str(failed.value).endswith(
         f"; the run is recorded as {result.run_id}: send it with "
         f"`flowrate export --mlflow {tracking_uri} {result.run_id}`"

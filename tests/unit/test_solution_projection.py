@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from factories import make_result
+from flowrate.campaigns.scaling.projection import Study, check_study, load_study, projected
 from flowrate.cli.profile_text import solution_rows
-from flowrate.cli.projection import Study, check_study, load_study, projected
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError
 from flowrate.harness.api import priced

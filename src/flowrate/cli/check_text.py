@@ -48,9 +48,10 @@ def fidelity_rows(result: Result) -> list[tuple[str, str]]:
         raise ValueError(f"run {result.run_id} is not a check: its configuration is a {result.kind}'s")
     p = result.problem
     device = result.environment.device_name or c.device
-    window = f"{f.window} step" + ("s" if f.window != 1 else "")
     preheat = f", after {f.preheat_steps} unrecorded preheat steps" if f.preheat_steps else ""
-    rows = [
+    drop = f.relative_drop
+    change = f"  ({-drop:+.1%})" if drop is not None else ""
+    return [
         ("problem", f"{p.name}/{p.size}  ({count(p.parameters)} parameters)"),
         (
             "run",
@@ -59,29 +60,43 @@ def fidelity_rows(result: Result) -> list[tuple[str, str]]:
         ("device", str(device)),
         ("task", str(f.task)),
         ("steps", f"{f.steps}{preheat}"),
-        ("initial loss", f"{f.initial_loss:.4f}  (mean of the first {window})"),
-        ("loss reached", f"{f.final_loss:.4f}  (mean of the last {window})"),
-        ("min loss", f"{f.min_loss:.4f}"),
+        *_loss_rows(f, c),
+        *_target_rows(f),
+        ("fell", ("yes" if f.fell else "no") + change),
     ]
-    if f.reference_loss is not None:  # an inference format: trained in fp32, then quantized
-        rows[-3:-1] = [
-            ("initial loss", f"{f.initial_loss:.4f}  (fp32 training, mean of the first {window})"),
-            ("trained to", f"{f.trained_final_loss:.4f}  (fp32 training, mean of the last {window})"),
-            (
-                "loss reached",
-                f"{f.final_loss:.4f} in {c.precision}, {f.reference_loss:.4f} in fp32  "
-                f"(same {f.eval_steps} held-out batches; {f.loss_increase:+.4f})",
-            ),
+
+
+def _loss_rows(f: Fidelity, c: RunConfig) -> list[tuple[str, str]]:
+    """Where the loss started, where it got to and its minimum; for an inference format (trained
+    in fp32, then quantized) the fp32 training's ends and the quantized loss beside fp32's."""
+    window = f"{f.window} step" + ("s" if f.window != 1 else "")
+    lowest = ("min loss", f"{f.min_loss:.4f}")
+    if f.reference_loss is None:
+        return [
+            ("initial loss", f"{f.initial_loss:.4f}  (mean of the first {window})"),
+            ("loss reached", f"{f.final_loss:.4f}  (mean of the last {window})"),
+            lowest,
         ]
-    if f.target_loss is not None:
-        reached = f.steps_to_target
-        rows.append(
-            (
-                "steps to target",
-                f"{reached if reached is not None else 'not reached'}  (target {f.target_loss:g})",
-            )
+    return [
+        ("initial loss", f"{f.initial_loss:.4f}  (fp32 training, mean of the first {window})"),
+        ("trained to", f"{f.trained_final_loss:.4f}  (fp32 training, mean of the last {window})"),
+        (
+            "loss reached",
+            f"{f.final_loss:.4f} in {c.precision}, {f.reference_loss:.4f} in fp32  "
+            f"(same {f.eval_steps} held-out batches; {f.loss_increase:+.4f})",
+        ),
+        lowest,
+    ]
+
+
+def _target_rows(f: Fidelity) -> list[tuple[str, str]]:
+    """With --target-loss: the steps it took to reach it."""
+    if f.target_loss is None:
+        return []
+    reached = f.steps_to_target
+    return [
+        (
+            "steps to target",
+            f"{reached if reached is not None else 'not reached'}  (target {f.target_loss:g})",
         )
-    drop = f.relative_drop
-    change = f"  ({-drop:+.1%})" if drop is not None else ""
-    rows.append(("fell", ("yes" if f.fell else "no") + change))
-    return rows
+    ]

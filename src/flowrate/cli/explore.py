@@ -1,32 +1,30 @@
 """`flowrate explore`: a multi-objective search over run options, each point a recorded run.
 
 The search itself (Optuna's study, the rungs of run length, resume) and its session against the
-store live in flowrate.campaigns.explore (engine, run); this module reads the flags and a
---space-file, checks everything before the first run, calls run_session, shows each evaluation as
-it is recorded and prints the frontier (cli/explore_text.py).
+store live in flowrate.campaigns.explore (engine, run), and so does reading the options and a
+--space-file into what to explore, checked before the first run (options); this module parses the
+flags, calls run_session, shows each evaluation as it is recorded and prints the frontier
+(cli/explore_text.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from flowrate.campaigns.explore.settings import INITIAL
+from flowrate.campaigns.explore.settings import DEFAULT_BUDGET, DEFAULT_OBJECTIVES, INITIAL
 from flowrate.cli.executor_options import ExecutorChoice, executor_options
 from flowrate.cli.options import STORE_HELP, checked_tags, run_options
 from flowrate.cli.param_types import SettingType
 
 if TYPE_CHECKING:
-    from flowrate.campaigns.explore.plan import Budget, ExploreSpec
+    from flowrate.campaigns.explore.options import Exploration, ExploreOptions
 
 SPACE_HELP = (
     "An option to search and its values (repeatable): A..B every integer from A to B, A..B:log2 "
     "doubling from A (1..512:log2 is 1,2,4,…,512), or a comma list (precision=fp32,bf16, compile=0,1)."
 )
-DEFAULT_OBJECTIVES = ("samples_per_sec:max", "peak_memory_bytes:min")
-DEFAULT_BUDGET = "12"
 
 
 @click.command("explore")
@@ -117,23 +115,24 @@ def command(
     """
     import sys
 
+    from flowrate.campaigns.explore.options import ExploreOptions
     from flowrate.campaigns.explore.run import run_session
     from flowrate.cli import console, explore_text
     from flowrate.errors import RunFailed
 
-    spec, plan = _plan(
-        space, space_file, objectives, constraints, budget, min_duration, name, flags, sample_shape
-    )
+    options = ExploreOptions(space, space_file, objectives, constraints, budget, min_duration, name, initial)
+    exploration = _exploration(options, flags, sample_shape)
+    spec = exploration.spec
     outcome = run_session(
         spec,
         store,
         lambda study: executor.open(store, study, sys.argv),
-        budget=plan.budget,
-        seed=plan.seed,
-        initial=initial or plan.initial,
+        budget=exploration.budget,
+        seed=exploration.seed,
+        initial=exploration.initial,
         sampler=sampler,
         tags=tags,
-        listener=explore_text.Display(spec, plan.budget, quiet),
+        listener=explore_text.Display(spec, exploration.budget, quiet),
     )
     if as_json:
         console.data(explore_text.to_json(spec, outcome))
@@ -146,83 +145,15 @@ def command(
         raise RunFailed(explore_text.no_frontier(outcome))
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """How the search runs, from the flags and the space file: its budget, seed and initial design."""
-
-    budget: Budget
-    seed: int
-    initial: int | None
-
-
-def _plan(
-    space: tuple[str, ...],
-    space_file: str | None,
-    objectives: tuple[str, ...],
-    constraints: tuple[str, ...],
-    budget: str | None,
-    min_duration: float | None,
-    name: str | None,
-    flags: dict[str, Any],
-    sample_shape: int | None,
-) -> tuple[ExploreSpec, _Plan]:
-    """The exploration the flags and the file describe, checked before anything runs: a flag and
-    its key in the file's [explore] table are read by the same rules (flowrate.campaigns.explore.settings)."""
-    from flowrate.campaigns.explore.objectives import parse_constraints, parse_objectives
-    from flowrate.campaigns.explore.plan import Budget, ExploreSpec
-    from flowrate.campaigns.explore.settings import ExploreSettings, check_name, read_settings
-    from flowrate.campaigns.explore.space import in_file, load_space_file, merge_space, parse_space_flags
+def _exploration(options: ExploreOptions, flags: dict[str, Any], sample_shape: int | None) -> Exploration:
+    """The exploration the flags and the file describe; a mistake names the flag."""
+    from flowrate.campaigns.explore.options import plan_exploration
     from flowrate.campaigns.process.job import RUN
-    from flowrate.campaigns.rungs.ladder import Fidelity
     from flowrate.cli.sweep import base_from_flags  # the base a sweep's flags give: the same here
-    from flowrate.config import FLAG_NAMES, RunConfig
+    from flowrate.config import FLAG_NAMES
     from flowrate.errors import ConfigError
 
     try:
-        file = load_space_file(space_file) if space_file else None
-        settings = ExploreSettings()
-        if file is not None and space_file is not None:
-            with in_file(space_file):
-                settings = read_settings(file.settings)
-        base = base_from_flags(flags, sample_shape, RUN)
-        duration = base.pop("duration_s", None) or (file.base.pop("duration_s", None) if file else None)
-        duration = duration or RunConfig.duration_s
-        search = merge_space(parse_space_flags(space), base, file)
-        if min_duration is not None and ("steps" in search.base or "steps" in search.names):
-            raise ConfigError(
-                "steps" if "steps" in base else "min_duration",
-                "a fixed step count (steps) cannot be shortened into rungs: drop steps or --min-duration",
-            )
-        search.check()
-        spec = ExploreSpec(
-            search,
-            parse_objectives(objectives)
-            if objectives
-            else settings.objectives or parse_objectives(DEFAULT_OBJECTIVES),
-            parse_constraints(constraints) if constraints else settings.constraints,
-            Fidelity.ladder(duration, min_duration),
-            check_name(name) if name is not None else settings.name,
-        )
-        _require_checkable(spec)
-        seed = base.get("seed")  # --seed, checked as the line was read
-        plan = _Plan(
-            Budget.parse(budget) if budget is not None else settings.budget or Budget.parse(DEFAULT_BUDGET),
-            seed if seed is not None else settings.seed or 0,
-            settings.initial,
-        )
-        return spec, plan
+        return plan_exploration(options, lambda: base_from_flags(flags, sample_shape, RUN))
     except ConfigError as mistake:
         raise ConfigError(FLAG_NAMES.get(mistake.field, mistake.field), mistake.message) from None
-
-
-def _require_checkable(spec: ExploreSpec) -> None:
-    """With the fidelity metric asked for, each configuration is also checked: a problem
-    `flowrate check` cannot train is refused before anything runs."""
-    from flowrate.campaigns.explore.evaluate import FIDELITY, check_config
-    from flowrate.harness.fidelity import require_checkable
-    from flowrate.problems.registry import get_problem
-
-    if FIDELITY not in spec.metrics:
-        return
-    config = check_config(spec.space.config_for({a.name: a.values[0] for a in spec.space.axes}))
-    require_checkable(config, get_problem(config.problem, config.size, config.problem_options))

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from flowrate.config import GenerateConfig
     from flowrate.problems.base import Problem
     from flowrate.results.schema import Result
-    from flowrate.results.sections import LatencyStats
+    from flowrate.results.sections import Generation, LatencyStats
 
 
 def resolve(flags: dict[str, Any]) -> tuple[GenerateConfig, Problem]:
@@ -76,9 +76,8 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
     from flowrate.results.sections import Generation
 
     g = result.generation or Generation()
-    p, c, mem = result.problem, result.config, g.memory
+    p, c = result.problem, result.config
     device = result.environment.device_name or c.device
-    kv, measured = gib(mem.kv_bytes_per_token), gib(mem.kv_bytes_per_token_measured)
     rows = [
         ("problem", f"{p.name}/{p.size}"),
         (
@@ -93,20 +92,10 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
         ("E2E", _ms(g.e2e_s)),
         ("prefill", f"{rate(g.prefill_tokens_per_sec)} tokens/s"),
         ("decode", f"{rate(g.decode_tokens_per_sec)} tokens/s"),
-        ("KV cache", f"{kv}/token (measured {measured}), {gib(mem.kv_cache_bytes)} at this batch"),
+        *_memory_rows(g),
+        ("prefill MFU", _fraction(g.prefill_mfu, g.prefill_flops_per_sec, "FLOP/s")),
+        ("decode bandwidth", _fraction(g.decode_bandwidth_utilization, g.decode_bytes_per_sec, "B/s")),
     ]
-    if mem.max_batch_size is not None:
-        auto = " (auto)" if mem.batch_size_auto else ""
-        rows.append(
-            (
-                "fits",
-                f"batch {mem.max_batch_size} at this context{auto}, "
-                f"context {mem.max_context_at_batch_1} at batch 1",
-            )
-        )
-    rows.append(("prefill MFU", _fraction(g.prefill_mfu, g.prefill_flops_per_sec, "FLOP/s")))
-    bandwidth = _fraction(g.decode_bandwidth_utilization, g.decode_bytes_per_sec, "B/s")
-    rows.append(("decode bandwidth", bandwidth))
     if g.peak_reason:
         rows.append(("peaks", g.peak_reason))
     said = result.environment.freed_memory
@@ -116,4 +105,16 @@ def generation_rows(result: Result) -> list[tuple[str, str]]:
         from flowrate.cli.profile_text import profile_rows
 
         rows += profile_rows(result.profile)
+    return rows
+
+
+def _memory_rows(g: Generation) -> list[tuple[str, str]]:
+    """The KV cache per token (computed and measured) and at this batch, and what fits."""
+    mem = g.memory
+    kv, measured = gib(mem.kv_bytes_per_token), gib(mem.kv_bytes_per_token_measured)
+    rows = [("KV cache", f"{kv}/token (measured {measured}), {gib(mem.kv_cache_bytes)} at this batch")]
+    if mem.max_batch_size is not None:
+        auto = " (auto)" if mem.batch_size_auto else ""
+        at_one = f"context {mem.max_context_at_batch_1} at batch 1"
+        rows.append(("fits", f"batch {mem.max_batch_size} at this context{auto}, {at_one}"))
     return rows

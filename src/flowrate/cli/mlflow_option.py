@@ -9,7 +9,7 @@ imports mlflow only to send, once the figures are taken, and every request is bo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,7 +18,6 @@ from flowrate.results.mlflow_log import DEFAULT_EXPERIMENT, DEFAULT_URI
 
 if TYPE_CHECKING:
     from flowrate.results.mlflow_log import MlflowLog
-    from flowrate.results.schema import Result
     from flowrate.results.store import StoredRun
 
 
@@ -54,22 +53,9 @@ def open_mlflow(uri: str | None, experiment: str | None) -> MlflowLog | None:
     return MlflowLog.open(uri, experiment or DEFAULT_EXPERIMENT)
 
 
-def log_run(log: MlflowLog, result: Result, tags: Sequence[str], recorded: bool, quiet: bool) -> None:
-    """Send a finished run; a failure says the run itself is kept and how to send it again."""
-    from flowrate.cli import console
-    from flowrate.errors import RunFailed
-
-    try:
-        sent = log.send(result, tags)
-    except RunFailed as error:
-        kept = (
-            f"the run is recorded as {result.run_id}: send it with `flowrate export --mlflow {log.uri} "
-            f"{result.run_id}`"
-            if recorded
-            else "the run was not recorded (--no-store)"
-        )
-        raise RunFailed(f"{error}; {kept}") from None
-    console.status(f"logged to MLflow experiment {log.experiment} as run {sent} in {log.uri}", quiet)
+def logged_line(log: MlflowLog, sent: str | None) -> str:
+    """A run sent (flowrate.campaigns.recorded_run.send_run): where, and as which MLflow run."""
+    return f"logged to MLflow experiment {log.experiment} as run {sent} in {log.uri}"
 
 
 def send_runs(log: MlflowLog, runs: list[StoredRun], quiet: bool = False) -> None:

@@ -1,7 +1,9 @@
 """`flowrate run`: benchmark one configuration and report it.
 
-Parses flags into a RunConfig (whose defaults are the only defaults), calls the library, and
-displays: the summary on stderr, the JSON result on stdout with --json or in a file with --out.
+Parses flags into a RunConfig (whose defaults are the only defaults) and resolves --scaling to
+its stored study; flowrate.campaigns.recorded_run runs, adds to, keeps and sends the result; this
+module displays: progress and the summary on stderr, the JSON result on stdout with --json or in a
+file with --out.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from flowrate.cli.options import output_options, run_options
 MAX_REPEAT = 1000  # each repeat is a fresh process and a whole run
 
 if TYPE_CHECKING:
-    from flowrate.cli.projection import Study
+    from flowrate.cli.destination import Destination
+    from flowrate.cli.progress import LiveProgress
     from flowrate.config import RunConfig
+    from flowrate.execution.launch import Launch
     from flowrate.results.schema import Result
-    from flowrate.results.store import Store
 
 
 @click.command("run")
@@ -66,86 +69,81 @@ def command(
     """
     import sys
 
+    from flowrate.campaigns.recorded_run import run_and_record
+    from flowrate.campaigns.scaling.projection import study_for_run
     from flowrate.cli import console, run_text
     from flowrate.cli.destination import Destination
-    from flowrate.cli.mlflow_option import log_run, open_mlflow
+    from flowrate.cli.mlflow_option import logged_line, open_mlflow
     from flowrate.cli.paths import check_folder
-    from flowrate.cli.progress import LiveProgress
     from flowrate.cli.resolve import resolve_run
-    from flowrate.errors import ConfigError
-    from flowrate.execution.launch import is_primary, launched
-    from flowrate.harness.api import run_config
-    from flowrate.harness.measured_max import from_store
+    from flowrate.execution.launch import is_primary
 
     config, problem = resolve_run(flags, sample_shape, out)
     if tensorboard is not None:
         check_folder(tensorboard, "tensorboard")
+    launch = _launch(config, repeat)
+    quiet = quiet or not is_primary()
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    study = study_for_run(scaling, config, repeat, destination.store, store) if scaling is not None else None
+    mlflow = open_mlflow(mlflow_uri, mlflow_experiment) if is_primary() else None  # rank 0 logs
+    for line in run_text.start_lines(config, problem, launch.world_size if launch is not None else None):
+        console.status(line, quiet)
+    done = run_and_record(
+        config,
+        problem,
+        _Display(destination, quiet),
+        repeat=repeat,
+        tensorboard=tensorboard,
+        study=study,
+        store=destination.store,
+        mlflow=mlflow,
+        tags=tags,
+        argv=sys.argv,
+    )
+    if mlflow is not None:
+        console.status(logged_line(mlflow, done.mlflow_run), quiet)
+
+
+def _launch(config: RunConfig, repeat: int) -> Launch | None:
+    """torchrun's launch (None: started alone); --repeat, which starts fresh processes of one
+    whole run, refused with --profile and under torchrun."""
+    from flowrate.errors import ConfigError
+    from flowrate.execution.launch import launched
+
     if config.profile_dir is not None and repeat > 1:
         raise ConfigError("profile", "profiles the steps of one run: give it without --repeat")
     launch = launched()
     if launch is not None and repeat > 1:
         raise ConfigError("repeat", "starts fresh processes, not ranks: repeat the torchrun launch instead")
-    quiet = quiet or not is_primary()
-    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
-    study = _study(scaling, config, destination.store, store, repeat) if scaling is not None else None
-    mlflow = open_mlflow(mlflow_uri, mlflow_experiment) if is_primary() else None  # rank 0 logs
-    if launch is not None:
-        console.status(run_text.data_parallel_line(launch.world_size), quiet)
-    console.status(run_text.start_line(config, problem), quiet)
-    if repeat > 1:
-        from flowrate.campaigns.repeat import RepeatInterrupted
-
-        try:
-            result = _run_repeated(config, repeat, tensorboard, quiet)
-        except RepeatInterrupted as cut:  # the finished runs are kept, then the command exits 130
-            title = f"flowrate run {cut.partial.run_id} (interrupted)"
-            destination.report(cut.partial, title, run_text.summary_rows(cut.partial))
-            raise KeyboardInterrupt from None
-    else:
-        with LiveProgress(console.stderr_console(), config, enabled=not quiet) as progress:
-            result = run_config(config, problem, argv=sys.argv, on_interval=progress, tensorboard=tensorboard)
-    result = from_store(result, destination.store)  # MFU against a stored survey's matmul maximum
-    if study is not None:
-        from flowrate.cli.projection import projected
-
-        result = projected(result, study)
-    destination.report(result, f"flowrate run {result.run_id}", run_text.summary_rows(result))
-    if mlflow is not None:  # after the run is recorded: MLflow failing loses nothing
-        log_run(mlflow, result, tags, destination.store is not None, quiet)
+    return launch
 
 
-def _study(scaling: str, config: RunConfig, opened: Store | None, store: str | None, repeat: int) -> Study:
-    """The --scaling study, found and checked before the run (flowrate.cli.projection), in the
-    store the run records to, else (--no-store, a rank other than 0) read from --store or the
-    default store."""
-    from flowrate.cli.projection import FIELD, check_study, load_study
-    from flowrate.errors import ConfigError
-    from flowrate.results.store import Store
+class _Display:
+    """What `flowrate run` shows as it goes (flowrate.campaigns.recorded_run.RunListener): live
+    progress, a line per --repeat run, and the result kept and shown by its Destination."""
 
-    if config.to_solution is None:
-        raise ConfigError(FIELD, "projects a job's time to solution: give --to-solution AMOUNT too")
-    if repeat > 1:
-        raise ConfigError(FIELD, "projects one run's time to solution: give it without --repeat")
-    if opened is not None:
-        study = load_study(opened, scaling)
-    else:
-        with Store(store, readonly=True) as reading:
-            study = load_study(reading, scaling)
-    check_study(study, config)
-    return study
+    def __init__(self, destination: Destination, quiet: bool) -> None:
+        self.destination = destination
+        self.quiet = quiet
 
+    def progress(self, config: RunConfig) -> LiveProgress:
+        from flowrate.cli import console
+        from flowrate.cli.progress import LiveProgress
 
-def _run_repeated(config: RunConfig, repeat: int, tensorboard: str | None, quiet: bool) -> Result:
-    import sys
+        return LiveProgress(console.stderr_console(), config, enabled=not self.quiet)
 
-    from flowrate.campaigns.repeat import run_repeated
-    from flowrate.cli import console, run_text
+    def repeating(self, repeat: int) -> None:
+        from flowrate.cli import console, run_text
 
-    console.status(f"{repeat} runs, each in a fresh process", quiet)
-    return run_repeated(
-        config,
-        repeat,
-        argv=sys.argv,
-        tensorboard=tensorboard,
-        on_run=lambda index, result: console.status(run_text.repeat_line(index, repeat, result), quiet),
-    )
+        console.status(run_text.repeating_line(repeat), self.quiet)
+
+    def repeat_run(self, index: int, repeat: int, result: Result) -> None:
+        from flowrate.cli import console, run_text
+
+        console.status(run_text.repeat_line(index, repeat, result), self.quiet)
+
+    def keep(self, result: Result, interrupted: bool) -> None:
+        from flowrate.cli import run_text
+
+        title = f"flowrate run {result.run_id}" + (" (interrupted)" if interrupted else "")
+        self.destination.report(result, title, run_text.summary_rows(result))

@@ -51,8 +51,18 @@ def start_line(config: RunConfig, problem: Problem) -> str:
     )
 
 
+def start_lines(config: RunConfig, problem: Problem, world_size: int | None) -> list[str]:
+    """What `flowrate run` says before it runs; ``world_size``: the torchrun launch's, if any."""
+    said = [data_parallel_line(world_size)] if world_size is not None else []
+    return [*said, start_line(config, problem)]
+
+
 def data_parallel_line(world_size: int) -> str:
     return f"data-parallel: {world_size} ranks; live figures are rank 0's, the result sums them all"
+
+
+def repeating_line(repeat: int) -> str:
+    return f"{repeat} runs, each in a fresh process"
 
 
 def repeat_line(index: int, repeat: int, result: Result) -> str:
@@ -241,8 +251,23 @@ def collective_line(operation: str, summed_bytes_per_sec: float, distributed: Di
 
 def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     """FLOP/s and MFU, bandwidth, energy and memory: each with its reason when empty."""
-    f, e, m = result.flops, result.energy, result.memory
-    device_type = result.environment.device_type
+    e, m = result.energy, result.memory
+    rows = [*_flops_rows(result), *_bandwidth_rows(result)]
+    if e.seconds is not None or e.reason is not None:  # a record before version 2 has no reading
+        rows.append(("energy", _energy_line(e)))
+    if m.rss_scope is not None:
+        rows.append(("memory", _memory_line(m)))
+    said = result.environment.freed_memory
+    if line := freed_memory.label(freed_memory_asked(result.config), said, result.environment.device_type):
+        rows.append(("host memory", line))
+    if (load := result.environment.machine_load) is not None:
+        rows.append(("machine", _load_line(load)))
+    return rows
+
+
+def _flops_rows(result: Result) -> list[tuple[str, str]]:
+    """Model and hardware FLOP/s, MFU, and what the operator count saw of a step."""
+    f = result.flops
     rows: list[tuple[str, str]] = []
     if f.model_flops_per_sample:
         executed = f.executed_flops_per_sample
@@ -261,26 +286,24 @@ def _hardware_rows(result: Result) -> list[tuple[str, str]]:
     if result.operators is not None:
         rows.append(("FLOP count", coverage_line(result.operators)))
         if result.operators.census is not None:
-            rows.append(("precision", census_line(result.operators.census, device_type)))
+            rows.append(("precision", census_line(result.operators.census, result.environment.device_type)))
             calls = result.operators.census.op_calls
             ceiling = f"`flowrate run -p launch -O ops={calls}` gives their steps/s ceiling"
             rows.append(("launches", f"{calls} ops dispatched per step; {ceiling}"))
-    if f.bytes_per_sec:
-        fraction = f.bandwidth_fraction
-        peak = f.peak_bandwidth
-        of_peak = f"  {fraction:.1%} of {si(peak, 'B/s')} datasheet" if fraction and peak else ""
-        rows.append(("bandwidth", f"{si(f.bytes_per_sec, 'B/s')}{of_peak}"))
-        if (operation := result.problem.settings.get("operation")) and result.distributed:
-            rows.append(("collective", collective_line(operation, f.bytes_per_sec, result.distributed)))
-    if e.seconds is not None or e.reason is not None:  # a record before version 2 has no reading
-        rows.append(("energy", _energy_line(e)))
-    if m.rss_scope is not None:
-        rows.append(("memory", _memory_line(m)))
-    said = result.environment.freed_memory
-    if line := freed_memory.label(freed_memory_asked(result.config), said, device_type):
-        rows.append(("host memory", line))
-    if (load := result.environment.machine_load) is not None:
-        rows.append(("machine", _load_line(load)))
+    return rows
+
+
+def _bandwidth_rows(result: Result) -> list[tuple[str, str]]:
+    """Bytes per second against the datasheet's, and a collective's algorithm and bus bandwidth."""
+    f = result.flops
+    if not f.bytes_per_sec:
+        return []
+    fraction = f.bandwidth_fraction
+    peak = f.peak_bandwidth
+    of_peak = f"  {fraction:.1%} of {si(peak, 'B/s')} datasheet" if fraction and peak else ""
+    rows = [("bandwidth", f"{si(f.bytes_per_sec, 'B/s')}{of_peak}")]
+    if (operation := result.problem.settings.get("operation")) and result.distributed:
+        rows.append(("collective", collective_line(operation, f.bytes_per_sec, result.distributed)))
     return rows
 
 

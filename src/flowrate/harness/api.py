@@ -1,7 +1,7 @@
 """The public entry points: ``benchmark()`` for a problem and options, ``run_config()`` for a RunConfig.
 
-The CLI's `flowrate run` is a thin layer over ``run_config``; flowrate.harness.run does the work
-of each process.
+`flowrate run` calls ``run_config`` too, through flowrate.campaigns.recorded_run, which then keeps
+and sends what it returns; flowrate.harness.run does the work of each process.
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # the command line imports this module for INITIAL: it stays 
 
 INITIAL = Bounds("a positive integer", 1, INT32_MAX, high_note=" (2**31 - 1)")  # --initial's points
 SEED = BOUNDS["seed"]  # --seed seeds the runs and the search alike
+DEFAULT_OBJECTIVES = ("samples_per_sec:max", "peak_memory_bytes:min")  # neither flag nor file names one
+DEFAULT_BUDGET = "12"  # runs
 
 
 @dataclass(frozen=True)

@@ -1,2 +1,3 @@
 """`flowrate scaling`: weak scaling under torchrun, each size a launch of its own (run), the sizes
-planned and recorded (plan), and the communication share of each size's step (comm)."""
+planned and recorded (plan), the communication share of each size's step (comm), and a run's
+time to solution projected to a stored study's sizes (projection, `flowrate run --scaling`)."""

@@ -107,6 +107,27 @@ def same_settings(config: SharedConfig) -> dict[str, str | None]:
     }
 
 
+def study_for_run(
+    ref: str, config: RunConfig, repeat: int, opened: Store | None, store: str | None = None
+) -> Study:
+    """The --scaling study ``ref`` names, found and checked before the run: in ``opened`` (the
+    store the run records to), else (--no-store, a rank other than 0) read from the store at
+    ``store`` (None: the default store)."""
+    from flowrate.results.store import Store
+
+    if config.to_solution is None:
+        raise ConfigError(FIELD, "projects a job's time to solution: give --to-solution AMOUNT too")
+    if repeat > 1:
+        raise ConfigError(FIELD, "projects one run's time to solution: give it without --repeat")
+    if opened is not None:
+        study = load_study(opened, ref)
+    else:
+        with Store(store, readonly=True) as reading:
+            study = load_study(reading, ref)
+    check_study(study, config)
+    return study
+
+
 def check_study(study: Study, config: RunConfig) -> None:
     """Before the run: the study measured this configuration (same_settings)."""
     mine, theirs = same_settings(config), same_settings(study.runs[0].config)
