@@ -47,16 +47,17 @@ def test_a_search_ends_within_its_budget_names_a_rate_and_stores_every_point(tmp
     assert serving is not None and not serving.partial
     search = serving.search
     assert search is not None
-    assert search["requests_per_point"] == 22 and search["percentile"] == 90.0
-    assert search["stopped"] in ("resolution", "budget") and search["spent_s"] <= 20.0
-    assert len(search["points"]) >= 2 and search["points"][0]["rate"] == 5.0
-    for point in search["points"]:
-        assert len(point["traces"]) == point["requests"]
-        assert point["partial"] or point["requests"] == 22
-    found = search["max_rate"]
+    assert search.requests_per_point == 22 and search.percentile == 90.0
+    assert search.stopped in ("resolution", "budget") and (search.spent_s or 0) <= 20.0
+    assert len(search.points) >= 2 and search.points[0].rate == 5.0
+    for point in search.points:
+        assert isinstance(point.extra["traces"], list) and len(point.extra["traces"]) == point.requests
+        assert point.partial or point.requests == 22
+    found = search.max_rate
     assert found is not None and f"{found:.4g} req/s" in done.stderr
-    headline = search["points"][search["headline_point"]]
-    assert headline["rate"] == found == serving.rate and serving.requests == 22
+    assert search.headline_point is not None
+    headline = search.points[search.headline_point]
+    assert headline.rate == found == serving.rate and serving.requests == 22
     assert plot.stat().st_size > 0
 
 
@@ -82,12 +83,10 @@ def test_one_ctrl_c_stops_the_whole_search_and_keeps_the_points_measured(tmp_pat
     assert serving is not None and serving.partial
     search = serving.search
     assert search is not None
-    assert search["stopped"] == "interrupted"
-    first, cut = search["points"]
-    assert not first["partial"] and first["verdict"] == "pass" and first["requests"] == 22
-    assert (
-        cut["partial"] and cut["verdict"] is None and cut["cut"] == "interrupted" and "latency_ms" not in cut
-    )
-    assert cut["rate"] == 4.0 and cut["requests"] < 22 + 1
-    assert search["max_rate"] == 2.0 and search["headline_point"] == 0
+    assert search.stopped == "interrupted"
+    first, cut = search.points
+    assert not first.partial and first.verdict == "pass" and first.requests == 22
+    assert cut.partial and cut.verdict is None and cut.cut == "interrupted" and cut.latency_ms is None
+    assert cut.rate == 4.0 and (cut.requests or 0) < 22 + 1
+    assert search.max_rate == 2.0 and search.headline_point == 0
     assert serving.requests == 22  # the headline is the measured point, not the cut one

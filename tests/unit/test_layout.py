@@ -35,3 +35,10 @@ def test_the_import_contract_holds() -> None:
     done = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "3 kept, 0 broken" in done.stdout
+
+
+def test_showing_a_serving_run_needs_no_http_client() -> None:
+    """`flowrate show` lays out a stored load test without serve-bench's client (aiohttp)."""
+    code = "import sys, flowrate.cli.serve_bench_text\nprint('aiohttp' in sys.modules)\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -248,3 +248,23 @@ def test_the_table_says_each_point_and_reads_searches_stored_with_p99s() -> None
         ("2 req/s", "pass: p99 ttft_ms 12.00"),
         ("max rate meeting the SLO", "none found"),
     ]
+
+
+def test_a_search_runs_table_ends_with_its_points_and_the_rate_found() -> None:
+    """serve-bench and `flowrate show` print one table: the headline figures, then the search."""
+    import dataclasses
+
+    from flowrate.cli.serve_bench_text import rows
+    from flowrate.results.serving import RequestTrace
+    from flowrate.serving.result import serving_section
+
+    failed = RequestTrace(0, 0.0, max_tokens=2, error="HTTP 500")
+    section = serving_section([failed], None, {"model": "tiny"}, False)
+    search = search_from({"points": [_point(4, 40, 3.9)], "max_rate": 4.0})
+    table = rows(dataclasses.replace(section, search=search))
+    assert table[0] == ("requests", "1 sent, 0 completed")
+    assert table[-2:] == [
+        ("4 req/s", "pass: ttft_ms 40.00 ms (bound 45.00); 3.9 req/s achieved"),
+        ("max rate meeting the SLO", "4 req/s"),
+    ]
+    assert not any(label == "max rate meeting the SLO" for label, _ in rows(section))

@@ -23,13 +23,23 @@ from flowrate.cli.survey_text import (
     figure_line,
     markdown,
     outside_message,
+    progress_line,
+    start_line,
     survey_rows,
 )
 from flowrate.config import RunConfig
 from flowrate.errors import ConfigError, FlowrateError
+from flowrate.execution.launch import Launch
 from flowrate.harness.generate import GenerateConfig
 from flowrate.harness.measured_max import against_survey
-from flowrate.harness.survey import SurveyConfig, device_precisions, matmul_max, run_survey
+from flowrate.harness.survey import (
+    SurveyConfig,
+    check_launch,
+    device_precisions,
+    matmul_max,
+    run_survey,
+    survey_machine,
+)
 from flowrate.harness.survey_bands import (
     FRACTION_BAND,
     LAUNCH_BAND,
@@ -261,6 +271,46 @@ def test_a_band_given_by_name_replaces_the_default() -> None:
     assert (launch.band_low, launch.band_high, launch.within_band) == (0.0, 1.0, True)
 
 
+def test_a_finished_survey_names_the_figures_outside_their_band() -> None:
+    config = SurveyConfig(device="cpu", seconds=0.1, shapes=((64, 8, 8),), precisions=("fp32",), model=False)
+    heard: list[str] = []
+    done = survey_machine(
+        config,
+        on_figure=lambda figure: heard.append(figure.name),
+        measure=_fake_measure([]),
+        generate=_fake_generate([]),
+    )
+    assert done.survey is done.result.survey and heard == [f.name for f in done.survey.figures]
+    assert [f.name for f in done.outside] == ["launch"]  # 10 ms per call: outside [0.2 µs, 500 µs]
+    relaxed = dataclasses.replace(config, bands={"launch": (0.0, 1.0)})
+    assert survey_machine(relaxed, measure=_fake_measure([]), generate=_fake_generate([])).outside == ()
+
+
+def test_under_torchrun_a_flag_choosing_the_devices_own_figures_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    check_launch(("fp32",), ((64, 8, 8),), model=False)  # alone: every option applies
+    for name, value in {
+        "RANK": "0",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    check_launch((), (), model=True)
+    for given, flag in [
+        ((("fp32",), ((64, 8, 8),), False), "precision"),
+        (((), ((64, 8, 8),), False), "shapes"),
+        (((), (), False), "no-model"),
+    ]:
+        with pytest.raises(ConfigError) as error:
+            check_launch(*given)
+        assert (
+            str(error.value)
+            == f"{flag}: applies without torchrun (under it the survey measures the collectives)"
+        )
+
+
 SURVEY = Survey(
     device="NVIDIA H100 80GB HBM3",
     quick=True,
@@ -290,6 +340,9 @@ def test_survey_text() -> None:
     assert outside_message([low]) == (
         "--strict: 1 figure(s) outside their band: copy 500 GB/s outside [0.3, 1] of datasheet"
     )
+    assert progress_line(low) == "copy: 500 GB/s"
+    assert start_line(None, quick=True) == "surveying this machine (quick)"
+    assert start_line(Launch(0, 4, 0, None), quick=False) == "surveying the collectives of 4 ranks"
 
 
 def _survey_record(environment: Environment) -> Result:

@@ -91,11 +91,8 @@ def show_rows(result: Result, tags: Sequence[str]) -> list[tuple[str, str]]:
         rows = generation_rows(result)
     elif result.serving is not None:  # `flowrate serve-bench`
         from flowrate.cli.serve_bench_text import rows as serving_rows
-        from flowrate.cli.serve_bench_text import search_rows
 
-        rows = serving_rows(result.serving)
-        if result.serving.search is not None:  # --find-max-rate: every point and the rate found
-            rows += search_rows(result.serving.search)
+        rows = serving_rows(result.serving)  # with --find-max-rate: every point and the rate found
     else:
         rows = fidelity_rows(result) if result.fidelity else summary_rows(result)
     rows.insert(0, ("recorded", f"{result.created_at}" + (f"  tags {', '.join(tags)}" if tags else "")))

@@ -8,10 +8,13 @@ import click
 
 from flowrate.cli.options import output_options
 from flowrate.cli.serve_options import config_from, serve_options
-from flowrate.config.serve import ServeConfig
 
 if TYPE_CHECKING:
-    from flowrate.results.serving import Serving
+    from matplotlib.figure import Figure
+
+    from flowrate.cli.destination import Destination
+    from flowrate.serving.load_test import LoadSweep, LoadTest
+    from flowrate.serving.plan import Plan
 
 
 @click.command("serve-bench")
@@ -31,21 +34,46 @@ def command(
     goodput, each under flowrate's, vLLM's and genai-perf's definitions from one raw trace."""
     import sys
 
-    from flowrate.cli import console, serve_bench_text
+    from flowrate.cli import console
     from flowrate.cli.destination import Destination
-    from flowrate.cli.paths import check_out
-    from flowrate.errors import ConfigError, RunFailed
+    from flowrate.errors import RunFailed
 
-    try:
-        import aiohttp  # noqa: F401  (the client's library, from the serve extra)
-    except ImportError:
-        raise ConfigError("serve-bench", "needs aiohttp: pip install 'flowrate[serve]'") from None
-    from flowrate.results.serving import Serving
+    _require_client()
     from flowrate.serving import plan as serving_plan
+    from flowrate.serving.load_test import LoadSweep, run_load_test
 
     config = config_from(flags)
     plan = serving_plan.resolve(config)
-    if plan.loads is not None:
+    _check_outputs(plan.loads is not None, out, as_json, config.plot_path)
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    console.status(plan.start_line(), quiet)
+    done = run_load_test(plan, config.max_error_rate, sys.argv, lambda line: console.status(line, quiet))
+    if isinstance(done, LoadSweep):
+        _show_sweep(done, plan, destination, quiet, config.plot_path)
+    else:
+        _show_load(done, destination, quiet, config.plot_path)
+    if done.interrupted:
+        raise KeyboardInterrupt  # what was measured is recorded, partial: exit 130
+    if done.failure:
+        raise RunFailed(done.failure)
+
+
+def _require_client() -> None:
+    """The load test's HTTP client comes from the serve extra: without it, one line."""
+    from flowrate.errors import ConfigError
+
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise ConfigError("serve-bench", "needs aiohttp: pip install 'flowrate[serve]'") from None
+
+
+def _check_outputs(sweep: bool, out: str | None, as_json: bool, plot_path: str | None) -> None:
+    """--out, --json and --plot refused before any request when they cannot be written."""
+    from flowrate.cli.paths import check_out
+    from flowrate.errors import ConfigError
+
+    if sweep:
         for given, flag in ((out, "--out"), (as_json, "--json")):
             if given:
                 raise ConfigError(
@@ -53,53 +81,32 @@ def command(
                 )
     if out:
         check_out(out)
-    if config.plot_path:
-        check_out(config.plot_path, "plot")
-        _plot_format(config.plot_path)
-    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
-    console.status(plan.start_line(), quiet)
-    if plan.loads is not None:
-        _sweep(plan, destination, config, quiet)
-        return
-    result = serving_plan.execute(plan, sys.argv, lambda line: console.status(line, quiet))
-    section = result.serving or Serving()
-    title = f"flowrate serve-bench {result.run_id}"
-    rows = serve_bench_text.rows(section)
-    if section.search is not None:
-        rows += serve_bench_text.search_rows(section.search)
-    destination.report(result, title, rows)
-    if config.plot_path:
-        _plot(section, title, config.plot_path, quiet)
-    if section.partial:
-        raise KeyboardInterrupt  # recorded as partial; the boundary says "interrupted", exit 130
-    if section.search is not None:  # its points count failed requests as missing the SLO
-        if section.search.max_rate is None:
-            raise RunFailed(f"no rate met the SLO ({section.search.stopped}); every point is recorded")
-        return
-    failure = serve_bench_text.failure(section, config.max_error_rate)
-    if failure:
-        raise RunFailed(failure)
+    if plot_path:
+        check_out(plot_path, "plot")
+        _plot_format(plot_path)
 
 
-def _sweep(plan: Any, destination: Any, config: ServeConfig, quiet: bool) -> None:
-    """Each point recorded as its run, the curve's table, its figure; exit 130 when cut by
-    Ctrl-C, 1 when a point failed as a single load fails (serve_bench_text.failure)."""
-    import sys
+def _show_load(done: LoadTest, destination: Destination, quiet: bool, plot_path: str | None) -> None:
+    """Record and show the run (its search's points too), then its figure."""
+    from flowrate.cli import serve_bench_text
 
+    title = f"flowrate serve-bench {done.result.run_id}"
+    destination.report(done.result, title, serve_bench_text.rows(done.section))
+    if plot_path:
+        from flowrate.analysis.plots_serving import serving_figure
+
+        _plot(serving_figure(done.section, title), plot_path, quiet)
+
+
+def _show_sweep(
+    done: LoadSweep, plan: Plan, destination: Destination, quiet: bool, plot_path: str | None
+) -> None:
+    """Record each point as its run, show the curve's table, then its figure."""
     from flowrate.cli import console, serve_bench_text
-    from flowrate.errors import RunFailed
-    from flowrate.results.serving import Serving
-    from flowrate.serving import sweep_run
-    from flowrate.serving.search import INTERRUPTED
 
-    done = sweep_run.execute_sweep(plan, sys.argv, lambda line: console.status(line, quiet))
-    if not done.results:
-        if done.stopped == INTERRUPTED:
-            raise KeyboardInterrupt
-        raise RunFailed(f"--budget was spent before the first load ({done.stopped}); no load was sent")
-    destination.record_all(done.results)
+    destination.record_all(list(done.results))
     if not quiet:
-        header, rows = serve_bench_text.curve_table(done.curve, [r.run_id for r in done.results])
+        header, rows = serve_bench_text.curve_table(list(done.curve), [r.run_id for r in done.results])
         console.grid(
             f"serve-bench sweep ({done.stopped})",
             header,
@@ -108,24 +115,11 @@ def _sweep(plan: Any, destination: Any, config: ServeConfig, quiet: bool) -> Non
             to_stdout=False,
             whole=(0, 7),
         )
-    if config.plot_path:
-        from flowrate.analysis.plots import render
+    if plot_path:
         from flowrate.analysis.plots_serving import sweep_figure
-        from flowrate.io import write_atomic
 
-        figure = sweep_figure(done.curve, plan.slo or {}, f"serve-bench sweep at {plan.target.url}")
-        write_atomic(config.plot_path, render(figure, _plot_format(config.plot_path)))
-        console.status(f"plot written to {config.plot_path}", quiet)
-    if done.stopped == INTERRUPTED:
-        raise KeyboardInterrupt  # the points are recorded, the cut one partial: exit 130
-    failures = [
-        f"{point.load.label}: {why}"
-        for point, result in zip(done.curve, done.results, strict=True)
-        if not point.partial
-        and (why := serve_bench_text.failure(result.serving or Serving(), config.max_error_rate))
-    ]
-    if failures:
-        raise RunFailed("; ".join(failures))
+        title = f"serve-bench sweep at {plan.target.url}"
+        _plot(sweep_figure(list(done.curve), plan.slo or {}, title), plot_path, quiet)
 
 
 def _plot_format(path: str) -> str:
@@ -139,11 +133,10 @@ def _plot_format(path: str) -> str:
         raise ConfigError("--plot", str(error)) from None
 
 
-def _plot(section: Serving, title: str, path: str, quiet: bool) -> None:
+def _plot(figure: Figure, path: str, quiet: bool) -> None:
     from flowrate.analysis.plots import render
-    from flowrate.analysis.plots_serving import serving_figure
     from flowrate.cli import console
     from flowrate.io import write_atomic
 
-    write_atomic(path, render(serving_figure(section, title), _plot_format(path)))
+    write_atomic(path, render(figure, _plot_format(path)))
     console.status(f"plot written to {path}", quiet)

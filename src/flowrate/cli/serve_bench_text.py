@@ -1,11 +1,11 @@
-"""`flowrate serve-bench`: parsing its options and laying out its tables."""
+"""What `flowrate serve-bench` and `flowrate show` print of a load test: pure functions returning
+rows."""
 
 from __future__ import annotations
 
-from flowrate.results.serving import Described, Serving
+from flowrate.results.serving import Described, Serving, TurnFigures
 from flowrate.results.serving_curve import CurvePoint
 from flowrate.results.serving_search import RateSearch, SearchPoint
-from flowrate.serving.client import SHED
 
 DEFINITION_TITLES = {"flowrate": "flowrate", "vllm": "vLLM", "genai_perf": "genai-perf"}
 
@@ -25,7 +25,9 @@ def _described(stats: Described | None) -> str:
 
 
 def rows(section: Serving) -> list[tuple[str, str]]:
-    """The headline table: each figure under the three definitions, side by side."""
+    """The headline table: each figure under the three definitions, side by side, then each
+    turn's, how output tokens were counted and how late requests went out; a rate search's
+    points and the rate it found last."""
     ours = section.figures()
     out: list[tuple[str, str]] = [
         ("requests", f"{section.requests} sent, {ours.completed} completed"),
@@ -34,36 +36,45 @@ def rows(section: Serving) -> list[tuple[str, str]]:
     if section.partial:
         out.append(("partial", "yes: interrupted, figures cover what was measured"))
     for name, title in DEFINITION_TITLES.items():
-        m = section.figures(name)
-        rate = m.request_throughput
-        out.append((f"[{title}] requests/s", "—" if rate is None else f"{rate:.3f}"))
-        tokens = m.output_token_throughput
-        out.append((f"[{title}] output tokens/s", "—" if tokens is None else f"{tokens:.1f}"))
-        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-            label = metric.removesuffix("_ms").upper()
-            label += " (per chunk)" if (name, metric) == ("vllm", "itl_ms") else ""
-            out.append((f"[{title}] {label} ms", _described(m.latency(metric))))
-        if m.goodput is not None:
-            out.append(
-                (f"[{title}] goodput req/s", f"{m.goodput:.3f} ({m.slo_attainment or 0:.1%} met the SLO)")
-            )
-    for turn in section.per_turn or []:  # the context each turn carries, and its TTFT
-        ttft, context = turn.ttft_ms_median, turn.prompt_tokens_median
-        grown = "" if context is None else f"{context:g} prompt tokens: "
-        median = "—" if ttft is None else f"{ttft:.2f} ms"
-        out.append(
-            (
-                f"turn {(turn.turn or 0) + 1}",
-                f"{grown}TTFT median {median}, {turn.completed} of {turn.requests} completed",
-            )
-        )
+        out += _definition_rows(section, name, title)
+    out += [_turn_row(turn) for turn in section.per_turn or []]
     sources = section.token_count_sources
     if sources:
         out.append(("output tokens counted by", ", ".join(f"{k} x{v}" for k, v in sources.items())))
     lateness = section.send_lateness_ms
     if lateness:
         out.append(("send lateness ms", f"median {lateness.median:.3f}, p99 {lateness.p99:.3f}"))
+    if section.search is not None:
+        out += search_rows(section.search)
     return out
+
+
+def _definition_rows(section: Serving, name: str, title: str) -> list[tuple[str, str]]:
+    """One definition's throughputs, latencies and goodput, each row labelled with its title."""
+    m = section.figures(name)
+    rate, tokens = m.request_throughput, m.output_token_throughput
+    out = [
+        (f"[{title}] requests/s", "—" if rate is None else f"{rate:.3f}"),
+        (f"[{title}] output tokens/s", "—" if tokens is None else f"{tokens:.1f}"),
+    ]
+    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        label = metric.removesuffix("_ms").upper()
+        label += " (per chunk)" if (name, metric) == ("vllm", "itl_ms") else ""
+        out.append((f"[{title}] {label} ms", _described(m.latency(metric))))
+    if m.goodput is not None:
+        out.append((f"[{title}] goodput req/s", f"{m.goodput:.3f} ({m.slo_attainment or 0:.1%} met the SLO)"))
+    return out
+
+
+def _turn_row(turn: TurnFigures) -> tuple[str, str]:
+    """The context a turn carries, and its TTFT."""
+    ttft, context = turn.ttft_ms_median, turn.prompt_tokens_median
+    grown = "" if context is None else f"{context:g} prompt tokens: "
+    median = "—" if ttft is None else f"{ttft:.2f} ms"
+    return (
+        f"turn {(turn.turn or 0) + 1}",
+        f"{grown}TTFT median {median}, {turn.completed} of {turn.requests} completed",
+    )
 
 
 def search_rows(search: RateSearch) -> list[tuple[str, str]]:
@@ -122,26 +133,3 @@ def curve_table(curve: list[CurvePoint], run_ids: list[str]) -> tuple[tuple[str,
             ]
         )
     return CURVE_HEADER, rows
-
-
-def failure(section: Serving, max_error_rate: float) -> str | None:
-    """Why the recorded run fails (exit 1), or None: no request completed, or more failed than
-    --max-error-rate allows. A load the server shed (HTTP 429/503) is said so."""
-    errors = section.errors or {}
-    kinds = ", ".join(f"{k} x{v}" for k, v in errors.items())
-    failed = sum(errors.values())
-    shed = sum(v for k, v in errors.items() if k.startswith(SHED))
-    if section.requests and failed == shed == section.requests:
-        return (
-            f"the server shed the load: all {failed} requests were answered HTTP 429/503 ({kinds}); "
-            "lower --rate or --concurrency; the run is recorded"
-        )
-    if section.requests and section.figures().completed == 0:
-        return f"no request completed ({kinds}); the run is recorded with its traces"
-    error_rate = section.figures().error_rate or 0.0
-    if error_rate > max_error_rate:
-        return (
-            f"{error_rate:.1%} of requests failed ({kinds}), above --max-error-rate "
-            f"{max_error_rate:.1%}; the run is recorded"
-        )
-    return None

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flowrate.cli.options import output_options
+
+if TYPE_CHECKING:
+    from flowrate.harness.survey import SurveyConfig
+    from flowrate.results.schema import Result
 
 
 def _shapes(
@@ -78,22 +82,41 @@ def command(
     ranks instead."""
     import sys
 
-    from flowrate.analysis.survey_values import figure_value
     from flowrate.cli import console, survey_text
     from flowrate.cli.destination import Destination
-    from flowrate.cli.paths import check_html, check_out
-    from flowrate.config import Precision
-    from flowrate.errors import ConfigError, RunFailed
+    from flowrate.errors import RunFailed
     from flowrate.execution.launch import is_primary, launched
-    from flowrate.harness.survey import SurveyConfig, run_survey
-    from flowrate.harness.survey_bands import load_bands, outside
+    from flowrate.harness.survey import survey_machine
 
-    launch = launched()
-    device_only = {"precision": flags["precisions"], "shapes": flags["shapes"], "no-model": no_model}
-    for flag, given in device_only.items():
-        if launch is not None and given:  # the device's own figures would be summed over the ranks
-            raise ConfigError(flag, "applies without torchrun (under it the survey measures the collectives)")
-    config = SurveyConfig(
+    config = _config(flags, no_model, bands)
+    _check_paths(out, html)
+    primary = is_primary()
+    quiet = quiet or not primary
+    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
+    console.status(survey_text.start_line(launched(), config.quick), quiet)
+    done = survey_machine(
+        config,
+        argv=sys.argv,
+        on_figure=lambda figure: console.status(survey_text.progress_line(figure), quiet),
+    )
+    destination.report(
+        done.result, f"flowrate survey {done.result.run_id}", survey_text.survey_rows(done.survey)
+    )
+    if html and primary:
+        _card(done.result, html, quiet)
+    if strict and done.outside:
+        raise RunFailed(survey_text.outside_message(done.outside))
+
+
+def _config(flags: dict[str, Any], no_model: bool, bands: str | None) -> SurveyConfig:
+    """The survey the flags ask for; under torchrun, a flag choosing the device's own figures is
+    refused first."""
+    from flowrate.config import Precision
+    from flowrate.harness.survey import SurveyConfig, check_launch
+    from flowrate.harness.survey_bands import load_bands
+
+    check_launch(flags["precisions"], flags["shapes"], not no_model)
+    return SurveyConfig(
         device=flags["device"],
         quick=flags["quick"],
         seconds=flags["seconds"],
@@ -103,27 +126,23 @@ def command(
         threads=flags["threads"],
         bands=load_bands(bands) if bands else {},
     )
+
+
+def _check_paths(out: str | None, html: str | None) -> None:
+    """--out and --html refused before anything is measured when they cannot be written."""
+    from flowrate.cli.paths import check_html, check_out
+
     if out:
         check_out(out)
     if html:
         check_html(html)
-    quiet = quiet or not is_primary()
-    destination = Destination.open(store, tags, no_store, out, quiet, as_json)
-    where = f"the collectives of {launch.world_size} ranks" if launch else "this machine"
-    console.status(f"surveying {where}" + (" (quick)" if config.quick else ""), quiet)
-    result = run_survey(
-        config,
-        argv=sys.argv,
-        on_figure=lambda f: console.status(f"{f.name}: {figure_value(f)}", quiet),
-    )
-    assert result.survey is not None  # run_survey always writes it
-    destination.report(result, f"flowrate survey {result.run_id}", survey_text.survey_rows(result.survey))
-    if html and is_primary():
-        from flowrate.analysis.survey_card import render_card
-        from flowrate.io import write_atomic
 
-        write_atomic(html, render_card(result))
-        console.status(f"survey card written to {html}", quiet)
-    off = outside(result.survey.figures)
-    if strict and off:
-        raise RunFailed(survey_text.outside_message(off))
+
+def _card(result: Result, html: str, quiet: bool) -> None:
+    """The survey as one self-contained HTML page."""
+    from flowrate.analysis.survey_card import render_card
+    from flowrate.cli import console
+    from flowrate.io import write_atomic
+
+    write_atomic(html, render_card(result))
+    console.status(f"survey card written to {html}", quiet)

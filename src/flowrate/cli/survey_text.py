@@ -3,6 +3,9 @@ returning lines."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from flowrate.analysis.survey_values import (
     SPREADS,
     FigurePair,
@@ -13,6 +16,20 @@ from flowrate.analysis.survey_values import (
 )
 from flowrate.results.sections import Survey, SurveyFigure
 from flowrate.units import si
+
+if TYPE_CHECKING:
+    from flowrate.execution.launch import Launch
+
+
+def start_line(launch: Launch | None, quick: bool) -> str:
+    """'surveying this machine (quick)', or under torchrun 'surveying the collectives of N ranks'."""
+    where = f"the collectives of {launch.world_size} ranks" if launch else "this machine"
+    return f"surveying {where}" + (" (quick)" if quick else "")
+
+
+def progress_line(figure: SurveyFigure) -> str:
+    """A figure as it is measured: its name and its value (— where it has none)."""
+    return f"{figure.name}: {figure_value(figure)}"
 
 
 def figure_line(figure: SurveyFigure, shared: str | None = None) -> str:
@@ -48,7 +65,7 @@ def survey_rows(survey: Survey) -> list[tuple[str, str]]:
     return rows
 
 
-def outside_message(figures: list[SurveyFigure]) -> str:
+def outside_message(figures: Sequence[SurveyFigure]) -> str:
     """--strict's one line: the figures outside their bands."""
     named = "; ".join(f"{f.name} {figure_value(f)} outside {band_text(f)}" for f in figures)
     return f"--strict: {len(figures)} figure(s) outside their band: {named}"

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from flowrate._version import __version__
 from flowrate.config import RunConfig
+from flowrate.errors import ConfigError
 from flowrate.execution.launch import launched
 from flowrate.harness.api import run_config
-from flowrate.harness.survey_bands import Band
+from flowrate.harness.survey_bands import Band, outside
 from flowrate.harness.survey_figures import LINKS, KernelFigures, Measure, Shape, Timing
 from flowrate.harness.survey_model import Generate, ModelFigures, generate_with
 from flowrate.measure.device import resolve_device
@@ -54,6 +55,26 @@ class SurveyConfig:
     @property
     def timed_s(self) -> float:
         return self.seconds if self.seconds is not None else 0.5 if self.quick else 1.0
+
+
+@dataclass(frozen=True)
+class MachineSurvey:
+    """A finished survey: its record, its section, and the figures outside their band."""
+
+    result: Result
+    survey: Survey
+    outside: tuple[SurveyFigure, ...]
+
+
+def check_launch(precisions: Sequence[str], shapes: Sequence[Shape], model: bool) -> None:
+    """Under torchrun the survey measures the collectives alone, so the options that choose the
+    device's own figures (each rank's would be summed over the ranks) are refused, naming the
+    first one given: precisions, shapes, or the model left out."""
+    if launched() is None:
+        return
+    for flag, given in (("precision", bool(precisions)), ("shapes", bool(shapes)), ("no-model", not model)):
+        if given:
+            raise ConfigError(flag, "applies without torchrun (under it the survey measures the collectives)")
 
 
 def device_precisions(device: torch.device) -> tuple[str, ...]:
@@ -111,6 +132,20 @@ def run_survey(
     return _record(section, config, device, environment)
 
 
+def survey_machine(
+    config: SurveyConfig,
+    *,
+    argv: list[str] | None = None,
+    on_figure: Callable[[SurveyFigure], None] | None = None,
+    measure: Measure = run_config,
+    generate: Generate = generate_with,
+) -> MachineSurvey:
+    """Run the survey (run_survey) and hold each figure to its band."""
+    result = run_survey(config, measure=measure, generate=generate, argv=argv, on_figure=on_figure)
+    assert result.survey is not None  # run_survey always writes it
+    return MachineSurvey(result, result.survey, tuple(outside(result.survey.figures)))
+
+
 def matmul_max(survey: Survey, precision: str) -> float | None:
     """The survey's maximum achievable matmul FLOP/s at ``precision``, None where it has none."""
     for figure in survey.figures:
@@ -141,34 +176,37 @@ def _collectives(
     return _record(section, config, config.device, environment)
 
 
+# each figure is a run of its own: the survey record summarizes no loop (its rates are 0)
+NO_THROUGHPUT = RunSummary(
+    samples_per_sec=0.0,
+    rate_samples_per_sec=0.0,
+    steps_per_sec=0.0,
+    tokens_per_sec=None,
+    model_flops_per_sec=0.0,
+    median_samples_per_sec=0.0,
+    mean_samples_per_sec=0.0,
+    stdev_samples_per_sec=None,
+    cv=None,
+    min_samples_per_sec=0.0,
+    max_samples_per_sec=0.0,
+    p5_samples_per_sec=None,
+    p95_samples_per_sec=None,
+    ci95_low_samples_per_sec=None,
+    ci95_high_samples_per_sec=None,
+    timed_steps=0,
+    timed_samples=0,
+    timed_duration_s=0.0,
+    intervals=0,
+    sample_every_steps=1,
+    preheat_steps=0,
+    preheat_s=0.0,
+    final_loss=None,
+)
+
+
 def _record(
     section: Survey, config: SurveyConfig, device: torch.device | str, environment: Environment
 ) -> Result:
-    summary = RunSummary(
-        samples_per_sec=0.0,
-        rate_samples_per_sec=0.0,
-        steps_per_sec=0.0,
-        tokens_per_sec=None,
-        model_flops_per_sec=0.0,
-        median_samples_per_sec=0.0,
-        mean_samples_per_sec=0.0,
-        stdev_samples_per_sec=None,
-        cv=None,
-        min_samples_per_sec=0.0,
-        max_samples_per_sec=0.0,
-        p5_samples_per_sec=None,
-        p95_samples_per_sec=None,
-        ci95_low_samples_per_sec=None,
-        ci95_high_samples_per_sec=None,
-        timed_steps=0,
-        timed_samples=0,
-        timed_duration_s=0.0,
-        intervals=0,
-        sample_every_steps=1,
-        preheat_steps=0,
-        preheat_s=0.0,
-        final_loss=None,
-    )
     return Result(
         config=SurveyRecordConfig(
             device=str(device), quick=config.quick, seconds=config.timed_s, threads=config.threads
@@ -178,7 +216,7 @@ def _record(
         environment=environment,
         intervals=[],
         losses=[],
-        summary=summary,
+        summary=NO_THROUGHPUT,
         survey=section,
         kind=Kind.SURVEY,
         run_id=uuid.uuid4().hex[:12],
