@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -22,9 +23,14 @@ from flowrate.cli.options import run_options
 from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
+    from flowrate.analysis.compare_recorded import Judging
     from flowrate.campaigns.compare.interleave import StoppingRule
     from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
     from flowrate.results.compare import Comparison
+
+    # prints a comparison; with the flag, applies --fail-if-slower; with a budget's report, says how
+    # it was spent
+    Show = Callable[[Comparison, bool, dict[str, Any] | None], None]
 
 NEEDS_SPECS = (
     "--runs, --until-ci, --max-runs, --budget and --rev measure the sides now: give --run A_SPEC B_SPEC"
@@ -94,21 +100,25 @@ def live_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-def compare_live(
-    specs: tuple[str, str] | None,
-    revs: tuple[str, ...],
-    *,
-    runs: int | None,
-    until_ci_pct: float | None,
-    max_runs: int | None,
-    test: str,
-    alpha: float,
-    min_effect: float,
-    force: bool,
-    store: str | None,
-    history: bool = True,
-    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
-) -> None:
+@dataclass(frozen=True)
+class LiveFlags:
+    """`flowrate compare`'s flags for measuring the sides now, as given."""
+
+    specs: tuple[str, str] | None  # --run A_SPEC B_SPEC
+    revs: tuple[str, ...]
+    runs: int | None
+    until_ci_pct: float | None
+    max_runs: int | None
+    budget: str | None
+
+    @property
+    def asked(self) -> bool:
+        """Whether any of them was given: the sides are then measured now."""
+        given = (self.revs, self.runs, self.until_ci_pct, self.max_runs)
+        return self.specs is not None or self.budget is not None or any(given)
+
+
+def compare_live(flags: LiveFlags, judging: Judging, force: bool, store: str | None, show: Show) -> None:
     """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now),
     then ``show(comparison, gate, None)`` (which prints, and with ``gate`` applies
     --fail-if-slower). Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
@@ -117,10 +127,10 @@ def compare_live(
     from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
 
-    if specs is None:
+    if flags.specs is None:
         raise click.UsageError(NEEDS_SPECS)
-    rule = _rule(runs or DEFAULT_RUNS, until_ci_pct, max_runs, alpha)
-    sides = sides_of(specs, revs)
+    rule = _rule(flags.runs or DEFAULT_RUNS, flags.until_ci_pct, flags.max_runs, judging.alpha)
+    sides = sides_of(flags.specs, flags.revs)
     check_same_problem(sides, force)
     for line in opening_lines(sides, rule):
         console.status(line)
@@ -128,13 +138,21 @@ def compare_live(
         rule,
         sides,
         store,
-        test=test,
-        min_effect=min_effect,
-        history=history,
+        test=judging.test,
+        min_effect=judging.min_effect,
+        history=judging.history,
         on_run=lambda run: console.status(run_line(run)),
     )
+    finish(live, show)
+
+
+def finish(live: LiveComparison, show: Show) -> None:
+    """Show the comparison (gated unless interrupted; with how a budget was spent) and how it
+    ended; an interrupted comparison then exits 130 (KeyboardInterrupt)."""
+    from flowrate.cli import console
+
     if live.comparison is not None:
-        show(live.comparison, not live.interrupted, None)
+        show(live.comparison, not live.interrupted, live.budget_report)
     console.status(closing_line(live))
     if live.interrupted:
         raise KeyboardInterrupt
@@ -226,6 +244,13 @@ def opening_lines(sides: list[Side], rule: StoppingRule | None) -> list[str]:
         at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
         lines.append(f"{side.label}: flowrate run {side.spec}{at}")
     return lines if rule is None else [*lines, f"stopping: {rule.method}"]
+
+
+def first_block_line(budget_s: float, first_s: float) -> str:
+    """What a budget's first block measures, and how long each of its runs is."""
+    return (
+        f"budget {budget_s:g} s: a first A B B A block of {first_s:g} s runs measures the start-up and noise"
+    )
 
 
 def run_line(run: LiveRun) -> str:
