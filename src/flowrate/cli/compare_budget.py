@@ -86,11 +86,11 @@ def within_budget(
     the comparison and how the budget was spent."""
     from flowrate.campaigns.compare.live import compare_within_budget
     from flowrate.campaigns.compare.plan import BudgetTooSmall
-    from flowrate.cli import compare_live, console
+    from flowrate.cli import compare_live, compare_live_text, console
     from flowrate.errors import ConfigError
 
-    for side in sides:
-        console.status(compare_live.opening_lines([side], None)[0])
+    for line in compare_live_text.opening_lines(sides, None):
+        console.status(line)
     try:
         live = compare_within_budget(
             seconds,
@@ -99,8 +99,8 @@ def within_budget(
             alpha=judging.alpha,
             min_effect=judging.min_effect,
             until_ci=None if until_ci_pct is None else until_ci_pct / 100,
-            on_first_block=lambda first: console.status(compare_live.first_block_line(seconds, first)),
-            on_run=lambda run: console.status(compare_live.run_line(run)),
+            on_first_block=lambda first: console.status(compare_live_text.first_block_line(seconds, first)),
+            on_run=lambda run: console.status(compare_live_text.run_line(run)),
             on_plan=lambda chosen: console.status(f"plan: {chosen.reason}"),
         )
     except BudgetTooSmall as error:

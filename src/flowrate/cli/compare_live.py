@@ -3,8 +3,8 @@
 Each spec is the options of a `flowrate run` ("-p fc_mnist --duration 2"). This module parses
 the specs and the stopping flags, calls flowrate.campaigns.compare.live (which runs the sides
 alternately, A B B A …, each run a fresh process recorded in the store as it ends, tagged
-compare:ID:A or compare:ID:B) and renders its progress and ending; the verdict is shown as
-`flowrate compare` shows recorded runs.
+compare:ID:A or compare:ID:B) and shows its progress and ending (flowrate.cli.compare_live_text);
+the verdict is shown as `flowrate compare` shows recorded runs.
 
 This module is imported by `flowrate --help` (through cli/compare.py): torch loads inside the
 functions only.
@@ -25,7 +25,7 @@ from flowrate.cli.param_types import FiniteRange
 if TYPE_CHECKING:
     from flowrate.analysis.compare_recorded import Judging
     from flowrate.campaigns.compare.interleave import StoppingRule
-    from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
+    from flowrate.campaigns.compare.live import LiveComparison, Side
     from flowrate.results.compare import Comparison
 
     # prints a comparison; with the flag, applies --fail-if-slower; with a budget's report, says how
@@ -126,6 +126,7 @@ def compare_live(flags: LiveFlags, judging: Judging, force: bool, store: str | N
     """
     from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
+    from flowrate.cli.compare_live_text import opening_lines, run_line
 
     if flags.specs is None:
         raise click.UsageError(NEEDS_SPECS)
@@ -150,6 +151,7 @@ def finish(live: LiveComparison, show: Show) -> None:
     """Show the comparison (gated unless interrupted; with how a budget was spent) and how it
     ended; an interrupted comparison then exits 130 (KeyboardInterrupt)."""
     from flowrate.cli import console
+    from flowrate.cli.compare_live_text import closing_line
 
     if live.comparison is not None:
         show(live.comparison, not live.interrupted, live.budget_report)
@@ -235,47 +237,3 @@ def check_same_problem(sides: list[Side], force: bool) -> None:
             f"the sides run different problems (A: {a}; B: {b}); a ratio between them means little: "
             "give the same problem, or --force"
         )
-
-
-def opening_lines(sides: list[Side], rule: StoppingRule | None) -> list[str]:
-    """What each side runs (at its revision, if it has one) and how the runs stop."""
-    lines = []
-    for side in sides:
-        at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
-        lines.append(f"{side.label}: flowrate run {side.spec}{at}")
-    return lines if rule is None else [*lines, f"stopping: {rule.method}"]
-
-
-def first_block_line(budget_s: float, first_s: float) -> str:
-    """What a budget's first block measures, and how long each of its runs is."""
-    return (
-        f"budget {budget_s:g} s: a first A B B A block of {first_s:g} s runs measures the start-up and noise"
-    )
-
-
-def run_line(run: LiveRun) -> str:
-    """One run as it is recorded."""
-    from flowrate.units import rate
-
-    return f"run {run.number} ({run.label}): median {rate(run.samples_per_sec)} samples/s, run {run.run_id}"
-
-
-def closing_line(live: LiveComparison) -> str:
-    """How the comparison ended, and how to see it again."""
-    labels = live.labels
-    a, b = (len(live.done.values[side]) for side in "AB")
-    if live.interrupted:
-        how = f"interrupted after {live.recorded} runs ({a} of A, {b} of B); they stay recorded"
-    elif live.budget is not None:
-        spent = live.budget
-        how = (
-            f"{spent.stopped}: {a} run{'s' if a != 1 else ''} a side in {a // 2} A B B A blocks after "
-            f"a first block of {len(spent.pilot)} (tagged {labels[0][:-2]}:pilot), "
-            f"{spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
-        )
-    else:
-        how = f"{live.done.stopped}: {a} run{'s' if a != 1 else ''} a side"
-    return (
-        f"{how}, tagged {labels[0]} and {labels[1]} in {live.store}: "
-        f"`flowrate compare {labels[0]} {labels[1]}` shows them again"
-    )
