@@ -7,7 +7,7 @@ from pathlib import Path
 from flowrate.campaigns.compare.interleave import FIXED, INTERRUPTED, Interleaved, StoppingRule
 from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
 from flowrate.campaigns.compare.revisions import Revision
-from flowrate.cli.compare_live import closing_line, opening_lines, run_line
+from flowrate.cli.compare_live_text import closing_line, opening_lines, run_line
 
 LABELS = ("compare:0123abcd:A", "compare:0123abcd:B")
 

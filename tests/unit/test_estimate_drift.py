@@ -9,9 +9,11 @@ import torch
 
 from estimate_factories import cpu_calibration
 from factories import make_result, with_figures
-from flowrate.analysis.estimate_drift import RECORDED, drift
+from flowrate.analysis.estimate_drift import NO_ESTIMATE, RECORDED, drift
+from flowrate.cli.estimate_text import check_summary
 from flowrate.config import RunConfig
 from flowrate.estimate.calibration import save_calibration
+from flowrate.estimate.check import check_estimates
 from flowrate.estimate.cost import estimate_step
 from flowrate.estimate.devices import device_model
 from flowrate.estimate.report import COST_MODEL, trace_for
@@ -104,3 +106,24 @@ def test_check_prints_the_ratios_per_machine_over_time(run_cli) -> None:  # type
     assert text.code == 0, text.stderr
     assert "predicted ÷ measured over time on a: Test CPU" in " ".join(text.stdout.split())
     assert "median ratio 1.05, first 1.30, last 0.80" in " ".join(text.stderr.split())
+
+
+def test_the_check_sets_each_runs_prediction_beside_its_measurement_and_says_why_it_has_none() -> None:
+    why = "data-parallel runs are not estimated"
+    runs = _stored(
+        _run(100.0, 110.0, "2026-11-21T10:00:00+00:00"),
+        _run(200.0, 160.0, "2026-11-20T10:00:00+00:00", host="b"),
+        with_figures(_run(100.0, None, "2026-11-22T10:00:00+00:00"), estimate=Estimate(reason=why)),
+        _run(100.0, None, "2026-11-23T10:00:00+00:00"),
+    )
+    checked = check_estimates(runs)
+    assert [c.ratio for c in checked.runs] == [pytest.approx(1.1), pytest.approx(0.8), None, None]
+    assert [c.reason for c in checked.runs] == [None, None, why, NO_ESTIMATE]
+    assert [c.device for c in checked.runs] == ["Test CPU"] * 4
+    assert [g.machine["hostname"] for g in checked.machines] == ["b", "a"]
+    assert check_summary(checked.runs) == [
+        "2 run(s) with an estimate: median |error| 15%, median ratio 0.95 (predicted / measured), "
+        "2 of 2 within ±30%",
+        f"1 run(s) without an estimate: {why}",
+        f"1 run(s) without an estimate: {NO_ESTIMATE}",
+    ]

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 import factories
-from flowrate.results.compare import History
+from flowrate.analysis.compare_recorded import Judging, compare_recorded
+from flowrate.results.compare import Comparison, History
 from flowrate.results.noise import (
     ProcessPoint,
     configuration_key,
@@ -131,3 +132,24 @@ def test_history_in_store_pools_each_comparison_apart(tmp_path) -> None:
     known = history_in_store(store, compared[:1], compared[1:])
     assert known == History(cv=pytest.approx(0.01), runs=5)  # 4 degrees of freedom, CV 1%
     assert history_in_store(tmp_path / "absent.db", compared[:1], compared[1:]) is None
+
+
+def test_a_recorded_comparison_is_judged_with_the_stores_noise_only_when_asked(tmp_path) -> None:
+    store = tmp_path / "runs.db"
+    with Store(store) as opened:
+        for name, values in {"s1": (1000.0, 1010.0, 990.0), "s2": (1100.0, 1111.0, 1089.0)}.items():
+            for i, value in enumerate(values):
+                opened.add(made(value, f"{name}r{i}"), tags=[f"compare:{name}:{'AB'[i % 2]}"])
+    a, b = [made(1000.0, "new1")], [made(1060.0, "new2")]
+    judged = compare_recorded(store, a, b, ("A", "B"), Judging())
+    assert isinstance(judged, Comparison)
+    assert judged.history == History(cv=pytest.approx(0.01), runs=5)
+    throughput = judged.metric("samples_per_sec")
+    assert throughput is not None and (throughput.verdict, throughput.reason) == (
+        "faster",
+        "p = 0.015, +6.0%",
+    )
+    alone = compare_recorded(store, a, b, ("A", "B"), Judging(history=False))
+    assert isinstance(alone, Comparison) and alone.history is None
+    unjudged = alone.metric("samples_per_sec")
+    assert unjudged is not None and unjudged.verdict == "n/a"  # one run a side: no verdict

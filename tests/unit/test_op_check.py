@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from estimate_factories import OVERHEADS, TinyMLP, flat_device
+from flowrate.analysis.estimate_check import operator_check
 from flowrate.choices import OptimizerName
-from flowrate.cli.op_check_text import check_json, check_table, operator_check
+from flowrate.cli.op_check_text import check_json, check_table
 from flowrate.config import Mode, Precision
 from flowrate.estimate.cost import estimate_step, op_seconds
 from flowrate.estimate.ops import OP_CLASSES, op_class

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from factories import make_result
+from flowrate.analysis.compare_recorded import Judging, SurveyComparison, compare_recorded, compare_surveys
 from flowrate.analysis.survey_card import render_card
 from flowrate.analysis.survey_values import FigurePair, paired
-from flowrate.cli.compare_survey import compare_surveys
 from flowrate.cli.run_text import summary_rows
 from flowrate.cli.runs_text import show_rows
 from flowrate.cli.survey_text import (
@@ -444,9 +444,18 @@ def test_a_survey_is_compared_with_a_survey_only() -> None:
     survey = _survey_record(make_result(1.0).environment)
     run = make_result(1.0)
     with pytest.raises(ConfigError, match="surveys are compared with surveys only: B holds run records"):
-        compare_surveys([survey], [run], ("A", "B"), "table")
+        compare_surveys([survey], [run], ("A", "B"))
     with pytest.raises(ConfigError, match="A names 2 surveys: name one survey a side"):
-        compare_surveys([survey, survey], [survey], ("A", "B"), "table")
+        compare_surveys([survey, survey], [survey], ("A", "B"))
+
+
+def test_two_recorded_surveys_are_paired_figure_by_figure(tmp_path: Path) -> None:
+    a = _survey_record(make_result(1.0).environment)
+    b = dataclasses.replace(a, run_id="5urvey000002")
+    compared = compare_recorded(tmp_path / "absent.db", [a], [b], ("A", "B"), Judging())
+    assert isinstance(compared, SurveyComparison)
+    assert compared.run_ids == ("5urvey000001", "5urvey000002")
+    assert compared.pairs == paired(SURVEY, SURVEY)
 
 
 def test_the_survey_card_escapes_and_marks_the_figures_outside_their_band() -> None:

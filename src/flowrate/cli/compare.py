@@ -1,14 +1,17 @@
 """`flowrate compare A B`: is B faster than A, or within noise? For people and for CI.
 
-The comparison lives in flowrate.results.compare and its text in flowrate.cli.compare_text; this
-module chooses the runs, looks up the store's noise for their configuration when a side has too
-few runs (flowrate.results.noise), refuses runs of different problems unless forced, prints (a
-table, Markdown or JSON) and turns a significant slowdown into an exit code with --fail-if-slower.
+Recorded runs are compared by flowrate.analysis.compare_recorded (with the store's noise for
+their configuration where a side has too few runs; two surveys figure by figure), sides measured
+now by flowrate.cli.compare_live and flowrate.cli.compare_budget; the text is
+flowrate.cli.compare_text's. This module parses the flags, chooses the runs, makes one of those
+calls, refuses runs of different problems unless forced, prints (a table, Markdown or JSON) and
+turns a significant slowdown into an exit code with --fail-if-slower.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,6 +21,7 @@ from flowrate.cli.options import store_option
 from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
+    from flowrate.analysis.compare_recorded import Judging
     from flowrate.results.compare import Comparison
 
 # as in flowrate.results.compare, which is not imported here: it loads numpy and scipy, and
@@ -88,7 +92,6 @@ MIN_OWN_RUNS = 3  # as flowrate.results.verdict.MIN_OWN_RUNS: below it, the stor
 )
 @store_option
 @live_options
-# over 60 lines: half of it is the docstring, which is the command's --help
 def command(
     a: str | None,
     b: str | None,
@@ -137,67 +140,56 @@ def command(
     could not be read (or, with --run, failed); 2 bad input, including runs of different problems
     or machines without --force; 130 interrupted (with --run: the verdict so far is shown first).
     """
-    from flowrate.cli.compare_survey import compare_surveys, is_survey
-    from flowrate.cli.select import select_runs
-    from flowrate.results.compare import compare
-    from flowrate.results.noise import history_in_store
-    from flowrate.results.store import RunFilter
-
-    def show(comparison: Comparison, gate: bool, budget_report: dict[str, Any] | None) -> None:
-        _show(comparison, output_format, force, fail_pct if gate else None, budget_report)
+    from flowrate.analysis.compare_recorded import Judging
+    from flowrate.cli.compare_live import LiveFlags, compare_live
 
     if a is not None and run_specs is not None:
         raise click.UsageError("with --run the sides are its two specs: give no A or B")
-    if budget is not None:
+    judging = Judging(test, alpha, min_effect_pct / 100, history)
+    shown = Shown(output_format, force, fail_pct)
+    live = LiveFlags(run_specs, revs, runs, until_ci_pct, max_runs, budget)
+    if live.budget is not None:
         from flowrate.cli.compare_budget import compare_within
 
-        compare_within(
-            run_specs,
-            revs,
-            budget,
-            runs=runs,
-            until_ci_pct=until_ci_pct,
-            max_runs=max_runs,
-            test=test,
-            alpha=alpha,
-            min_effect=min_effect_pct / 100,
-            force=force,
-            store=store,
-            show=show,
-        )
+        compare_within(live, judging, force, store, shown.show)
         return
-    if run_specs is not None or revs or runs or until_ci_pct or max_runs:  # measure the sides now
-        from flowrate.cli.compare_live import compare_live
-
-        compare_live(
-            run_specs,
-            revs,
-            runs=runs,
-            until_ci_pct=until_ci_pct,
-            max_runs=max_runs,
-            test=test,
-            alpha=alpha,
-            min_effect=min_effect_pct / 100,
-            force=force,
-            store=store,
-            history=history,
-            show=show,
-        )
+    if live.asked:  # measure the sides now
+        compare_live(live, judging, force, store, shown.show)
         return
     if a is None or b is None:
         raise click.UsageError("give A and B (recorded runs), or --run A_SPEC B_SPEC to measure both now")
-    side_a = [run.result for run in select_runs(store, [a], RunFilter())]
-    side_b = [run.result for run in select_runs(store, [b], RunFilter())]
-    if any(map(is_survey, side_a + side_b)):
-        if fail_pct is not None:
-            raise click.UsageError("--fail-if-slower applies to runs; surveys are compared figure by figure")
-        compare_surveys(side_a, side_b, (a, b), output_format)
-        return
-    known = history_in_store(store, side_a, side_b) if history else None
-    comparison = compare(
-        side_a, side_b, test=test, alpha=alpha, min_effect=min_effect_pct / 100, labels=(a, b), history=known
-    )
-    _show(comparison, output_format, force, fail_pct)
+    _compare_recorded((a, b), store, judging, shown)
+
+
+def _compare_recorded(refs: tuple[str, str], store: str | None, judging: Judging, shown: Shown) -> None:
+    """Compare the recorded runs (or surveys) the references name, and show the comparison."""
+    from flowrate.analysis.compare_recorded import SurveyComparison, compare_recorded, is_survey
+    from flowrate.cli.compare_survey import show_surveys
+    from flowrate.cli.select import select_runs
+    from flowrate.results.store import RunFilter
+
+    side_a, side_b = ([run.result for run in select_runs(store, [ref], RunFilter())] for ref in refs)
+    if shown.fail_pct is not None and any(map(is_survey, side_a + side_b)):
+        raise click.UsageError("--fail-if-slower applies to runs; surveys are compared figure by figure")
+    compared = compare_recorded(store, side_a, side_b, refs, judging)
+    if isinstance(compared, SurveyComparison):
+        show_surveys(compared, shown.output_format)
+    else:
+        shown.show(compared, True, None)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How a comparison is shown: the format, whether a mismatch is forced through, the gate."""
+
+    output_format: str
+    force: bool
+    fail_pct: float | None  # --fail-if-slower
+
+    def show(self, comparison: Comparison, gate: bool, budget: dict[str, Any] | None) -> None:
+        """Print ``comparison`` (with ``gate``, apply --fail-if-slower; with ``budget``, say how a
+        --budget was spent)."""
+        _show(comparison, self.output_format, self.force, self.fail_pct if gate else None, budget)
 
 
 def _show(

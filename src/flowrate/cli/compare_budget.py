@@ -11,46 +11,29 @@ Imported only when --budget is given: torch loads inside the functions.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from flowrate.process_clock import command_start
-
 if TYPE_CHECKING:
+    from flowrate.analysis.compare_recorded import Judging
     from flowrate.campaigns.compare.live import Side
-    from flowrate.results.compare import Comparison
+    from flowrate.cli.compare_live import LiveFlags, Show
 
 
-def compare_within(
-    specs: tuple[str, str] | None,
-    revs: tuple[str, ...],
-    budget: str,
-    *,
-    runs: int | None,
-    until_ci_pct: float | None,
-    max_runs: int | None,
-    test: str,
-    alpha: float,
-    min_effect: float,
-    force: bool,
-    store: str | None,
-    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
-) -> None:
+def compare_within(flags: LiveFlags, judging: Judging, force: bool, store: str | None, show: Show) -> None:
     """Check --budget and the sides, spend the budget on them, then ``show(comparison, gate,
     report)``; Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt)."""
     from flowrate.cli import compare_live
 
-    started = command_start()  # the budget covers the interpreter's start and imports too
-    if specs is None:
+    assert flags.budget is not None
+    if flags.specs is None:
         raise click.UsageError(compare_live.NEEDS_SPECS)
-    seconds = budget_seconds(budget, runs, max_runs, test)
-    sides = compare_live.sides_of(specs, revs)
+    seconds = budget_seconds(flags.budget, flags.runs, flags.max_runs, judging.test)
+    sides = compare_live.sides_of(flags.specs, flags.revs)
     compare_live.check_same_problem(sides, force)
     check_no_duration(sides)
-    within_budget(seconds, sides, started, until_ci_pct, alpha, min_effect, store, show)
+    within_budget(seconds, sides, flags.until_ci_pct, judging, store, show)
 
 
 def budget_seconds(budget: str, runs: int | None, max_runs: int | None, test: str) -> float:
@@ -93,35 +76,31 @@ def check_no_duration(sides: list[Side]) -> None:
 def within_budget(
     seconds: float,
     sides: list[Side],
-    started: float,
     until_ci_pct: float | None,
-    alpha: float,
-    min_effect: float,
+    judging: Judging,
     store: str | None,
-    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
+    show: Show,
 ) -> None:
-    from flowrate.campaigns.compare.budgeted import budget_report, pilot_seconds
+    """Spend ``seconds`` on the sides (flowrate.campaigns.compare.live.compare_within_budget),
+    saying what each side runs, the first block, each run and the plan as they come; then show
+    the comparison and how the budget was spent."""
     from flowrate.campaigns.compare.live import compare_within_budget
     from flowrate.campaigns.compare.plan import BudgetTooSmall
-    from flowrate.cli import compare_live, console
+    from flowrate.cli import compare_live, compare_live_text, console
     from flowrate.errors import ConfigError
 
-    for side in sides:
-        console.status(compare_live.opening_lines([side], None)[0])
-    first = pilot_seconds(seconds)
-    console.status(
-        f"budget {seconds:g} s: a first A B B A block of {first:g} s runs measures the start-up and noise"
-    )
+    for line in compare_live_text.opening_lines(sides, None):
+        console.status(line)
     try:
         live = compare_within_budget(
             seconds,
             sides,
             store,
-            spent_before_s=time.monotonic() - started,
-            alpha=alpha,
-            min_effect=min_effect,
+            alpha=judging.alpha,
+            min_effect=judging.min_effect,
             until_ci=None if until_ci_pct is None else until_ci_pct / 100,
-            on_run=lambda run: console.status(compare_live.run_line(run)),
+            on_first_block=lambda first: console.status(compare_live_text.first_block_line(seconds, first)),
+            on_run=lambda run: console.status(compare_live_text.run_line(run)),
             on_plan=lambda chosen: console.status(f"plan: {chosen.reason}"),
         )
     except BudgetTooSmall as error:
@@ -130,9 +109,4 @@ def within_budget(
             f"{seconds:g} s is too short here for two processes a side after the first block: "
             f"at least {math.ceil(error.minimum_s)}s",
         ) from None
-    assert live.budget is not None
-    if live.comparison is not None:
-        show(live.comparison, not live.interrupted, budget_report(live.budget, live.comparison))
-    console.status(compare_live.closing_line(live))
-    if live.interrupted:
-        raise KeyboardInterrupt
+    compare_live.finish(live, show)

@@ -3,8 +3,8 @@
 Each spec is the options of a `flowrate run` ("-p fc_mnist --duration 2"). This module parses
 the specs and the stopping flags, calls flowrate.campaigns.compare.live (which runs the sides
 alternately, A B B A …, each run a fresh process recorded in the store as it ends, tagged
-compare:ID:A or compare:ID:B) and renders its progress and ending; the verdict is shown as
-`flowrate compare` shows recorded runs.
+compare:ID:A or compare:ID:B) and shows its progress and ending (flowrate.cli.compare_live_text);
+the verdict is shown as `flowrate compare` shows recorded runs.
 
 This module is imported by `flowrate --help` (through cli/compare.py): torch loads inside the
 functions only.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -22,9 +23,14 @@ from flowrate.cli.options import run_options
 from flowrate.cli.param_types import FiniteRange
 
 if TYPE_CHECKING:
+    from flowrate.analysis.compare_recorded import Judging
     from flowrate.campaigns.compare.interleave import StoppingRule
-    from flowrate.campaigns.compare.live import LiveComparison, LiveRun, Side
+    from flowrate.campaigns.compare.live import LiveComparison, Side
     from flowrate.results.compare import Comparison
+
+    # prints a comparison; with the flag, applies --fail-if-slower; with a budget's report, says how
+    # it was spent
+    Show = Callable[[Comparison, bool, dict[str, Any] | None], None]
 
 NEEDS_SPECS = (
     "--runs, --until-ci, --max-runs, --budget and --rev measure the sides now: give --run A_SPEC B_SPEC"
@@ -94,21 +100,25 @@ def live_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-def compare_live(
-    specs: tuple[str, str] | None,
-    revs: tuple[str, ...],
-    *,
-    runs: int | None,
-    until_ci_pct: float | None,
-    max_runs: int | None,
-    test: str,
-    alpha: float,
-    min_effect: float,
-    force: bool,
-    store: str | None,
-    history: bool = True,
-    show: Callable[[Comparison, bool, dict[str, Any] | None], None],
-) -> None:
+@dataclass(frozen=True)
+class LiveFlags:
+    """`flowrate compare`'s flags for measuring the sides now, as given."""
+
+    specs: tuple[str, str] | None  # --run A_SPEC B_SPEC
+    revs: tuple[str, ...]
+    runs: int | None
+    until_ci_pct: float | None
+    max_runs: int | None
+    budget: str | None
+
+    @property
+    def asked(self) -> bool:
+        """Whether any of them was given: the sides are then measured now."""
+        given = (self.revs, self.runs, self.until_ci_pct, self.max_runs)
+        return self.specs is not None or self.budget is not None or any(given)
+
+
+def compare_live(flags: LiveFlags, judging: Judging, force: bool, store: str | None, show: Show) -> None:
     """Check the sides, measure and compare them (flowrate.campaigns.compare.live.compare_now),
     then ``show(comparison, gate, None)`` (which prints, and with ``gate`` applies
     --fail-if-slower). Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt).
@@ -116,11 +126,12 @@ def compare_live(
     """
     from flowrate.campaigns.compare.live import compare_now
     from flowrate.cli import console
+    from flowrate.cli.compare_live_text import opening_lines, run_line
 
-    if specs is None:
+    if flags.specs is None:
         raise click.UsageError(NEEDS_SPECS)
-    rule = _rule(runs or DEFAULT_RUNS, until_ci_pct, max_runs, alpha)
-    sides = sides_of(specs, revs)
+    rule = _rule(flags.runs or DEFAULT_RUNS, flags.until_ci_pct, flags.max_runs, judging.alpha)
+    sides = sides_of(flags.specs, flags.revs)
     check_same_problem(sides, force)
     for line in opening_lines(sides, rule):
         console.status(line)
@@ -128,13 +139,22 @@ def compare_live(
         rule,
         sides,
         store,
-        test=test,
-        min_effect=min_effect,
-        history=history,
+        test=judging.test,
+        min_effect=judging.min_effect,
+        history=judging.history,
         on_run=lambda run: console.status(run_line(run)),
     )
+    finish(live, show)
+
+
+def finish(live: LiveComparison, show: Show) -> None:
+    """Show the comparison (gated unless interrupted; with how a budget was spent) and how it
+    ended; an interrupted comparison then exits 130 (KeyboardInterrupt)."""
+    from flowrate.cli import console
+    from flowrate.cli.compare_live_text import closing_line
+
     if live.comparison is not None:
-        show(live.comparison, not live.interrupted, None)
+        show(live.comparison, not live.interrupted, live.budget_report)
     console.status(closing_line(live))
     if live.interrupted:
         raise KeyboardInterrupt
@@ -217,40 +237,3 @@ def check_same_problem(sides: list[Side], force: bool) -> None:
             f"the sides run different problems (A: {a}; B: {b}); a ratio between them means little: "
             "give the same problem, or --force"
         )
-
-
-def opening_lines(sides: list[Side], rule: StoppingRule | None) -> list[str]:
-    """What each side runs (at its revision, if it has one) and how the runs stop."""
-    lines = []
-    for side in sides:
-        at = f" at {side.revision.name} ({side.revision.short})" if side.revision else ""
-        lines.append(f"{side.label}: flowrate run {side.spec}{at}")
-    return lines if rule is None else [*lines, f"stopping: {rule.method}"]
-
-
-def run_line(run: LiveRun) -> str:
-    """One run as it is recorded."""
-    from flowrate.units import rate
-
-    return f"run {run.number} ({run.label}): median {rate(run.samples_per_sec)} samples/s, run {run.run_id}"
-
-
-def closing_line(live: LiveComparison) -> str:
-    """How the comparison ended, and how to see it again."""
-    labels = live.labels
-    a, b = (len(live.done.values[side]) for side in "AB")
-    if live.interrupted:
-        how = f"interrupted after {live.recorded} runs ({a} of A, {b} of B); they stay recorded"
-    elif live.budget is not None:
-        spent = live.budget
-        how = (
-            f"{spent.stopped}: {a} run{'s' if a != 1 else ''} a side in {a // 2} A B B A blocks after "
-            f"a first block of {len(spent.pilot)} (tagged {labels[0][:-2]}:pilot), "
-            f"{spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
-        )
-    else:
-        how = f"{live.done.stopped}: {a} run{'s' if a != 1 else ''} a side"
-    return (
-        f"{how}, tagged {labels[0]} and {labels[1]} in {live.store}: "
-        f"`flowrate compare {labels[0]} {labels[1]}` shows them again"
-    )

@@ -11,6 +11,7 @@ from flowrate.cli.options import STORE_HELP, host_memory_option, run_options, ta
 
 if TYPE_CHECKING:
     from flowrate.config import RunConfig
+    from flowrate.estimate.check import EstimateCheck
 
 # Share of a CPU other processes may use during a calibration before it is called disturbed.
 DISTURBED = 0.1
@@ -144,14 +145,9 @@ def _check(
     sample_shape: int | None,
     flags: dict[str, Any],
 ) -> None:
-    import json
-
-    from flowrate.analysis.estimate_drift import drift
-    from flowrate.cli import console
-    from flowrate.cli.estimate_text import CHECK_HEADER, DRIFT_HEADER, check_rows, drift_json, drift_tables
-    from flowrate.cli.op_check_text import OPERATOR_HEADER, check_json, check_table, operator_checks
+    """--check: select the runs the references or filters name, check them, show the check."""
     from flowrate.cli.select import select_runs
-    from flowrate.estimate.reprice import recompute_with_calibration
+    from flowrate.estimate.check import check_estimates
     from flowrate.results.store import RunFilter
 
     stray = [
@@ -171,30 +167,30 @@ def _check(
         since=selection["since"],
         until=selection["until"],
     )
-    runs = select_runs(selection["store"], refs, where)
-    rows, summary = check_rows(runs)
-    groups = drift(runs, recompute_with_calibration())
-    per_operator = operator_checks(runs)  # the profiled runs' (--profile DIR)
+    _show_check(check_estimates(select_runs(selection["store"], refs, where)), as_json)
+
+
+def _show_check(checked: EstimateCheck, as_json: bool) -> None:
+    """The check as JSON, or as tables: the runs, each profiled run's operator classes, each
+    machine's drift."""
+    import json
+
+    from flowrate.cli import console, estimate_text
+    from flowrate.cli.op_check_text import OPERATOR_HEADER, check_table
+
     if as_json:
-        console.data(
-            json.dumps(
-                {
-                    "runs": [dict(zip(CHECK_HEADER, row, strict=True)) for row in rows],
-                    "summary": summary,
-                    "machines": drift_json(groups),
-                    "operators": check_json(per_operator),
-                },
-                indent=2,
-            )
-        )
+        console.data(json.dumps(estimate_text.check_json(checked), indent=2))
         return
-    console.grid("predicted against measured samples/s", CHECK_HEADER, rows, right_aligned=(4, 6, 7, 8))
-    for line in summary:
+    rows = estimate_text.check_rows(checked.runs)
+    console.grid(
+        "predicted against measured samples/s", estimate_text.CHECK_HEADER, rows, right_aligned=(4, 6, 7, 8)
+    )
+    for line in estimate_text.check_summary(checked.runs):
         console.detail(line)
-    for title, operator_rows, line in map(check_table, per_operator):
+    for title, operator_rows, line in map(check_table, checked.operators):
         if operator_rows:
             console.grid(title, OPERATOR_HEADER, operator_rows, right_aligned=(1, 2, 3, 4))
         console.detail(line if operator_rows else f"{title}: {line}")
-    for title, drift_rows, line in drift_tables(groups):
-        console.grid(title, DRIFT_HEADER, drift_rows, right_aligned=(3, 4, 5))
+    for title, drift_rows, line in estimate_text.drift_tables(checked.machines):
+        console.grid(title, estimate_text.DRIFT_HEADER, drift_rows, right_aligned=(3, 4, 5))
         console.detail(line)

@@ -9,19 +9,21 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from flowrate.results.sections import Estimate
 from flowrate.units import count, counted, gib, rate, short_duration, si
 
 if TYPE_CHECKING:
+    from flowrate.analysis.estimate_check import RunCheck
     from flowrate.analysis.estimate_drift import MachineDrift
+    from flowrate.estimate.check import EstimateCheck
     from flowrate.estimate.report import CompileReport
     from flowrate.results.sections import Compile
-    from flowrate.results.store import StoredRun
 
 _INDENT = " " * 18
 
 
 def report_lines(report: CompileReport) -> list[str]:
+    """compile_report.txt: the configuration, the model's counts, memory, the device, the
+    estimate and the blocks."""
     c = report.configuration
     optimizer = f"  {c['optimizer']}" if c["optimizer"] else ""
     recompute = " --recompute" if c["recompute"] else ""
@@ -34,30 +36,37 @@ def report_lines(report: CompileReport) -> list[str]:
             f"{count(report.parameters_traced)}), {_blocks(report.blocks)}",
         ),
     ]
-    flops = f"forward {si(report.forward_flops_per_sample, 'FLOP')}/sample"
-    if report.backward_flops_per_sample is not None:
-        flops += f", backward {si(report.backward_flops_per_sample, 'FLOP')}/sample"
-    lines.append(_row("model FLOPs", flops + " (analytic)"))
-    executed = f"forward {si(report.traced_forward_flops_per_sample, 'FLOP')}/sample"
-    if report.traced_backward_flops_per_sample:
-        executed += f", backward {si(report.traced_backward_flops_per_sample, 'FLOP')}/sample"
-    lines.append(_row("kernel FLOPs", executed + " (traced; causal attention counts its unmasked half)"))
-    lines.append(
-        _row(
-            "bytes per step",
-            f"{si(report.bytes_per_step, 'B')} read + written by {report.kernels_per_step} kernels",
-        )
-    )
-    if report.arithmetic_intensity is not None:
-        ridge = report.device.get("ridge_point") or {}
-        key = "bf16" if c["precision"] in ("bf16", "pure-bf16") else c["precision"]
-        where = f" (the device's ridge point at {key}: {ridge[key]:.3g})" if key in ridge else ""
-        lines.append(_row("intensity", f"{report.arithmetic_intensity:.3g} FLOP/byte{where}"))
+    lines += _work_lines(report)
     lines.append(_row("activations", f"{gib(report.activation_bytes)} saved for backward"))
     lines += _memory_lines(report)
     lines += _device_lines(report)
     lines += _estimate_lines(report)
     lines += _block_lines(report)
+    return lines
+
+
+def _work_lines(report: CompileReport) -> list[str]:
+    """A step's work: model and kernel FLOPs, bytes moved and their intensity."""
+    flops = f"forward {si(report.forward_flops_per_sample, 'FLOP')}/sample"
+    if report.backward_flops_per_sample is not None:
+        flops += f", backward {si(report.backward_flops_per_sample, 'FLOP')}/sample"
+    executed = f"forward {si(report.traced_forward_flops_per_sample, 'FLOP')}/sample"
+    if report.traced_backward_flops_per_sample:
+        executed += f", backward {si(report.traced_backward_flops_per_sample, 'FLOP')}/sample"
+    lines = [
+        _row("model FLOPs", flops + " (analytic)"),
+        _row("kernel FLOPs", executed + " (traced; causal attention counts its unmasked half)"),
+        _row(
+            "bytes per step",
+            f"{si(report.bytes_per_step, 'B')} read + written by {report.kernels_per_step} kernels",
+        ),
+    ]
+    if report.arithmetic_intensity is not None:
+        ridge = report.device.get("ridge_point") or {}
+        precision = report.configuration["precision"]
+        key = "bf16" if precision in ("bf16", "pure-bf16") else precision
+        where = f" (the device's ridge point at {key}: {ridge[key]:.3g})" if key in ridge else ""
+        lines.append(_row("intensity", f"{report.arithmetic_intensity:.3g} FLOP/byte{where}"))
     return lines
 
 
@@ -131,24 +140,30 @@ def _estimate_lines(report: CompileReport) -> list[str]:
     tokens = f", {si(e.tokens_per_sec, 'tokens/s')}" if e.tokens_per_sec else ""
     step = e.step_s
     phases = ", ".join(f"{name} {seconds / step:.0%}" for name, seconds in e.phase_s.items() if seconds)
-    lines = [
+    return [
         _row("estimate", f"{rate(e.samples_per_sec)} samples/s{tokens} (step {short_duration(step)})"),
         _row("", "time: " + ", ".join(f"{name} {seconds / step:.0%}" for name, seconds in e.terms.items())),
         _row("", f"phases: {phases}"),
+        *_streaming_lines(report),
     ]
+
+
+def _streaming_lines(report: CompileReport) -> list[str]:
+    """The streaming estimate: its rate, its copies and how much of them compute hides, or why
+    there is none."""
     s = report.streaming
     if s is None:
-        if "streaming" in report.reasons:
-            lines.append(_row("streaming", f"— ({report.reasons['streaming']})"))
-        return lines
-    lines.append(
+        return (
+            [_row("streaming", f"— ({report.reasons['streaming']})")] if "streaming" in report.reasons else []
+        )
+    lines = [
         _row(
             "streaming",
             f"{rate(s.samples_per_sec)} samples/s (step {short_duration(s.step_s)}): copies "
             f"{short_duration(s.copy_s)} per step over the {s.host_link_basis} at "
             f"{si(s.host_link_bandwidth, 'B/s')}, {s.hidden_share:.0%} hidden behind compute",
         )
-    )
+    ]
     bounds = []
     if s.tokens_per_load is not None:  # MEASUREMENT.md's T = F / B is about tokens
         bounds.append(
@@ -159,8 +174,7 @@ def _estimate_lines(report: CompileReport) -> list[str]:
         bounds.append(f"batch size to hide every copy: {s.batch_to_hide}")
     if bounds:
         lines.append(_row("", "; ".join(bounds)))
-    lines += [_row("", note) for note in s.notes]
-    return lines
+    return lines + [_row("", note) for note in s.notes]
 
 
 def _block_lines(report: CompileReport) -> list[str]:
@@ -185,36 +199,31 @@ def _block_lines(report: CompileReport) -> list[str]:
 CHECK_HEADER = ("run", "problem", "mode", "precision", "batch", "device", "predicted", "measured", "ratio")
 
 
-def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
-    """Predicted against measured samples/s, one row per run, and the summary lines."""
-    rows: list[list[str]] = []
-    ratios: list[float] = []
+def check_rows(checks: list[RunCheck]) -> list[list[str]]:
+    """Predicted against measured samples/s, one row per run."""
+    return [
+        [
+            c.run_id[:8],
+            c.problem,
+            c.mode,
+            c.precision,
+            c.batch_size,
+            c.device,
+            rate(c.predicted),
+            rate(c.measured),
+            f"{c.ratio:.2f}" if c.ratio is not None else "—",
+        ]
+        for c in checks
+    ]
+
+
+def check_summary(checks: list[RunCheck]) -> list[str]:
+    """How close the runs' predictions came, and how many runs had none, and why."""
+    ratios = [c.ratio for c in checks if c.ratio is not None]
     missing: dict[str, int] = {}
-    for run in runs:
-        result = run.result
-        estimate = result.estimate or Estimate()
-        predicted = estimate.samples_per_sec
-        measured = result.summary.samples_per_sec
-        ratio = predicted / measured if predicted and measured else None
-        if ratio is None:
-            reason = estimate.reason or "no estimate recorded (an older run, or a check)"
-            missing[reason] = missing.get(reason, 0) + 1
-        else:
-            ratios.append(ratio)
-        c, p = result.config, result.problem
-        rows.append(
-            [
-                run.run_id[:8],
-                f"{p.name}/{p.size}",
-                str(c.mode),
-                str(c.precision),
-                str(result.batch_size),
-                str(estimate.device or result.environment.device_name or "?"),
-                rate(predicted),
-                rate(measured),
-                f"{ratio:.2f}" if ratio is not None else "—",
-            ]
-        )
+    for c in checks:
+        if c.reason is not None:
+            missing[c.reason] = missing.get(c.reason, 0) + 1
     summary = []
     if ratios:
         errors = [abs(r - 1) for r in ratios]
@@ -226,7 +235,7 @@ def check_rows(runs: list[StoredRun]) -> tuple[list[list[str]], list[str]]:
         )
     for reason, n in missing.items():
         summary.append(f"{n} run(s) without an estimate: {reason}")
-    return rows, summary
+    return summary
 
 
 DRIFT_HEADER = ("recorded", "run", "configuration", "predicted", "measured", "ratio", "prediction")
@@ -274,3 +283,16 @@ def drift_json(groups: list[MachineDrift]) -> list[dict[str, Any]]:
         }
         for g in groups
     ]
+
+
+def check_json(checked: EstimateCheck) -> dict[str, Any]:
+    """`estimate --check --json`: the runs' rows by column, the summary, each machine's drift and
+    the profiled runs' per-operator views."""
+    from flowrate.cli import op_check_text
+
+    return {
+        "runs": [dict(zip(CHECK_HEADER, row, strict=True)) for row in check_rows(checked.runs)],
+        "summary": check_summary(checked.runs),
+        "machines": drift_json(checked.machines),
+        "operators": op_check_text.check_json(checked.operators),
+    }

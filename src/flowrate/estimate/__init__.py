@@ -4,5 +4,6 @@ trace.py (one step on fake tensors) and ops.py (each op's FLOPs, bytes and kind,
 devices.py (the target's effective rates: datasheet peaks x measured efficiency), calibration.py
 (those measurements and their file) with probes.py (the timed operations), cost.py (the roofline),
 memory.py (what each execution mode needs), report.py (the compile report), validate.py
-(`flowrate validate`'s checks).
+(`flowrate validate`'s checks), check.py (`flowrate estimate --check`: predictions against
+recorded runs).
 """

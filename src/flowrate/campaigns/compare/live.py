@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from flowrate.campaigns.compare.budgeted import Process, Spent, spend
+from flowrate.campaigns.compare.budgeted import Process, Spent, budget_report, pilot_seconds, spend
 from flowrate.campaigns.compare.interleave import (
     INTERRUPTED,
     SEQUENTIAL_ALPHA_SHARE,
@@ -32,8 +33,10 @@ from flowrate.campaigns.compare.revisions import Revision, run_at
 from flowrate.campaigns.process import child
 from flowrate.config import RunConfig
 from flowrate.errors import RunFailed
+from flowrate.process_clock import command_start
 from flowrate.results.compare import Comparison, History, compare
 from flowrate.results.metrics import METRICS
+from flowrate.results.noise import history_in_store
 from flowrate.results.per_process import process_values
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
@@ -93,6 +96,14 @@ class LiveComparison:
     def interrupted(self) -> bool:
         return self.done.stopped == INTERRUPTED
 
+    @property
+    def budget_report(self) -> dict[str, Any] | None:
+        """With a budget and a comparison: how the budget was spent, for the JSON
+        (flowrate.campaigns.compare.budgeted.budget_report)."""
+        if self.budget is None or self.comparison is None:
+            return None
+        return budget_report(self.budget, self.comparison)
+
 
 def compare_now(
     rule: StoppingRule,
@@ -116,22 +127,15 @@ def compare_now(
     with Store(store) as opened:
         done = _interleave(rule, sides, opened, name, results, on_run)
         where = opened.path
-    comparison = None
-    if results["A"] and results["B"]:
-        from flowrate.results.noise import history_in_store
-
-        known = (
-            history_in_store(where, results["A"], results["B"]) if history and not rule.sequential else None
-        )
-        comparison = compare(
-            results["A"],
-            results["B"],
-            test=test,
-            alpha=rule.verdict_alpha,
-            min_effect=min_effect,
-            labels=labels,
-            history=known,
-        )
+    both = bool(results["A"] and results["B"])
+    known = (
+        history_in_store(where, results["A"], results["B"])
+        if both and history and not rule.sequential
+        else None
+    )
+    comparison = _compared(
+        results, labels, test=test, alpha=rule.verdict_alpha, min_effect=min_effect, history=known
+    )
     recorded = len(results["A"]) + len(results["B"])
     return LiveComparison(done, comparison, recorded, labels, where)
 
@@ -141,69 +145,93 @@ def compare_within_budget(
     sides: list[Side],
     store: str | None,
     *,
-    spent_before_s: float = 0.0,
     alpha: float,
     min_effect: float,
     until_ci: float | None = None,
+    on_first_block: Callable[[float], None] = lambda seconds: None,
     on_run: Callable[[LiveRun], None] = lambda run: None,
     on_plan: Callable[[Plan], None] = lambda chosen: None,
 ) -> LiveComparison:
-    """Spend ``budget_s`` seconds (``spent_before_s`` of them already, checking the input) on the sides
-    (flowrate.campaigns.compare.budgeted: a first block, a plan, A B B A blocks), record each run
-    (``on_run`` hears of it; ``on_plan`` of the plan once made), then compare the planned runs
+    """Spend ``budget_s`` seconds, counted from the command's start (flowrate.process_clock), on the
+    sides (flowrate.campaigns.compare.budgeted: a first block, a plan, A B B A blocks), record each
+    run (``on_first_block`` hears of the first block's seconds a process before it runs, ``on_run``
+    of each run, ``on_plan`` of the plan once made), then compare the planned runs
     with the throughput paired by block where the machine drifted (flowrate.results.blocks; with
     under three runs a side, the noise the plan used stands in for their spread), at
     ``alpha`` (a sequential ``until_ci`` rule: at half of it, as interleave says why). A failed
     run raises RunFailed; BudgetTooSmall when the budget leaves no room for two processes a side
     after the first block; an interrupt comes back as ``interrupted``."""
+    on_first_block(pilot_seconds(budget_s))
     name = f"compare:{secrets.token_hex(4)}"
     labels = (f"{name}:A", f"{name}:B")
     results: dict[str, list[Result]] = {"A": [], "B": []}
-    pilot: list[Result] = []
     level = alpha if until_ci is None else alpha * SEQUENTIAL_ALPHA_SHARE
-    started = clock() - spent_before_s
+    started = clock() - (time.monotonic() - command_start())
     with Store(store) as opened:
-        record = _recorder(sides, opened, name, results, on_run)
-        where = opened.path
-
-        def run_one(label: str, seconds: float, first: bool) -> Process:
-            before = clock()
-            result = record(label, seconds, pilot if first else None)
-            value = process_values(METRICS["samples_per_sec"], result)[0]
-            measured = result.summary.timed_duration_s or seconds
-            wall = clock() - before
-            return Process(label, value, wall, measured, result.summary.cv, seconds)
-
-        def history() -> History | None:
-            from flowrate.results.noise import history_in_store
-
-            side_a, side_b = ([r for r, p in zip(pilot, "ABBA", strict=True) if p == s] for s in "AB")
-            return history_in_store(where, side_a, side_b)
-
+        runs = _BudgetRuns(_recorder(sides, opened, name, results, on_run), opened.path)
         spent = spend(
             budget_s,
             clock=clock,
             started=started,
-            run_one=run_one,
-            history_of=history,
+            run_one=runs.run_one,
+            history_of=runs.history,
             alpha=level,
             until_ci=until_ci,
             on_plan=on_plan,
         )
-    comparison = None
-    if results["A"] and results["B"]:
-        comparison = compare(
-            results["A"],
-            results["B"],
-            alpha=level,
-            min_effect=min_effect,
-            labels=labels,
-            history=spent.history,
-            blocks=True,
-        )
+    comparison = _compared(
+        results, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True
+    )
     done = Interleaved(spent.values, spent.stopped)
-    recorded = len(pilot) + len(results["A"]) + len(results["B"])
-    return LiveComparison(done, comparison, recorded, labels, where, spent)
+    recorded = len(runs.pilot) + len(results["A"]) + len(results["B"])
+    return LiveComparison(done, comparison, recorded, labels, runs.where, spent)
+
+
+@dataclass(frozen=True)
+class _BudgetRuns:
+    """A budget's processes as flowrate.campaigns.compare.budgeted.spend runs them: each recorded
+    (the first block's in ``pilot``), and the store's noise for the first block's configuration."""
+
+    record: Callable[[str, float | None, list[Result] | None], Result]
+    where: Path
+    pilot: list[Result] = dataclasses.field(default_factory=list)
+
+    def run_one(self, label: str, seconds: float, first: bool) -> Process:
+        before = clock()
+        result = self.record(label, seconds, self.pilot if first else None)
+        value = process_values(METRICS["samples_per_sec"], result)[0]
+        measured = result.summary.timed_duration_s or seconds
+        wall = clock() - before
+        return Process(label, value, wall, measured, result.summary.cv, seconds)
+
+    def history(self) -> History | None:
+        side_a, side_b = ([r for r, p in zip(self.pilot, "ABBA", strict=True) if p == s] for s in "AB")
+        return history_in_store(self.where, side_a, side_b)
+
+
+def _compared(
+    results: dict[str, list[Result]],
+    labels: tuple[str, str],
+    *,
+    alpha: float,
+    min_effect: float,
+    history: History | None,
+    test: str = "welch",
+    blocks: bool = False,
+) -> Comparison | None:
+    """B's recorded runs against A's (flowrate.results.compare); None unless both sides have one."""
+    if not results["A"] or not results["B"]:
+        return None
+    return compare(
+        results["A"],
+        results["B"],
+        test=test,
+        alpha=alpha,
+        min_effect=min_effect,
+        labels=labels,
+        history=history,
+        blocks=blocks,
+    )
 
 
 def _interleave(
