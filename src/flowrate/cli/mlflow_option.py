@@ -54,7 +54,10 @@ def open_mlflow(uri: str | None, experiment: str | None) -> MlflowLog | None:
 
 
 def logged_line(log: MlflowLog, sent: str | None) -> str:
-    """A run sent (flowrate.campaigns.recorded_run.send_run): where, and as which MLflow run."""
+    """A run sent (flowrate.campaigns.recorded_run.send_run): where, and as which MLflow run; or
+    that MLflow already held it (``sent`` None), so nothing was sent."""
+    if sent is None:
+        return f"already in MLflow experiment {log.experiment} in {log.uri}: not sent again"
     return f"logged to MLflow experiment {log.experiment} as run {sent} in {log.uri}"
 
 
