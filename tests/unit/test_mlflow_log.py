@@ -92,8 +92,9 @@ def test_sending_a_run_again_adds_nothing(log: MlflowLog, tracking_uri: str) -> 
     # what `flowrate run --mlflow` says of each: the run it made, then that nothing was sent
     from flowrate.cli.mlflow_option import logged_line
 
-    assert logged_line(log, first) == f"logged to MLflow experiment {log.experiment} as run {first} in {log.uri}"
-    assert logged_line(log, None) == f"already in MLflow experiment {log.experiment} in {log.uri}: not sent again"
+    where = f"MLflow experiment {log.experiment}"
+    assert logged_line(log, first) == f"logged to {where} as run {first} in {log.uri}"
+    assert logged_line(log, None) == f"already in {where} in {log.uri}: not sent again"
 
 
 def test_a_long_run_is_sent_in_batches_within_mlflow_limits(log: MlflowLog, tracking_uri: str) -> None:
