@@ -154,3 +154,12 @@ def test_the_curve_table_has_a_row_a_load() -> None:
         ],
         ["4 req/s", "3.600", "360.0", "100.0 / 200", "5.0 / 10.0", "— / —", "fail", "run3"],
     ]
+
+
+def test_a_load_test_that_sent_nothing_shows_its_rows_with_the_error_rate_empty() -> None:
+    """Interrupted before the first request: no error rate to give, and the table still shows."""
+    from flowrate.cli.serve_bench_text import rows
+
+    shown = dict(rows(Serving()))
+    assert shown["requests"] == "0 sent, 0 completed"
+    assert shown["error rate"] == "—"

@@ -31,7 +31,7 @@ def rows(section: Serving) -> list[tuple[str, str]]:
     ours = section.figures()
     out: list[tuple[str, str]] = [
         ("requests", f"{section.requests} sent, {ours.completed} completed"),
-        ("error rate", f"{ours.error_rate:.1%}"),
+        ("error rate", "—" if ours.error_rate is None else f"{ours.error_rate:.1%}"),  # none sent
     ]
     if section.partial:
         out.append(("partial", "yes: interrupted, figures cover what was measured"))
