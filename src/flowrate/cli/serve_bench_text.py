@@ -30,7 +30,7 @@ def rows(section: Serving) -> list[tuple[str, str]]:
     points and the rate it found last."""
     ours = section.figures()
     out: list[tuple[str, str]] = [
-        ("requests", f"{section.requests} sent, {ours.completed} completed"),
+        ("requests", f"{section.requests or 0} sent, {ours.completed or 0} completed"),
         ("error rate", "—" if ours.error_rate is None else f"{ours.error_rate:.1%}"),  # none sent
     ]
     if section.partial:
