@@ -14,7 +14,13 @@ from click.testing import CliRunner
 
 from flowrate.campaigns.explore.space import merge_space, parse_space_flags
 from flowrate.campaigns.process.job import GENERATE
-from flowrate.campaigns.sweep.spec import load_sweep_file, merge_spec, parse_grid_flags, plan_points
+from flowrate.campaigns.sweep.spec import (
+    canonical_key,
+    load_sweep_file,
+    merge_spec,
+    parse_grid_flags,
+    plan_points,
+)
 from flowrate.cli.generate import generate_options
 from flowrate.cli.main import cli
 from flowrate.cli.options import run_options
@@ -166,6 +172,13 @@ def test_a_setting_no_sweep_may_vary_is_no_sweep_key(monkeypatch: pytest.MonkeyP
         parse_grid_flags(["threads=1,2"])
     with pytest.raises(ConfigError, match="applies to one run: give --threads to `flowrate run`"):
         parse_space_flags(["threads=1..4"])
+
+
+def test_a_one_run_setting_names_the_command_that_takes_it() -> None:
+    with pytest.raises(ConfigError, match="give it to `flowrate generate`, not a sweep"):
+        canonical_key("profile_dir", "profile_dir", GENERATE)
+    with pytest.raises(ConfigError, match="give it to `flowrate run`, not a sweep"):
+        canonical_key("profile_dir", "profile_dir")
 
 
 def test_the_reference_lists_every_field() -> None:

@@ -76,7 +76,8 @@ def canonical_key(key: str, source: str, command: str = RUN) -> str:
     one_run = next((f for f in settings(RunConfig) if name == f.name and not f.setting.sweepable), None)
     if one_run is not None:  # --profile, the prices, --to-solution: what one run does after it ends
         what = "it" if source == key else one_run.flag
-        raise ConfigError(source, f"applies to one run: give {what} to `flowrate run`, not a sweep or search")
+        where = f"`flowrate {command}`"
+        raise ConfigError(source, f"applies to one run: give {what} to {where}, not a sweep or search")
     known = [*own.keys, *own.extra, *options, *own.aliases]
     close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
     meant = [own.aliases.get(c, c) for c in close]
