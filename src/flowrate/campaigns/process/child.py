@@ -8,9 +8,10 @@ expected outcome (a sweep's batch that does not fit) from a real failure without
 
 Where the platform has it, each run's process is forked from a server that has imported torch
 and done nothing else (multiprocessing's forkserver, started once per campaign): the
-interpreter's start and torch's import (and on a CPU build dynamo's, which a run's optimizer
-imports: fork_preload), most of a run's start-up on a CPU (benchmarks/child_startup.py; its
-figures in benchmarks/notes/), are paid once instead of once per run. Nothing of an
+interpreter's start and torch's import (and on a CPU build the imports of dynamo, which a run's
+optimizer imports, and of flowrate's run harness: fork_preload), most of a run's start-up on a
+CPU (benchmarks/child_startup.py and benchmarks/fork_preload.py), are paid once instead of once
+per run. Nothing of an
 earlier run can be inherited (the server never runs one), and no CUDA context exists to be
 forked: the server never touches the device, and PyTorch supports CUDA in forkserver children
 as in spawned ones (plain fork is what CUDA does not survive). The child takes this process's
