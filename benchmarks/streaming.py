@@ -421,6 +421,13 @@ def main() -> None:
         "--parts", nargs="*", default=["optimizer", "footprint", "ratio", "fsdp", "largest", "limit"]
     )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds timed per measurement")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        nargs="*",
+        default=list(TOKENS_PER_STEP),
+        help="the ratio part's tokens per step (a multiple of 1024 each; default: 2k, 8k, 16k, 32k)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny GPT on any device: plumbing only")
     parser.add_argument("--optimizer-parameters", type=int, default=100_000_000)
     args = parser.parse_args()
@@ -453,7 +460,7 @@ def main() -> None:
             print(f"\n## {part}: skipped — needs a CUDA device (this machine has none)")
             continue
         if part == "ratio":
-            ratio_part(GPT, SEQ, TOKENS_PER_STEP, args.duration)
+            ratio_part(GPT, SEQ, tuple(args.tokens), args.duration)
             record("streaming-ratio", FIGURES)
             FIGURES.clear()
         elif part == "fsdp":

@@ -24,7 +24,8 @@ def test_calibrated_launch_overhead_is_microseconds_per_kernel(monkeypatch: pyte
     monkeypatch.setitem(cal.CONV, "cuda", ((4, 16), (32, 64)))
     monkeypatch.setitem(cal.ATTENTION_LENGTHS, "cuda", (128, 256))
     monkeypatch.setitem(cal.COPY_BYTES, "cuda", (1 << 20, 1 << 24))
-    monkeypatch.setitem(cal.PRECISIONS, "cuda", (cal.Precision.BF16,))
+    # fp32 too: the working-set curve prices the reference models' fp32 training steps
+    monkeypatch.setitem(cal.PRECISIONS, "cuda", (cal.Precision.BF16, cal.Precision.FP32))
     monkeypatch.setitem(cal.THIN_SIDE, "cuda", 512)
     monkeypatch.setattr(cal, "THIN", (1, 16))
     monkeypatch.setattr(cal, "OPTIMIZER_PARAMETERS", 1 << 20)
@@ -54,9 +55,16 @@ def test_no_calibrated_rate_exceeds_the_datasheet(monkeypatch: pytest.MonkeyPatc
         for key, points in by_key.items():
             ceiling = peak.dense_flops.get(key)
             if ceiling is not None:
-                assert max(rate for _, rate in points) <= 1.02 * ceiling, (op_class, key, points)
-    # a batch norm over ELEMENTWISE_SIZE elements is bound by memory, not by its launch: its read
-    # and write of 4 bytes each at a good share of a large copy's bandwidth (over 1 Mi elements,
-    # launch-bound, the H100 reached 10%)
+                # a 3x3 convolution's FLOPs are counted as direct convolution's, and cuDNN runs it
+                # with Winograd's F(4x4, 3x3) where it can: 36 multiplies for 144 (an H200's fp32
+                # 3x3 backward reached 2.3x the fp32 peak, 2026-11-28)
+                winograd = 4.0 if op_class.startswith("conv3x3") else 1.0
+                assert max(rate for _, rate in points) <= 1.02 * winograd * ceiling, (op_class, key, points)
+    # a batch norm over ELEMENTWISE_SIZE elements is bound by memory, not by its launch (over 1 Mi
+    # elements the H100 was launch-bound): a call lasts 20 launches or more, and its read and
+    # write of 4 bytes each stay under a copy's best bandwidth. (A share of the copy's bandwidth
+    # is the kernel's, not flowrate's: an H200 ran it at 0.12, 2026-11-28, where 0.25 was asserted.)
+    per_call_s = 1 / measured.elementwise["_native_batch_norm_legit"] * cal.ELEMENTWISE_SIZE["cuda"]
+    assert per_call_s > 20 * measured.launch_overhead_s["train"]
     batch_norm = measured.elementwise["_native_batch_norm_legit"] * 8
-    assert batch_norm > 0.25 * measured.bandwidth[-1][1]
+    assert batch_norm <= 1.02 * max(rate for _, rate in measured.bandwidth)

@@ -51,7 +51,8 @@ def test_the_survey_measures_every_cuda_figure() -> None:
     nvml = device.extra.get("nvml") if device else None
     if isinstance(nvml, dict) and nvml.get("available"):
         assert power.value is not None and power.value > 0, power.reason
-        assert power.fraction is not None and power.fraction <= 1.05
+        # within 1.05 of the limit, and the counter's step over a short window (survey_model)
+        assert power.fraction is not None and power.within_band, power
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs: an all-reduce needs two ranks")

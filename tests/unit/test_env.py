@@ -247,3 +247,25 @@ def test_fingerprint_tolerates_missing_sections() -> None:
     fingerprint = environment_fingerprint(environment_from({"torch": None, "cpu": "not an object"}))
     assert len(fingerprint) == 6
     assert all(value is None for value in fingerprint.values())
+
+
+def test_a_gpu_record_with_its_properties_and_nvml_readings_reads_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every field _device_info writes for a GPU is one the validator knows (an 'index' was refused,
+    # so every CUDA run in a fresh process failed to read its own result back)
+    from tests.unit.test_validate_result import record
+
+    from flowrate.results.schema import Result
+
+    properties = SimpleNamespace(
+        name="NVIDIA H200", major=9, minor=0, total_memory=150 << 30, multi_processor_count=132
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: properties)
+    monkeypatch.setattr(env, "_nvml_index", lambda index: 0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([]))
+    device = env._device_info(torch.device("cuda", 0), None)
+    assert device["index"] == 0 and device["driver_version"] == "550.54.15"
+    data = record()
+    data["environment"]["device"] = device
+    assert Result.from_dict(json.loads(json.dumps(data))).environment.device.multiprocessor_count == 132

@@ -43,7 +43,7 @@ from flowrate.harness.survey import (
 from flowrate.harness.survey_bands import (
     FRACTION_BAND,
     LAUNCH_BAND,
-    WIDE_BAND,
+    PAGEABLE_BAND,
     check_bands,
     default_band,
     load_bands,
@@ -52,7 +52,7 @@ from flowrate.harness.survey_bands import (
 )
 from flowrate.harness.survey_figures import LINKS, KernelFigures, Timing
 from flowrate.results.configs import config_from
-from flowrate.results.environment import CpuInfo, Environment
+from flowrate.results.environment import CpuInfo, Environment, environment_from
 from flowrate.results.schema import Result
 from flowrate.results.sections import Energy, Flops, Generation, Kind, Survey
 from flowrate.results.store import Store
@@ -82,7 +82,7 @@ def test_default_bands() -> None:
     assert default_band("train transformer/gpt2", has_datasheet=True) == (0.05, 1.0)
     assert default_band("launch to completion", has_datasheet=False) == LAUNCH_BAND
     assert default_band("attention bf16", has_datasheet=True) == (0.1, 1.0)
-    assert default_band("h2d pageable", has_datasheet=True) == (0.1, 1.0)
+    assert default_band("h2d pageable", has_datasheet=True) == (0.05, 1.0)
     assert default_band("duplex pinned", has_datasheet=True) == (0.3, 1.0)
     assert default_band("infer transformer/gpt2", has_datasheet=True) == (0.05, 1.0)
     assert default_band("power", has_datasheet=True) == (0.05, 1.05)
@@ -214,6 +214,22 @@ def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does
     assert all(c.duration_s == 0.1 and c.device == "cpu" for c in seen)
 
 
+def test_a_gpus_copy_runs_many_copies_a_step_and_its_attention_tf32_is_held_to_the_fp32_peak() -> None:
+    # one 256 MiB copy a step measured 1.2 of an H200's 4.2 TB/s (the loop's own time per step);
+    # SDPA computes fp32 without TF32, so the tf32 peak is out of its kernel's reach
+    seen: list[RunConfig] = []
+    timing = Timing(torch.device("cuda"), "NVIDIA H100 80GB HBM3", 0.1, True, None, {})
+    kernels = KernelFigures(timing, _fake_measure(seen))
+    kernels.copy()
+    assert [(c.problem, c.batch_size, c.problem_options) for c in seen] == [("copy", 32, {"mib": 256})]
+    tf32, fp32 = kernels.attention("tf32", None), kernels.attention("fp32", None)
+    assert tf32.datasheet == fp32.datasheet == 67e12
+    assert tf32.detail is not None and tf32.detail.endswith("held to the fp32 peak")
+    cpu = KernelFigures(Timing(torch.device("cpu"), "cpu", 0.1, True, None, {}), _fake_measure(seen))
+    cpu.copy()
+    assert seen[-1].batch_size == 1
+
+
 def test_the_host_link_on_a_gpu_the_table_knows() -> None:
     """Pinned and pageable copies against the link's rate per direction, duplex against both."""
     seen: list[RunConfig] = []
@@ -231,13 +247,38 @@ def test_the_host_link_on_a_gpu_the_table_knows() -> None:
     assert [(f.band_low, f.band_high) for f in figures] == [
         FRACTION_BAND,
         FRACTION_BAND,
-        WIDE_BAND,
-        WIDE_BAND,
+        PAGEABLE_BAND,
+        PAGEABLE_BAND,
         FRACTION_BAND,
     ]
     duplex = figures[-1]  # 2 GB/s of 126 GB/s: a link trained far below its width
     assert duplex.fraction == pytest.approx(2e9 / 126e9) and duplex.within_band is False
     assert duplex.detail == "256 MiB each way, both directions at once"
+
+
+@pytest.mark.parametrize(
+    ("method", "seconds", "watts", "within"),
+    [
+        ("nvml-energy-counter", 0.25, 1.2 * 700, True),  # the counter's step: up to 0.1 / 0.25 above
+        ("nvml-energy-counter", 0.25, 1.5 * 700, False),  # beyond 1.05 x 1.4
+        ("nvml-energy-counter", 2.0, 1.2 * 700, False),  # a long window: 1.05 x 1.05
+        ("nvml-power-sampled", 0.25, 1.2 * 700, False),  # sampled power does not step
+    ],
+)
+def test_the_power_band_allows_for_the_nvml_counters_step_over_a_short_window(
+    method: str, seconds: float, watts: float, within: bool
+) -> None:
+    def measure(config: RunConfig) -> Result:
+        result = _fake_measure([])(config)
+        energy = Energy(joules=watts * seconds, seconds=seconds, average_watts=watts, method=method)
+        device = {"type": "cuda", "name": "X", "power_limit_w": 700.0}
+        return dataclasses.replace(result, energy=energy, environment=environment_from({"device": device}))
+
+    config = SurveyConfig(device="cpu", seconds=0.1, shapes=((64, 8, 8),), precisions=("fp32",))
+    result = run_survey(config, measure=measure, generate=_fake_generate([]))
+    assert result.survey is not None
+    power = result.survey.figures[-1]
+    assert (power.name, power.datasheet, power.within_band) == ("power", 700.0, within)
 
 
 def test_power_says_which_counter_is_missing() -> None:

@@ -5,8 +5,11 @@
   against the dense datasheet peak;
 - attention, per precision: F.scaled_dot_product_attention's forward FLOP/s at one standard shape
   (the zoo's attention kernel runs forward only), against the datasheet peak and, in its detail,
-  against the survey's matmul maximum at the same precision;
-- copy: device memory bandwidth (read + write), against the datasheet's;
+  against the survey's matmul maximum at the same precision. tf32 is held to the fp32 peak: SDPA's
+  fused kernels compute fp32 inputs without TF32 (an H200 ran attention tf32 and fp32 at 40 and
+  42 TFLOP/s, 2026-11-28), so the tf32 peak is one its kernel cannot reach;
+- copy: device memory bandwidth (read + write), against the datasheet's, COPY_CALLS copies a step
+  so that the loop's own time per step stays small beside them;
 - h2d, d2h pinned and pageable, duplex (both directions at once, pinned): the host link, against
   its theoretical rate per direction (twice that for duplex; CUDA only);
 - launch: seconds per eager op call (dispatch) and, on CUDA, launch to completion;
@@ -61,6 +64,9 @@ ATTENTION: dict[tuple[str, bool], tuple[int, int, int, int]] = {
     ("cpu", True): (1, 8, 256, 64),
 }
 COPY_MIB = {"cuda": 1024, "cpu": 256}
+# copies a step: one 256 MiB copy takes ~0.12 ms on an H200, under the loop's own time per step
+# (one copy a step measured 1.2 of its 4.2 TB/s, 2026-11-28); a CPU's copy takes tens of ms
+COPY_CALLS = {"cuda": 32}
 LINK_MIB = 256
 # The host-link figures: (problem, pinned)
 LINKS: tuple[tuple[str, bool], ...] = (
@@ -125,8 +131,11 @@ class KernelFigures:
         )
 
     def figure(self, name: str, value: float | None, unit: str, **kw: object) -> SurveyFigure:
+        """The figure, in the band ``--bands`` gives it, else in ``band`` (a figure's own), else in
+        its default band."""
         datasheet = kw.get("datasheet")
-        band = self.timing.bands.get(name, default_band(name, datasheet is not None))
+        own = kw.pop("band", None) or default_band(name, datasheet is not None)
+        band = self.timing.bands.get(name, own)
         return make_figure(name, value, unit, band=band, **kw)  # type: ignore[arg-type]
 
     def matmul(self, precision: str, shapes: tuple[Shape, ...]) -> SurveyFigure:
@@ -164,7 +173,10 @@ class KernelFigures:
         detail = f"forward, {batch}x{heads}x{seq}x{dim} (batch x heads x seq x head_dim)"
         if matmul:
             detail += f", {rate / matmul:.2f} of the matmul {precision} max"
-        peak = peak_for(self.timing.name, precision)
+        held_to = "fp32" if precision == "tf32" and self.timing.device.type == "cuda" else precision
+        if held_to != precision:
+            detail += "; SDPA computes fp32 without TF32: held to the fp32 peak"
+        peak = peak_for(self.timing.name, held_to)
         found = {"reason": peak.reason, "detail": detail, "cv": result.summary.cv}
         return self.figure(name, rate, "FLOP/s", datasheet=peak.flops, **found)
 
@@ -173,7 +185,8 @@ class KernelFigures:
         mib = COPY_MIB.get(t.device.type, 256) // (4 if t.quick else 1)
         peak = peak_for(t.name, "fp32")
         try:
-            result = self.run("copy", problem_options={"mib": mib})
+            calls = COPY_CALLS.get(t.device.type, 1)
+            result = self.run("copy", batch_size=calls, problem_options={"mib": mib})
         except FlowrateError as error:
             return self.figure("copy", None, "B/s", reason=str(error))
         reason = None if peak.memory_bandwidth else peak.reason or f"no memory bandwidth for {t.name}"

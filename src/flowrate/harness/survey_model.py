@@ -8,7 +8,9 @@ generation's decode rate, and the power drawn during the training step.
   GPU; the debug transformer on a CPU, seconds long); tokens/s has no datasheet value;
 - power: the training step's mean power from the run's energy meter (NVML's energy counter on
   CUDA; RAPL on a CPU where readable), against the GPU's power limit where NVML reads one; where
-  no counter exists the figure is empty with the meter's reason.
+  no counter exists the figure is empty with the meter's reason. NVML's counter steps every 20-100
+  ms, so over a window of w seconds the mean may read up to 0.1/w above the truth: the band's
+  upper end grows by that share (an H200's 0.23 s window read 1.07 of its 700 W limit, 2026-11-28).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from dataclasses import dataclass
 from flowrate.config import RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.harness.generate import GenerateConfig, run_generation
+from flowrate.harness.survey_bands import POWER_BAND
 from flowrate.harness.survey_figures import KernelFigures
+from flowrate.measure.energy.meter import METHOD_NVML_COUNTER
+from flowrate.measure.energy.nvml import COUNTER_UPDATE_S
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
 from flowrate.results.sections import SurveyFigure
@@ -156,8 +161,11 @@ class ModelFigures:
         if energy.samples_per_joule is not None:
             detail += f", {energy.samples_per_joule:.4g} samples/J"
         detail += f", {energy.method or 'meter'} ({', '.join(energy.domains) or 'no domains'})"
+        band = POWER_BAND
+        if energy.method == METHOD_NVML_COUNTER and energy.seconds:
+            band = (band[0], band[1] * (1 + COUNTER_UPDATE_S / energy.seconds))
         return self.kernels.figure(
-            "power", energy.average_watts, "W", datasheet=limit, reason=reason, detail=detail
+            "power", energy.average_watts, "W", datasheet=limit, reason=reason, detail=detail, band=band
         )
 
 

@@ -181,7 +181,13 @@ NESTED = {
     ("memory", "process_peak_rss_bytes"): MAYBE_RATE,
     ("fidelity", "final_loss"): _optional(NUMBER),
 }
-DEVICE = {"name": _optional(TEXT), "type": _optional(TEXT)}
+# environment.device: measure.env's device_info, a GPU's properties and NVML readings included
+DEVICE = {
+    **dict.fromkeys(["name", "type", "compute_capability", "driver_version"], _optional(TEXT)),
+    **dict.fromkeys(["index", "memory_bytes", "multiprocessor_count"], _optional(COUNT)),
+    **dict.fromkeys(["sm_clock_mhz", "max_sm_clock_mhz", "memory_clock_mhz", "power_limit_w"], MAYBE_RATE),
+    "nvml": _optional(OBJECT),
+}
 # `flowrate survey`'s section (Survey) and each of its figures (SurveyFigure), every field optional
 SURVEY = {
     "device": _optional(TEXT),
