@@ -214,20 +214,30 @@ def test_survey_searches_shapes_and_keeps_the_maximum_on_a_device_the_table_does
     assert all(c.duration_s == 0.1 and c.device == "cpu" for c in seen)
 
 
-def test_a_gpus_copy_runs_many_copies_a_step_and_its_attention_tf32_is_held_to_the_fp32_peak() -> None:
+def test_a_gpus_kernel_steps_last_5_ms_at_the_datasheet_rate_and_attention_tf32_is_held_to_fp32() -> None:
     # one 256 MiB copy a step measured 1.2 of an H200's 4.2 TB/s (the loop's own time per step);
     # SDPA computes fp32 without TF32, so the tf32 peak is out of its kernel's reach
     seen: list[RunConfig] = []
     timing = Timing(torch.device("cuda"), "NVIDIA H100 80GB HBM3", 0.1, True, None, {})
     kernels = KernelFigures(timing, _fake_measure(seen))
-    kernels.copy()
-    assert [(c.problem, c.batch_size, c.problem_options) for c in seen] == [("copy", 32, {"mib": 256})]
-    tf32, fp32 = kernels.attention("tf32", None), kernels.attention("fp32", None)
+    kernels.copy()  # 512 MiB moved a call, 3.35 TB/s: 31.2 calls in 5 ms
+    kernels.matmul("bf16", ((8192, 8192, 8192),))  # 1.1 TFLOP a call, 989.4 TFLOP/s: 4.5 calls
+    tf32, fp32 = kernels.attention("tf32", None), kernels.attention("fp32", None)  # 0.27 TFLOP, 67
+    assert [(c.problem, c.batch_size) for c in seen] == [
+        ("copy", 32),
+        ("gemm", 5),
+        ("attention", 2),
+        ("attention", 2),
+    ]
     assert tf32.datasheet == fp32.datasheet == 67e12
     assert tf32.detail is not None and tf32.detail.endswith("held to the fp32 peak")
+    unknown = KernelFigures(Timing(torch.device("cuda"), "a GPU", 0.1, True, None, {}), _fake_measure(seen))
+    unknown.copy()  # at 10 TB/s: 93.1
+    assert seen[-1].batch_size == 94
     cpu = KernelFigures(Timing(torch.device("cpu"), "cpu", 0.1, True, None, {}), _fake_measure(seen))
     cpu.copy()
-    assert seen[-1].batch_size == 1
+    cpu.matmul("fp32", ((64, 64, 64),))
+    assert [c.batch_size for c in seen[-2:]] == [1, 1]
 
 
 def test_the_host_link_on_a_gpu_the_table_knows() -> None:

@@ -8,8 +8,7 @@
   against the survey's matmul maximum at the same precision. tf32 is held to the fp32 peak: SDPA's
   fused kernels compute fp32 inputs without TF32 (an H200 ran attention tf32 and fp32 at 40 and
   42 TFLOP/s, 2026-11-28), so the tf32 peak is one its kernel cannot reach;
-- copy: device memory bandwidth (read + write), against the datasheet's, COPY_CALLS copies a step
-  so that the loop's own time per step stays small beside them;
+- copy: device memory bandwidth (read + write), against the datasheet's;
 - h2d, d2h pinned and pageable, duplex (both directions at once, pinned): the host link, against
   its theoretical rate per direction (twice that for duplex; CUDA only);
 - launch: seconds per eager op call (dispatch) and, on CUDA, launch to completion;
@@ -17,11 +16,17 @@
   alone), an all-reduce across the ranks, its bus bandwidth as nccl-tests defines it
   (flowrate.problems.kernels.collectives); without torchrun the figure says how to measure it.
 
+On a GPU a step of matmul, attention or copy holds as many calls as last STEP_S at the datasheet
+rate (calls_per_step): one call a step timed the loop as much as the kernel (an H200's 256 MiB
+copy, 0.13 ms at its bandwidth, measured 1.2 of 4.2 TB/s at one call a step and 3.8 at 32,
+2026-11-28). A CPU's calls last milliseconds: one a step.
+
 A figure that cannot be measured here keeps its name with an empty value and the reason.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -64,9 +69,12 @@ ATTENTION: dict[tuple[str, bool], tuple[int, int, int, int]] = {
     ("cpu", True): (1, 8, 256, 64),
 }
 COPY_MIB = {"cuda": 1024, "cpu": 256}
-# copies a step: one 256 MiB copy takes ~0.12 ms on an H200, under the loop's own time per step
-# (one copy a step measured 1.2 of its 4.2 TB/s, 2026-11-28); a CPU's copy takes tens of ms
-COPY_CALLS = {"cuda": 32}
+# A GPU step's length at the datasheet rate, and the most calls a step; the rate assumed where the
+# peak table does not know the GPU (above any GPU's, so that a step is never too short)
+STEP_S = 0.005
+MAX_CALLS = 256
+UNKNOWN_GPU_FLOPS = 2e15
+UNKNOWN_GPU_BANDWIDTH = 1e13
 LINK_MIB = 256
 # The host-link figures: (problem, pinned)
 LINKS: tuple[tuple[str, bool], ...] = (
@@ -85,6 +93,14 @@ COLLECTIVE_BYTES = {
     ("cpu", True): 2**24,
 }
 COLLECTIVE_HOWTO = "collectives run under torchrun: `torchrun --nproc-per-node N -m flowrate survey`"
+
+
+def calls_per_step(device_type: str, work: float, rate: float | None, unknown: float) -> int:
+    """How many calls of ``work`` (FLOPs or bytes) a step makes: on a GPU, enough to last STEP_S at
+    ``rate`` (``unknown`` where there is no datasheet rate), at most MAX_CALLS; elsewhere one."""
+    if device_type != "cuda" or work <= 0:
+        return 1
+    return max(1, min(MAX_CALLS, math.ceil(STEP_S * (rate or unknown) / work)))
 
 
 @dataclass(frozen=True)
@@ -145,8 +161,11 @@ class KernelFigures:
         best: tuple[float, Shape, float | None] | None = None
         failures: list[str] = []
         for m, n, k in shapes:
+            calls = calls_per_step(self.timing.device.type, 2.0 * m * n * k, peak.flops, UNKNOWN_GPU_FLOPS)
             try:
-                result = self.run("gemm", precision, problem_options={"m": m, "n": n, "k": k})
+                result = self.run(
+                    "gemm", precision, batch_size=calls, problem_options={"m": m, "n": n, "k": k}
+                )
             except FlowrateError as error:
                 failures.append(f"{m}x{n}x{k}: {error}")
                 continue
@@ -165,18 +184,20 @@ class KernelFigures:
         name = f"attention {precision}"
         batch, heads, seq, dim = ATTENTION[(self.timing.device.type, self.timing.quick)]
         shape = {"batch": batch, "heads": heads, "seq_len": seq, "head_dim": dim}
+        held_to = "fp32" if precision == "tf32" and self.timing.device.type == "cuda" else precision
+        peak = peak_for(self.timing.name, held_to)
+        flops = 4.0 * batch * heads * seq * seq * dim  # not causal: QKᵀ and PV, 2·D per pair each
+        calls = calls_per_step(self.timing.device.type, flops, peak.flops, UNKNOWN_GPU_FLOPS)
         try:
-            result = self.run("attention", precision, problem_options=shape)
+            result = self.run("attention", precision, batch_size=calls, problem_options=shape)
         except FlowrateError as error:
             return self.figure(name, None, "FLOP/s", reason=str(error))
         rate = result.summary.model_flops_per_sec
         detail = f"forward, {batch}x{heads}x{seq}x{dim} (batch x heads x seq x head_dim)"
         if matmul:
             detail += f", {rate / matmul:.2f} of the matmul {precision} max"
-        held_to = "fp32" if precision == "tf32" and self.timing.device.type == "cuda" else precision
         if held_to != precision:
             detail += "; SDPA computes fp32 without TF32: held to the fp32 peak"
-        peak = peak_for(self.timing.name, held_to)
         found = {"reason": peak.reason, "detail": detail, "cv": result.summary.cv}
         return self.figure(name, rate, "FLOP/s", datasheet=peak.flops, **found)
 
@@ -184,8 +205,9 @@ class KernelFigures:
         t = self.timing
         mib = COPY_MIB.get(t.device.type, 256) // (4 if t.quick else 1)
         peak = peak_for(t.name, "fp32")
+        work = 2.0 * mib * 2**20  # read + write
+        calls = calls_per_step(t.device.type, work, peak.memory_bandwidth, UNKNOWN_GPU_BANDWIDTH)
         try:
-            calls = COPY_CALLS.get(t.device.type, 1)
             result = self.run("copy", batch_size=calls, problem_options={"mib": mib})
         except FlowrateError as error:
             return self.figure("copy", None, "B/s", reason=str(error))
