@@ -12,6 +12,7 @@ from flowrate.campaigns.compare.budgeted import (
     Process,
     noise_from,
     pilot_seconds,
+    planned_preheat,
     spend,
 )
 from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW
@@ -41,7 +42,7 @@ class FakeMachine:
     def clock(self) -> float:
         return self.now
 
-    def run_one(self, label: str, seconds: float, first: bool) -> Process:
+    def run_one(self, label: str, seconds: float, first: bool, preheat: int | None = None) -> Process:
         self.calls.append((label, seconds, first))
         wall = self.startup_s + self.slower.get(len(self.calls), 0.0) + seconds
         self.now += wall
@@ -112,7 +113,7 @@ def test_a_budget_the_first_block_leaves_too_little_of_is_refused_with_the_measu
 def test_an_interrupt_ends_the_runs_with_what_was_measured() -> None:
     machine = FakeMachine()
 
-    def interrupted(label: str, seconds: float, first: bool) -> Process:
+    def interrupted(label: str, seconds: float, first: bool, preheat: int | None) -> Process:
         if len(machine.calls) == 6:
             raise KeyboardInterrupt
         return machine.run_one(label, seconds, first)
@@ -186,3 +187,80 @@ def test_the_plans_seconds_not_the_default_least_steps_set_a_run_s_length() -> N
     kept = own.measuring(1.0)
     assert kept.tokens == ["-p", "transformer", "--min-steps", "4", "--duration", "1"]
     assert kept.config is not None and kept.config.min_steps == 4
+
+
+def test_the_plans_warm_up_steps_go_to_the_run_unless_the_spec_sets_its_own() -> None:
+    from flowrate.campaigns.compare.live import Side
+    from flowrate.config import RunConfig
+
+    side = Side("A", "-p transformer", ["-p", "transformer"], RunConfig(problem="transformer"))
+    planned = side.measuring(1.0, 2)
+    assert planned.tokens[-2:] == ["--preheat", "2"]
+    assert planned.config is not None and planned.config.preheat_steps == 2
+    own = Side(
+        "A", "-p transformer --preheat 3", ["-p", "transformer", "--preheat", "3"], RunConfig(preheat_steps=3)
+    )
+    kept = own.measuring(1.0, 2)
+    assert kept.tokens == ["-p", "transformer", "--preheat", "3", "--duration", "1", "--min-steps", "1"]
+    assert kept.config is not None and kept.config.preheat_steps == 3
+
+
+@pytest.mark.parametrize(
+    ("step_s", "preheat"),
+    [
+        (0.63, 2),  # transformer/mini on one thread: 1 s of steps is 2
+        (0.3, 4),  # 1 s is 3.3 steps: 4
+        (0.009, None),  # fc_mnist: its own five are fewer than 1 s of steps
+        (None, None),  # a step's time unknown: its own
+    ],
+)
+def test_a_slow_step_warms_up_for_a_second_of_steps_and_at_least_two(
+    step_s: float | None, preheat: int | None
+) -> None:
+    pilot = [Process(label, 100.0, 6.0, 1.0, 0.04, 1.0, step_s, 5) for label in "ABBA"]
+    assert planned_preheat(pilot) == preheat
+    assert planned_preheat([Process("A", 100.0, 6.0, 1.0, 0.04, 1.0, 0.63, None)] * 4) is None
+
+
+class WarmingMachine(FakeMachine):
+    """Each process takes 1 s to start, then its warm-up steps of 0.63 s (five unless told), then
+    what it measures."""
+
+    def __init__(self) -> None:
+        super().__init__(startup_s=1.0)
+        self.preheats: list[int | None] = []
+
+    def run_one(self, label: str, seconds: float, first: bool, preheat: int | None = None) -> Process:
+        self.calls.append((label, seconds, first))
+        self.preheats.append(preheat)
+        steps = 5 if preheat is None else preheat
+        wall = self.startup_s + steps * 0.63 + seconds
+        self.now += wall
+        rate = 100.0 * (1.0, 1.02, 0.99, 0.98)[len(self.calls) % 4]
+        return Process(label, rate, wall, seconds, 0.05, seconds, 0.63, steps)
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_the_planned_processes_of_a_slow_step_warm_up_for_fewer_steps_and_the_plan_counts_it(
+    own: bool,
+) -> None:
+    machine = WarmingMachine()
+    spent = spend(
+        60.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=_none,
+        alpha=ALPHA,
+        own_preheat=own,
+    )
+    assert spent.plan is not None
+    assert machine.preheats[:4] == [None] * 4  # the first block warms up as the side says
+    if own:  # a side that sets --preheat keeps it
+        assert spent.plan.preheat_steps is None and set(machine.preheats[4:]) == {None}
+        assert spent.plan.noise.startup_s == pytest.approx(1.0 + 5 * 0.63)
+    else:
+        assert spent.plan.preheat_steps == 2 and set(machine.preheats[4:]) == {2}
+        assert spent.plan.noise.startup_s == pytest.approx(1.0 + 2 * 0.63)
+        assert ", 2 warm-up steps:" in spent.plan.reason
+    assert spent.elapsed_s <= 60.0 and len(machine.calls) > 4

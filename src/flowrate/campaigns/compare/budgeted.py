@@ -10,7 +10,12 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
    …:pilot) but not compared: they measured for a different length than the rest.
 2. The noise is the store's between-run CV of the configuration where it knows one
    (``history_of``), else the first block's own. flowrate.campaigns.compare.plan chooses the
-   processes a side and their length for what is left of the budget.
+   processes a side and their length for what is left of the budget. A slow step warms up in
+   fewer steps than `flowrate run`'s five: where the first block's steps took longer than
+   PREHEAT_S / 5, the planned processes warm up for PREHEAT_S of steps, and at least
+   MIN_PREHEAT_STEPS (the first step allocates the optimizer's state and the allocator's blocks;
+   transformer/mini's steps 2 to 12 with no warm-up at all were within the VM's ±10% of their
+   median, 2026-11-28), and the start-up the plan counts is that much shorter.
 3. Blocks of four run at that length while the next would end within the budget less FINISH_S
    (kept for the verdict, the record and the output; its length
    judged by the slowest process so far, the first block's included but for its first process,
@@ -21,6 +26,7 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -38,13 +44,16 @@ PILOT_SECONDS = 1.0  # measured by each process of the first block, at most
 PILOT_SHARE = 0.25  # of the budget, the most the first block is planned to take
 ASSUMED_STARTUP_S = 1.0  # a process's start-up before the first block has measured it
 FINISH_S = 1.5  # of the budget, kept for comparing, recording and printing after the last block
+PREHEAT_S = 1.0  # of steps, the warm-up a planned process needs at least (module docstring)
+MIN_PREHEAT_STEPS = 2
 BUDGET_SPENT = "budget spent"
 
 
 @dataclass(frozen=True)
 class Process:
     """One process as the budget sees it: its value, its wall time, the seconds it measured and
-    the seconds it was asked to (its wall time less those is its start-up)."""
+    the seconds it was asked to (its wall time less those is its start-up); the seconds one of its
+    timed steps took, and its warm-up steps (None where unknown)."""
 
     label: str
     value: float
@@ -52,10 +61,18 @@ class Process:
     measured_s: float
     within_cv: float | None
     asked_s: float
+    step_s: float | None = None
+    preheat_steps: int | None = None
 
     @property
     def startup_s(self) -> float:
         return max(0.0, self.wall_s - self.asked_s)
+
+    def startup_with(self, preheat: int | None) -> float:
+        """Its start-up had it warmed up for ``preheat`` steps (None: its own)."""
+        if preheat is None or self.step_s is None or self.preheat_steps is None:
+            return self.startup_s
+        return max(0.0, self.startup_s - (self.preheat_steps - preheat) * self.step_s)
 
 
 @dataclass
@@ -101,6 +118,7 @@ def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
         else {
             "processes_a_side": chosen.processes,
             "seconds": chosen.seconds,
+            "preheat_steps": chosen.preheat_steps,
             "expected_half_width": chosen.half_width,
             "reason": chosen.reason,
             "noise": asdict(chosen.noise),
@@ -131,10 +149,22 @@ def pilot_seconds(budget_s: float) -> float:
     return min(PILOT_SECONDS, max(MIN_SECONDS, math.floor(share * 10) / 10))
 
 
-def noise_from(pilot: Sequence[Process], history: History | None) -> Noise:
-    """The plan's noise: start-up and steadiness from the first block, the between-run CV from
-    the store's history where there is one, else from the first block's two runs a side."""
-    startup = statistics.median(p.startup_s for p in pilot)
+def planned_preheat(pilot: Sequence[Process]) -> int | None:
+    """The planned processes' warm-up steps (module docstring): None where the first block's own
+    are as few, or its step time or warm-up is unknown."""
+    steps = [p.step_s for p in pilot if p.step_s]
+    own = [p.preheat_steps for p in pilot if p.preheat_steps is not None]
+    if not steps or not own:
+        return None
+    fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / statistics.median(steps)))
+    return fewer if fewer < min(own) else None
+
+
+def noise_from(pilot: Sequence[Process], history: History | None, preheat: int | None = None) -> Noise:
+    """The plan's noise: start-up and steadiness from the first block (less the warm-up steps
+    ``preheat`` saves), the between-run CV from the store's history where there is one, else from
+    the first block's two runs a side."""
+    startup = statistics.median(p.startup_with(preheat) for p in pilot)
     cvs = [p.within_cv for p in pilot if p.within_cv is not None]
     within = statistics.fmean(cvs) if cvs else 0.0
     if history is not None:
@@ -163,16 +193,18 @@ def spend(
     *,
     clock: Callable[[], float],
     started: float,
-    run_one: Callable[[str, float, bool], Process],
+    run_one: Callable[[str, float, bool, int | None], Process],
     history_of: Callable[[], History | None],
     alpha: float,
     until_ci: float | None = None,
     on_plan: Callable[[Plan], None] = lambda chosen: None,
+    own_preheat: bool = False,
 ) -> Spent:
-    """Spend ``budget_s`` (module docstring). ``run_one(label, seconds, pilot)`` runs one process
-    of a side, recording it; ``history_of()`` (after the first block) is the store's noise for its
-    configuration; ``alpha`` the verdict's level (the interval the plan and ``until_ci`` judge);
-    ``on_plan`` hears of the plan once it is made.
+    """Spend ``budget_s`` (module docstring). ``run_one(label, seconds, pilot, preheat)`` runs one
+    process of a side (with ``preheat`` warm-up steps; None: the side's own), recording it;
+    ``history_of()`` (after the first block) is the store's noise for its configuration; ``alpha``
+    the verdict's level (the interval the plan and ``until_ci`` judge); ``on_plan`` hears of the
+    plan once it is made; ``own_preheat``: a side sets its warm-up, so the plan keeps it.
     BudgetTooSmall when the first block overruns the budget, or what is left after it cannot pay
     for one block (its ``minimum_s``, from the start-up measured); an
     interrupt (Ctrl-C) ends the runs, marked INTERRUPTED."""
@@ -183,18 +215,21 @@ def spend(
             if spent.pilot and clock() - started > budget_s:  # the first block alone overran it
                 startup = statistics.median(p.startup_s for p in spent.pilot)
                 raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
-            spent.pilot.append(run_one(label, first, True))
+            spent.pilot.append(run_one(label, first, True, None))
         known = history_of()
-        noise = noise_from(spent.pilot, known)
+        preheat = None if own_preheat else planned_preheat(spent.pilot)
+        noise = noise_from(spent.pilot, known, preheat)
         spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
         left = budget_s - FINISH_S - (clock() - started)
         try:
-            spent.plan = plan(left, noise, alpha)
+            spent.plan = dataclasses.replace(plan(left, noise, alpha), preheat_steps=preheat)
         except BudgetTooSmall:
             minimum = clock() - started + minimum_budget(noise.startup_s) + FINISH_S
             raise BudgetTooSmall(budget_s, minimum) from None
         on_plan(spent.plan)
-        slowest = max(spent.plan.process_s, *(p.startup_s + spent.plan.seconds for p in spent.pilot[1:]))
+        slowest = max(
+            spent.plan.process_s, *(p.startup_with(preheat) + spent.plan.seconds for p in spent.pilot[1:])
+        )
         while spent.stopped is None:
             if clock() - started + 4 * slowest + FINISH_S > budget_s:
                 if not spent.values[A]:  # not one planned block fits
@@ -202,7 +237,7 @@ def spend(
                 spent.stopped = BUDGET_SPENT
                 break
             for label in abba_order(4):
-                process = run_one(label, spent.plan.seconds, False)
+                process = run_one(label, spent.plan.seconds, False, spent.plan.preheat_steps)
                 spent.values[label].append(process.value)
                 slowest = max(slowest, process.wall_s)
             if until_ci is not None and narrow_enough(spent.values, until_ci, alpha):

@@ -58,15 +58,24 @@ class Side:
         """The `flowrate run` command the side's runs are recorded with."""
         return ["flowrate", "run", *self.tokens]
 
-    def measuring(self, seconds: float) -> Side:
+    def sets(self, flag: str) -> bool:
+        """Whether the spec gives ``flag`` itself."""
+        return any(t.split("=")[0] == flag for t in self.tokens)
+
+    def measuring(self, seconds: float, preheat: int | None = None) -> Side:
         """The side with each run measuring ``seconds`` (`--duration`), as a budget's plan says:
         and, unless the spec sets --min-steps, at least one step (`--min-steps 1`), so that the
-        seconds, not the default least number of steps, set a slow model's length."""
-        own = any(t.split("=")[0] == "--min-steps" for t in self.tokens)
+        seconds, not the default least number of steps, set a slow model's length; with
+        ``preheat`` warm-up steps (`--preheat`) unless the spec sets its own."""
+        own = self.sets("--min-steps")
         tokens = [*self.tokens, "--duration", f"{seconds:g}", *([] if own else ["--min-steps", "1"])]
+        warm = None if self.sets("--preheat") else preheat
+        tokens += [] if warm is None else ["--preheat", str(warm)]
         config = self.config
         if config is not None:
             config = dataclasses.replace(config, duration_s=seconds, min_steps=config.min_steps if own else 1)
+            if warm is not None:
+                config = dataclasses.replace(config, preheat_steps=warm)
         return dataclasses.replace(self, tokens=tokens, config=config)
 
 
@@ -178,6 +187,7 @@ def compare_within_budget(
             alpha=level,
             until_ci=until_ci,
             on_plan=on_plan,
+            own_preheat=any(side.sets("--preheat") for side in sides),
         )
     comparison = _compared(
         results, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True
@@ -192,17 +202,19 @@ class _BudgetRuns:
     """A budget's processes as flowrate.campaigns.compare.budgeted.spend runs them: each recorded
     (the first block's in ``pilot``), and the store's noise for the first block's configuration."""
 
-    record: Callable[[str, float | None, list[Result] | None], Result]
+    record: Callable[[str, float | None, list[Result] | None, int | None], Result]
     where: Path
     pilot: list[Result] = dataclasses.field(default_factory=list)
 
-    def run_one(self, label: str, seconds: float, first: bool) -> Process:
+    def run_one(self, label: str, seconds: float, first: bool, preheat: int | None) -> Process:
         before = clock()
-        result = self.record(label, seconds, self.pilot if first else None)
+        result = self.record(label, seconds, self.pilot if first else None, preheat)
         value = process_values(METRICS["samples_per_sec"], result)[0]
-        measured = result.summary.timed_duration_s or seconds
+        s = result.summary
+        measured = s.timed_duration_s or seconds
         wall = clock() - before
-        return Process(label, value, wall, measured, result.summary.cv, seconds)
+        step_s = s.timed_duration_s / s.timed_steps if s.timed_steps else None
+        return Process(label, value, wall, measured, s.cv, seconds, step_s, s.preheat_steps)
 
     def history(self) -> History | None:
         side_a, side_b = ([r for r, p in zip(self.pilot, "ABBA", strict=True) if p == s] for s in "AB")
@@ -245,7 +257,7 @@ def _interleave(
     """The runs, each recorded as it ends; a failed run ends the comparison (what was recorded stays)."""
     record = _recorder(sides, store, name, results, on_run)
     throughput = METRICS["samples_per_sec"]
-    return interleave(rule, lambda label: process_values(throughput, record(label, None, None))[0])
+    return interleave(rule, lambda label: process_values(throughput, record(label, None, None, None))[0])
 
 
 def _recorder(
@@ -254,15 +266,16 @@ def _recorder(
     name: str,
     results: dict[str, list[Result]],
     on_run: Callable[[LiveRun], None],
-) -> Callable[[str, float | None, list[Result] | None], Result]:
-    """``record(label, seconds, pilot)``: one run of a side (measuring ``seconds`` where given) in a
+) -> Callable[[str, float | None, list[Result] | None, int | None], Result]:
+    """``record(label, seconds, pilot, preheat)``: one run of a side (measuring ``seconds`` with
+    ``preheat`` warm-up steps where given: Side.measuring) in a
     fresh process, recorded in the store and appended to ``results`` (or, given a ``pilot`` list,
     to it, tagged NAME:pilot); a failed run raises RunFailed (what was recorded stays)."""
     by_label = {side.label: side for side in sides}
     throughput = METRICS["samples_per_sec"]
 
-    def record(label: str, seconds: float | None, pilot: list[Result] | None) -> Result:
-        side = by_label[label] if seconds is None else by_label[label].measuring(seconds)
+    def record(label: str, seconds: float | None, pilot: list[Result] | None, preheat: int | None) -> Result:
+        side = by_label[label] if seconds is None else by_label[label].measuring(seconds, preheat)
         number = len(results["A"]) + len(results["B"]) + len(pilot or []) + 1
         if side.revision is not None:
             outcome = run_at(side.revision, side.tokens)

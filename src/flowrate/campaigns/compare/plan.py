@@ -87,6 +87,7 @@ class Plan:
     budget_s: float
     noise: Noise
     half_width: float  # the expected half-width of the interval of B/A, relative (0.01: ±1%)
+    preheat_steps: int | None = None  # each process's warm-up steps; None: the side's own
 
     @property
     def process_s(self) -> float:
@@ -95,8 +96,9 @@ class Plan:
 
     @property
     def reason(self) -> str:
+        preheat = "" if self.preheat_steps is None else f", {self.preheat_steps} warm-up steps"
         return (
-            f"{self.processes} processes of {self.seconds:g} s a side: between-run CV "
+            f"{self.processes} processes of {self.seconds:g} s a side{preheat}: between-run CV "
             f"{self.noise.between_cv:.1%}, within-run CV {self.noise.within_cv:.1%}, start-up "
             f"{self.noise.startup_s:.1f} s ({self.noise.source}); expected interval ±{self.half_width:.1%}"
         )
