@@ -34,6 +34,25 @@ def test_a_process_cv_is_its_offset_plus_the_sampling_of_its_intervals() -> None
     assert Noise(0.03, 0.05, 0.5, HISTORY).process_cv(2.0) == pytest.approx(math.sqrt(0.03**2 + sampling / 2))
 
 
+def test_a_step_longer_than_an_interval_is_the_interval_a_process_samples_in() -> None:
+    # transformer/mini on one thread: 0.63 s steps, so a 1 s run holds 1-2 intervals, not 5
+    fast = Noise(between_cv=0.01, within_cv=0.05, startup_s=2.3, source=HISTORY)
+    slow = Noise(between_cv=0.01, within_cv=0.05, startup_s=2.3, source=HISTORY, interval_s=0.63)
+    assert slow.process_cv(1.0) ** 2 == pytest.approx(0.01**2 + math.pi / 2 * 0.05**2 * 0.63)
+    assert fast.process_cv(1.0) ** 2 == pytest.approx(0.01**2 + math.pi / 2 * 0.05**2 * 0.2)
+    # measuring less than a step still samples one whole step
+    assert slow.process_cv(0.5) == pytest.approx(slow.process_cv(0.63))
+
+
+def test_the_first_blocks_step_time_sets_the_plans_interval() -> None:
+    from flowrate.campaigns.compare.budgeted import Process, noise_from
+
+    slow = [Process(label, 100.0, 5.0, 1.26, 0.05, 1.0, 0.63, 5) for label in "ABBA"]
+    fast = [Process(label, 100.0, 2.0, 1.0, 0.05, 1.0, 0.009, 5) for label in "ABBA"]
+    assert noise_from(slow, None).interval_s == pytest.approx(0.63)
+    assert noise_from(fast, None).interval_s == pytest.approx(0.2)
+
+
 def test_cheap_processes_buy_many_short_ones_and_the_reason_says_why() -> None:
     noise = Noise(between_cv=0.036, within_cv=0.05, startup_s=0.5, source=HISTORY)
     chosen = plan(60.0, noise, ALPHA)

@@ -36,7 +36,15 @@ from typing import Any
 import numpy as np
 
 from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW, A, B, abba_order
-from flowrate.campaigns.compare.plan import MIN_SECONDS, BudgetTooSmall, Noise, Plan, minimum_budget, plan
+from flowrate.campaigns.compare.plan import (
+    INTERVAL_S,
+    MIN_SECONDS,
+    BudgetTooSmall,
+    Noise,
+    Plan,
+    minimum_budget,
+    plan,
+)
 from flowrate.results.blocks import PAIRED, UNPAIRED, block_test
 from flowrate.results.compare import Comparison, History
 
@@ -167,8 +175,12 @@ def noise_from(pilot: Sequence[Process], history: History | None, preheat: int |
     startup = statistics.median(p.startup_with(preheat) for p in pilot)
     cvs = [p.within_cv for p in pilot if p.within_cv is not None]
     within = statistics.fmean(cvs) if cvs else 0.0
+    steps = [p.step_s for p in pilot if p.step_s]
+    interval = max(INTERVAL_S, statistics.median(steps)) if steps else INTERVAL_S
     if history is not None:
-        return Noise(history.cv, within, startup, f"the store's {history.runs} earlier runs")
+        return Noise(
+            history.cv, within, startup, f"the store's {history.runs} earlier runs", interval_s=interval
+        )
     squares, df = 0.0, 0
     for label in (A, B):
         values = [p.value for p in pilot if p.label == label]
@@ -176,7 +188,8 @@ def noise_from(pilot: Sequence[Process], history: History | None, preheat: int |
         squares += sum((v / mean - 1) ** 2 for v in values)
         df += len(values) - 1
     at = statistics.fmean(p.measured_s for p in pilot)
-    return Noise(math.sqrt(squares / df), within, startup, f"a first block of {len(pilot)} processes", at)
+    source = f"a first block of {len(pilot)} processes"
+    return Noise(math.sqrt(squares / df), within, startup, source, at, interval)
 
 
 def narrow_enough(values: dict[str, list[float]], until_ci: float, alpha: float) -> bool:

@@ -8,7 +8,8 @@ processes or few long ones. The per-process value's relative variance at ``s`` m
     cv²(s) = σ_o² + MEDIAN_EFFICIENCY · σ_w² · interval / s
 
 with σ_o the process's own offset (what a longer run cannot average away), σ_w the CV of one
-sample interval and ``interval`` its length (a value is the median of s / interval intervals;
+sample interval and ``interval`` its length, INTERVAL_S or one step where a step is longer (a
+value is the median of s / interval intervals;
 the median of normal values has π/2 the variance of their mean). A between-run CV measured at
 ``at_seconds`` a process gives the offset: σ_o² = between² − MEDIAN_EFFICIENCY · σ_w² · interval
 / at_seconds, with the sampling term capped at between² (intervals that agree more than
@@ -60,6 +61,7 @@ class Noise:
     startup_s: float
     source: str
     at_seconds: float | None = None
+    interval_s: float = INTERVAL_S  # a sample interval's length: INTERVAL_S, or one step if longer
 
     def __post_init__(self) -> None:
         for name in ("between_cv", "within_cv", "startup_s"):
@@ -67,8 +69,9 @@ class Noise:
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be finite and ≥ 0, got {value}")
 
-    def process_cv(self, seconds: float, interval_s: float = INTERVAL_S) -> float:
+    def process_cv(self, seconds: float) -> float:
         """The CV of one process's value when it measures ``seconds`` (module docstring)."""
+        interval_s = self.interval_s
         sampling = MEDIAN_EFFICIENCY * self.within_cv**2 * interval_s  # × 1/s: the sampling variance
         offset2 = self.between_cv**2
         if self.at_seconds is not None:
