@@ -17,9 +17,10 @@
   (flowrate.problems.kernels.collectives); without torchrun the figure says how to measure it.
 
 On a GPU a step of matmul, attention or copy holds as many calls as last STEP_S at the datasheet
-rate (calls_per_step): one call a step timed the loop as much as the kernel (an H200's 256 MiB
-copy, 0.13 ms at its bandwidth, measured 1.2 of 4.2 TB/s at one call a step and 3.8 at 32,
-2026-11-28). A CPU's calls last milliseconds: one a step.
+rate (calls_per_step), so that whatever a step costs besides its kernel is spread over many
+calls: an H200's 256 MiB copy, 0.13 ms at its bandwidth, measured 1.2 of 4.2 TB/s at one call a
+step and 3.8 at 32 (2026-11-28; what the rest was is not established: flowrate's loop costs some
+3 µs a step on a CPU). A CPU's calls last milliseconds: one a step.
 
 A figure that cannot be measured here keeps its name with an empty value and the reason.
 """
