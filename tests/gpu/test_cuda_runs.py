@@ -52,7 +52,7 @@ def test_batch_size_auto_finds_a_fitting_size_on_cuda() -> None:
 
 def test_gpt2_bf16_training_throughput_is_recorded() -> None:
     result = flowrate.benchmark(
-        "gpt2", batch_size=8, precision="bf16", device="cuda", duration_s=5.0, preheat_steps=5
+        "gpt2", batch_size=16, precision="bf16", device="cuda", duration_s=5.0, preheat_steps=5
     )
     s = result.summary
     assert s.tokens_per_sec == pytest.approx(s.samples_per_sec * 1024)
@@ -61,10 +61,10 @@ def test_gpt2_bf16_training_throughput_is_recorded() -> None:
     name = result.environment.device_name
     if peak_for(name, "bf16").entry is None:
         pytest.skip(f"no datasheet peak for {name!r}: MFU is empty there, by design")
-    # MFU against the datasheet peak: a loose floor (eager bf16 training of gpt2 runs far above it)
-    # and the ceiling nothing passes
+    # MFU against the datasheet peak: a floor two thirds of what batch 16 measured eagerly (an H100
+    # 0.178 on 2026-11-24, an H200 0.19 on 2026-11-28), and the ceiling nothing passes
     assert result.flops.mfu == pytest.approx(s.model_flops_per_sec / result.flops.peak_flops)
-    assert 0.05 <= result.flops.mfu <= 1.0
+    assert 0.12 <= result.flops.mfu <= 1.0
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
