@@ -15,7 +15,7 @@ cores silently off, a driver falling back to a slow path):
 - attention's forward: [0.1, 1.0] of the datasheet (FlashAttention-2 reaches 0.3-0.7 of a GPU's
   dense peak, the math fallback far less).
 - pageable host copies: [0.05, 1.0] of the link (the driver stages them through a pinned buffer,
-  so the host's memcpy bounds them, not the link: an H200 under gVisor moved 0.10 of its PCIe 5
+  so the host's memcpy bounds them, not the link: an H200 in a Firecracker VM moved 0.10 of its PCIe 5
   link host to device, with flowrate and with benchmarks/kernels.py alike).
 - a reference model's training or inference step: [0.05, 1.0] of the datasheet peak (MFU; GPT-2
   124M in bf16, eager, measured 0.18 on an H100).
