@@ -254,8 +254,7 @@ def test_a_gpu_record_with_its_properties_and_nvml_readings_reads_back(
 ) -> None:
     # every field _device_info writes for a GPU is one the validator knows (an 'index' was refused,
     # so every CUDA run in a fresh process failed to read its own result back)
-    from tests.unit.test_validate_result import record
-
+    from factories import make_result
     from flowrate.results.schema import Result
 
     properties = SimpleNamespace(
@@ -266,6 +265,6 @@ def test_a_gpu_record_with_its_properties_and_nvml_readings_reads_back(
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([]))
     device = env._device_info(torch.device("cuda", 0), None)
     assert device["index"] == 0 and device["driver_version"] == "550.54.15"
-    data = record()
+    data = make_result().to_dict()
     data["environment"]["device"] = device
     assert Result.from_dict(json.loads(json.dumps(data))).environment.device.multiprocessor_count == 132
