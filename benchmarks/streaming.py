@@ -51,6 +51,7 @@ from side_by_side import SideBySide, in_rounds
 GPT = "gpt-1.3b"
 SEQ = 1024
 TOKENS_PER_STEP = (2048, 8192, 16384, 32768)
+RATIO_TARGET, RATIO_TARGET_FROM = 0.90, 16384  # streaming ÷ resident, from this many tokens a step
 FIGURES: list[Figure] = []  # what the parts measured, recorded at the end of main
 LADDER = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-1.3b", "gpt-2.7b", "gpt-6.7b")
 
@@ -262,6 +263,7 @@ def ratio_part(problem: str, seq: int, tokens: tuple[int, ...], duration: float,
                 f"streaming / resident, {problem}, {batch * seq:,} tokens a step",
                 round(streamed / resident, 4) if resident else None,
                 "ratio",
+                Target(">=", RATIO_TARGET) if batch * seq >= RATIO_TARGET_FROM else None,
                 note=f"bf16, seq {seq}; streaming {streamed:.3g} samples/s"
                 + ("" if resident else "; resident does not fit"),
             )
