@@ -33,11 +33,12 @@ from dataclasses import dataclass
 
 import torch
 
-from flowrate.config import Precision, RunConfig
+from flowrate.config import Mode, Precision, RunConfig
 from flowrate.errors import FlowrateError
 from flowrate.harness.survey_bands import Band, default_band, make_figure
 from flowrate.measure.peaks import peak_for
 from flowrate.problems.kernels.collectives import collective_bandwidths
+from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
 from flowrate.results.sections import SurveyFigure
 from flowrate.units import si
@@ -96,10 +97,18 @@ COLLECTIVE_BYTES = {
 COLLECTIVE_HOWTO = "collectives run under torchrun: `torchrun --nproc-per-node N -m flowrate survey`"
 
 
-def calls_per_step(device_type: str, work: float, rate: float | None, unknown: float) -> int:
-    """How many calls of ``work`` (FLOPs or bytes) a step makes: on a GPU, enough to last STEP_S at
-    ``rate`` (``unknown`` where there is no datasheet rate), at most MAX_CALLS; elsewhere one."""
-    if device_type != "cuda" or work <= 0:
+def calls_per_step(device_type: str, problem: str, options: Mapping[str, int], rate: float | None) -> int:
+    """How many calls of zoo kernel ``problem`` with ``options`` a step makes: on a GPU, enough to
+    last STEP_S at ``rate`` (its FLOP/s, or bytes/s for a kernel counted in bytes; where the peak
+    table has none, UNKNOWN_GPU_FLOPS or UNKNOWN_GPU_BANDWIDTH), at most MAX_CALLS; elsewhere one."""
+    if device_type != "cuda":
+        return 1
+    kernel = get_problem(problem, None, options)
+    flops = kernel.forward_flops_per_sample()
+    work, unknown = (
+        (flops, UNKNOWN_GPU_FLOPS) if flops else (kernel.bytes_per_sample(Mode.INFER), UNKNOWN_GPU_BANDWIDTH)
+    )
+    if not work:
         return 1
     return max(1, min(MAX_CALLS, math.ceil(STEP_S * (rate or unknown) / work)))
 
@@ -162,11 +171,10 @@ class KernelFigures:
         best: tuple[float, Shape, float | None] | None = None
         failures: list[str] = []
         for m, n, k in shapes:
-            calls = calls_per_step(self.timing.device.type, 2.0 * m * n * k, peak.flops, UNKNOWN_GPU_FLOPS)
+            options = {"m": m, "n": n, "k": k}
+            calls = calls_per_step(self.timing.device.type, "gemm", options, peak.flops)
             try:
-                result = self.run(
-                    "gemm", precision, batch_size=calls, problem_options={"m": m, "n": n, "k": k}
-                )
+                result = self.run("gemm", precision, batch_size=calls, problem_options=options)
             except FlowrateError as error:
                 failures.append(f"{m}x{n}x{k}: {error}")
                 continue
@@ -187,8 +195,7 @@ class KernelFigures:
         shape = {"batch": batch, "heads": heads, "seq_len": seq, "head_dim": dim}
         held_to = "fp32" if precision == "tf32" and self.timing.device.type == "cuda" else precision
         peak = peak_for(self.timing.name, held_to)
-        flops = 4.0 * batch * heads * seq * seq * dim  # not causal: QKᵀ and PV, 2·D per pair each
-        calls = calls_per_step(self.timing.device.type, flops, peak.flops, UNKNOWN_GPU_FLOPS)
+        calls = calls_per_step(self.timing.device.type, "attention", shape, peak.flops)
         try:
             result = self.run("attention", precision, batch_size=calls, problem_options=shape)
         except FlowrateError as error:
@@ -206,8 +213,7 @@ class KernelFigures:
         t = self.timing
         mib = COPY_MIB.get(t.device.type, 256) // (4 if t.quick else 1)
         peak = peak_for(t.name, "fp32")
-        work = 2.0 * mib * 2**20  # read + write
-        calls = calls_per_step(t.device.type, work, peak.memory_bandwidth, UNKNOWN_GPU_BANDWIDTH)
+        calls = calls_per_step(t.device.type, "copy", {"mib": mib}, peak.memory_bandwidth)
         try:
             result = self.run("copy", batch_size=calls, problem_options={"mib": mib})
         except FlowrateError as error:
