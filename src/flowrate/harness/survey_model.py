@@ -24,7 +24,7 @@ from flowrate.harness.generate import GenerateConfig, run_generation
 from flowrate.harness.survey_bands import POWER_BAND
 from flowrate.harness.survey_figures import KernelFigures
 from flowrate.measure.energy.meter import METHOD_NVML_COUNTER
-from flowrate.measure.energy.nvml import COUNTER_UPDATE_S
+from flowrate.measure.energy.nvml import counter_error
 from flowrate.problems.registry import get_problem
 from flowrate.results.schema import Result
 from flowrate.results.sections import SurveyFigure
@@ -163,7 +163,7 @@ class ModelFigures:
         detail += f", {energy.method or 'meter'} ({', '.join(energy.domains) or 'no domains'})"
         band = POWER_BAND
         if energy.method == METHOD_NVML_COUNTER and energy.seconds:
-            band = (band[0], band[1] * (1 + COUNTER_UPDATE_S / energy.seconds))
+            band = (band[0], band[1] * (1 + counter_error(energy.seconds)))
         return self.kernels.figure(
             "power", energy.average_watts, "W", datasheet=limit, reason=reason, detail=detail, band=band
         )

@@ -157,14 +157,20 @@ def pilot_seconds(budget_s: float) -> float:
     return min(PILOT_SECONDS, max(MIN_SECONDS, math.floor(share * 10) / 10))
 
 
+def step_s(pilot: Sequence[Process]) -> float | None:
+    """The first block's median seconds a timed step; None where no process knows its own."""
+    steps = [p.step_s for p in pilot if p.step_s]
+    return statistics.median(steps) if steps else None
+
+
 def planned_preheat(pilot: Sequence[Process]) -> int | None:
     """The planned processes' warm-up steps (module docstring): None where the first block's own
     are as few, or its step time or warm-up is unknown."""
-    steps = [p.step_s for p in pilot if p.step_s]
+    step = step_s(pilot)
     own = [p.preheat_steps for p in pilot if p.preheat_steps is not None]
-    if not steps or not own:
+    if step is None or not own:
         return None
-    fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / statistics.median(steps)))
+    fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / step))
     return fewer if fewer < min(own) else None
 
 
@@ -175,8 +181,7 @@ def noise_from(pilot: Sequence[Process], history: History | None, preheat: int |
     startup = statistics.median(p.startup_with(preheat) for p in pilot)
     cvs = [p.within_cv for p in pilot if p.within_cv is not None]
     within = statistics.fmean(cvs) if cvs else 0.0
-    steps = [p.step_s for p in pilot if p.step_s]
-    interval = max(INTERVAL_S, statistics.median(steps)) if steps else INTERVAL_S
+    interval = max(INTERVAL_S, step_s(pilot) or 0.0)
     if history is not None:
         return Noise(
             history.cv, within, startup, f"the store's {history.runs} earlier runs", interval_s=interval

@@ -22,7 +22,13 @@ from flowrate.measure.energy.meter import (
 DEFAULT_SAMPLE_PERIOD_S = 0.1
 # NVML's energy counter updates every 20–100 ms: below this window the error can reach several %.
 _SHORT_WINDOW_S = 1.0
-COUNTER_UPDATE_S = 0.1
+_COUNTER_UPDATE_S = 0.1
+
+
+def counter_error(seconds: float) -> float:
+    """The most NVML's energy counter may misstate a window of ``seconds``, relative (1.0: all of
+    it): one update period over the window."""
+    return min(1.0, _COUNTER_UPDATE_S / seconds) if seconds > 0 else 1.0
 
 
 def _text(value: Any) -> str:
@@ -94,7 +100,7 @@ class NvmlCounterMeter(_NvmlMeter):
         joules = (end_mj - self._start_mj) / 1000.0
         caveats = self._caveats
         if seconds < _SHORT_WINDOW_S:
-            error_pct = min(100.0, 100.0 * COUNTER_UPDATE_S / seconds) if seconds > 0 else 100.0
+            error_pct = 100.0 * counter_error(seconds)
             caveats += (
                 f"window of {seconds:.3g} s is under {_SHORT_WINDOW_S:g} s: NVML's energy counter updates "
                 f"every 20–100 ms, so the figure may be off by up to {error_pct:.0f}%",
