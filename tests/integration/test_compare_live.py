@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from flowrate.campaigns.compare import live
+from flowrate.campaigns.compare.plan import BudgetTooSmall
 from flowrate.campaigns.process import child
 from flowrate.results.store import Store
 
@@ -219,3 +220,26 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     # each run is recorded with the command that makes it again: the spec and the plan's length
     command = ["flowrate", "run", *BUDGETED.split(), "--duration", f"{seconds:g}"]
     assert side_a[0].result.environment.command_line == command
+
+
+@pytest.mark.parametrize(
+    ("flags", "wanted"),
+    [
+        (("--fail-if-slower", "3"), 0.03),  # the gate sees a slowdown only beyond the half-width
+        (("--until-ci", "2", "--fail-if-slower", "3"), 0.02),  # --until-ci says the width itself
+        ((), None),
+    ],
+)
+def test_a_budget_plan_is_told_the_width_the_gate_or_until_ci_asks_for(  # type: ignore[no-untyped-def]
+    run_cli, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], wanted: float | None
+) -> None:
+    asked: list[float | None] = []
+
+    def planned(*args: Any, wanted: float | None = None, **kwargs: Any) -> None:
+        asked.append(wanted)
+        raise BudgetTooSmall(60.0, 90.0)  # ends the command before any process starts
+
+    monkeypatch.setattr(live, "compare_within_budget", planned)
+    outcome = run_cli("compare", "--run", BUDGETED, BUDGETED, "--budget", "60s", *flags)
+    assert outcome.code == 2 and "at least 90s" in outcome.stderr
+    assert asked == [wanted]

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
+from factories import make_result
 from flowrate.campaigns.compare.budgeted import (
     BUDGET_SPENT,
     FINISH_S,
     Process,
+    budget_report,
     noise_from,
     pilot_seconds,
     planned_preheat,
     spend,
 )
 from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW
-from flowrate.campaigns.compare.plan import BudgetTooSmall, Plan
-from flowrate.results.compare import History
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Plan, budget_for
+from flowrate.results.compare import History, compare
 
 ALPHA = 0.05
 
@@ -220,6 +223,9 @@ def test_a_slow_step_warms_up_for_a_second_of_steps_and_at_least_two(
     pilot = [Process(label, 100.0, 6.0, 1.0, 0.04, 1.0, step_s, 5) for label in "ABBA"]
     assert planned_preheat(pilot) == preheat
     assert planned_preheat([Process("A", 100.0, 6.0, 1.0, 0.04, 1.0, 0.63, None)] * 4) is None
+    # a first block that already warmed up for fewer after its first process: the side's own is 5
+    shorter = [pilot[0], *(dataclasses.replace(p, preheat_steps=preheat) for p in pilot[1:])]
+    assert planned_preheat(shorter) == preheat
 
 
 class WarmingMachine(FakeMachine):
@@ -241,7 +247,7 @@ class WarmingMachine(FakeMachine):
 
 
 @pytest.mark.parametrize("own", [False, True])
-def test_the_planned_processes_of_a_slow_step_warm_up_for_fewer_steps_and_the_plan_counts_it(
+def test_after_the_first_process_a_slow_step_warms_up_for_fewer_steps_and_the_plan_counts_it(
     own: bool,
 ) -> None:
     machine = WarmingMachine()
@@ -255,12 +261,49 @@ def test_the_planned_processes_of_a_slow_step_warm_up_for_fewer_steps_and_the_pl
         own_preheat=own,
     )
     assert spent.plan is not None
-    assert machine.preheats[:4] == [None] * 4  # the first block warms up as the side says
     if own:  # a side that sets --preheat keeps it
-        assert spent.plan.preheat_steps is None and set(machine.preheats[4:]) == {None}
+        assert set(machine.preheats) == {None}
+        assert spent.plan.preheat_steps is None
         assert spent.plan.noise.startup_s == pytest.approx(1.0 + 5 * 0.63)
     else:
-        assert spent.plan.preheat_steps == 2 and set(machine.preheats[4:]) == {2}
+        # the first process warms up as the side says; from its step time, every later one for 2
+        assert machine.preheats[0] is None and set(machine.preheats[1:]) == {2}
+        assert spent.plan.preheat_steps == 2
         assert spent.plan.noise.startup_s == pytest.approx(1.0 + 2 * 0.63)
         assert ", 2 warm-up steps:" in spent.plan.reason
     assert spent.elapsed_s <= 60.0 and len(machine.calls) > 4
+
+
+def test_a_plan_wider_than_the_width_wanted_says_the_whole_budget_that_would_buy_it() -> None:
+    machine = FakeMachine(startup_s=1.0)
+    spent = spend(
+        30.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=_none,
+        alpha=ALPHA,
+        wanted=0.001,
+    )
+    assert spent.plan is not None and spent.plan.wanted == 0.001
+    # what went before the plan (the first block, 7.2 s) and the finishing reserve, then the plan's
+    more = budget_for(spent.plan.noise, 0.001, ALPHA)
+    assert more is not None and spent.plan.wanted_budget_s == pytest.approx(7.2 + FINISH_S + more)
+    comparison = compare(
+        [make_result(samples_per_sec=v) for v in spent.values["A"]],
+        [make_result(samples_per_sec=v) for v in spent.values["B"]],
+    )
+    planned = budget_report(spent, comparison)["plan"]
+    assert (planned["wanted_half_width"], planned["wanted_budget_s"]) == (0.001, spent.plan.wanted_budget_s)
+    # asked for no narrower than it is: nothing said
+    other = FakeMachine(startup_s=1.0)
+    wide = spend(
+        30.0,
+        clock=other.clock,
+        started=0.0,
+        run_one=other.run_one,
+        history_of=_none,
+        alpha=ALPHA,
+        wanted=0.5,
+    )
+    assert wide.plan is not None and wide.plan.wanted is None and wide.plan.wanted_budget_s is None

@@ -10,6 +10,7 @@ from scipy.special import stdtrit
 from flowrate.campaigns.compare.plan import (
     BudgetTooSmall,
     Noise,
+    budget_for,
     expected_half_width,
     minimum_budget,
     plan,
@@ -93,3 +94,33 @@ def test_a_budget_under_two_processes_a_side_is_refused_naming_the_minimum() -> 
 def test_noise_figures_must_be_finite_and_not_negative() -> None:
     with pytest.raises(ValueError, match="startup_s"):
         Noise(0.02, 0.05, math.nan, HISTORY)
+
+
+def test_the_least_budget_for_a_width_is_the_first_whose_plan_is_that_narrow() -> None:
+    # transformer/mini on one thread of this VM (2026-11-28): steps of 0.5 s drift by ~3.5%
+    noise = Noise(between_cv=0.05, within_cv=0.05, startup_s=1.8, source=HISTORY, interval_s=0.5)
+    needed = budget_for(noise, 0.03, ALPHA)
+    assert needed is not None
+    assert plan(needed, noise, ALPHA).half_width <= 0.03
+    assert plan(needed - 1.0, noise, ALPHA).half_width > 0.03  # to the second
+    # no budget within a day narrows a process CV of 50% to ±0.1%
+    assert budget_for(Noise(0.5, 0.5, 60.0, HISTORY), 0.001, ALPHA) is None
+    with pytest.raises(ValueError, match="half_width"):
+        budget_for(noise, 0.0, ALPHA)
+
+
+def test_a_plan_wider_than_asked_says_what_the_width_asked_for_would_take() -> None:
+    noise = Noise(between_cv=0.05, within_cv=0.05, startup_s=1.8, source=HISTORY, interval_s=0.5)
+    chosen = plan(40.0, noise, ALPHA)
+    assert chosen.half_width > 0.03
+    wants = chosen.wanting(0.03, 20.0, ALPHA)  # 20 s of the budget went before and after the plan
+    assert wants.wanted == 0.03
+    assert wants.wanted_budget_s == pytest.approx(20.0 + (budget_for(noise, 0.03, ALPHA) or math.nan))
+    assert wants.reason.startswith(chosen.reason)
+    cost = math.ceil((wants.wanted_budget_s or math.nan) / 10) * 10
+    assert f"wider than the ±3.0% asked for: that would take a budget of about {cost} s" in wants.reason
+    # as narrow as asked, or nothing asked: the plan as it was
+    assert chosen.wanting(chosen.half_width, 20.0, ALPHA) is chosen
+    assert chosen.wanting(None, 20.0, ALPHA) is chosen
+    beyond = plan(100.0, Noise(0.5, 0.5, 10.0, HISTORY), ALPHA).wanting(0.001, 20.0, ALPHA)
+    assert beyond.wanted_budget_s is None and "would take a budget of more than 24 h" in beyond.reason

@@ -151,7 +151,7 @@ def command(
     if live.budget is not None:
         from flowrate.cli.compare_budget import compare_within
 
-        compare_within(live, judging, force, store, shown.show)
+        compare_within(live, judging, force, store, shown.show, fail_pct)
         return
     if live.asked:  # measure the sides now
         compare_live(live, judging, force, store, shown.show)

@@ -21,9 +21,19 @@ if TYPE_CHECKING:
     from flowrate.cli.compare_live import LiveFlags, Show
 
 
-def compare_within(flags: LiveFlags, judging: Judging, force: bool, store: str | None, show: Show) -> None:
+def compare_within(
+    flags: LiveFlags,
+    judging: Judging,
+    force: bool,
+    store: str | None,
+    show: Show,
+    fail_pct: float | None = None,
+) -> None:
     """Check --budget and the sides, spend the budget on them, then ``show(comparison, gate,
-    report)``; Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt)."""
+    report)``; Ctrl-C shows the verdict so far, then exits 130 (KeyboardInterrupt). The plan says
+    what budget the width asked for would take where its own interval is wider: --until-ci's, else
+    --fail-if-slower's (``fail_pct``: the gate sees a slowdown only where it exceeds the
+    interval's half-width)."""
     from flowrate.cli import compare_live
 
     assert flags.budget is not None
@@ -33,7 +43,8 @@ def compare_within(flags: LiveFlags, judging: Judging, force: bool, store: str |
     sides = compare_live.sides_of(flags.specs, flags.revs)
     compare_live.check_same_problem(sides, force)
     check_no_duration(sides)
-    within_budget(seconds, sides, flags.until_ci_pct, judging, store, show)
+    wanted_pct = flags.until_ci_pct if flags.until_ci_pct is not None else fail_pct
+    within_budget(seconds, sides, flags.until_ci_pct, judging, store, show, wanted_pct)
 
 
 def budget_seconds(budget: str, runs: int | None, max_runs: int | None, test: str) -> float:
@@ -80,10 +91,12 @@ def within_budget(
     judging: Judging,
     store: str | None,
     show: Show,
+    wanted_pct: float | None = None,
 ) -> None:
     """Spend ``seconds`` on the sides (flowrate.campaigns.compare.live.compare_within_budget),
-    saying what each side runs, the first block, each run and the plan as they come; then show
-    the comparison and how the budget was spent."""
+    saying what each side runs, the first block, each run and the plan (with what ``wanted_pct``,
+    a half-width in percent, would take) as they come; then show the comparison and how the
+    budget was spent."""
     from flowrate.campaigns.compare.live import compare_within_budget
     from flowrate.campaigns.compare.plan import BudgetTooSmall
     from flowrate.cli import compare_live, compare_live_text, console
@@ -102,6 +115,7 @@ def within_budget(
             on_first_block=lambda first: console.status(compare_live_text.first_block_line(seconds, first)),
             on_run=lambda run: console.status(compare_live_text.run_line(run)),
             on_plan=lambda chosen: console.status(f"plan: {chosen.reason}"),
+            wanted=None if wanted_pct is None else wanted_pct / 100,
         )
     except BudgetTooSmall as error:
         raise ConfigError(

@@ -7,15 +7,16 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
    the median of the four, as the first may start the fork server) and how steady its intervals
    are, and
    names the configuration whose history the store may hold. Its runs are recorded (tagged
-   …:pilot) but not compared: they measured for a different length than the rest.
+   …:pilot) but not compared: they measured for a different length than the rest. A slow step
+   warms up in fewer steps than `flowrate run`'s five: where the first process's steps took longer
+   than PREHEAT_S / 5, every later process (the first block's other three included) warms up for
+   PREHEAT_S of steps, and at least MIN_PREHEAT_STEPS (the first step allocates the optimizer's
+   state and the allocator's blocks; transformer/mini's steps 2 to 12 with no warm-up at all were
+   within the VM's ±10% of their median, 2026-11-28).
 2. The noise is the store's between-run CV of the configuration where it knows one
    (``history_of``), else the first block's own. flowrate.campaigns.compare.plan chooses the
-   processes a side and their length for what is left of the budget. A slow step warms up in
-   fewer steps than `flowrate run`'s five: where the first block's steps took longer than
-   PREHEAT_S / 5, the planned processes warm up for PREHEAT_S of steps, and at least
-   MIN_PREHEAT_STEPS (the first step allocates the optimizer's state and the allocator's blocks;
-   transformer/mini's steps 2 to 12 with no warm-up at all were within the VM's ±10% of their
-   median, 2026-11-28), and the start-up the plan counts is that much shorter.
+   processes a side and their length for what is left of the budget; the start-up it counts is
+   that of a process with the shorter warm-up.
 3. Blocks of four run at that length while the next would end within the budget less FINISH_S
    (kept for the verdict, the record and the output; its length
    judged by the slowest process so far, the first block's included but for its first process,
@@ -128,6 +129,8 @@ def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
             "seconds": chosen.seconds,
             "preheat_steps": chosen.preheat_steps,
             "expected_half_width": chosen.half_width,
+            "wanted_half_width": chosen.wanted,
+            "wanted_budget_s": chosen.wanted_budget_s,
             "reason": chosen.reason,
             "noise": asdict(chosen.noise),
         },
@@ -164,14 +167,14 @@ def step_s(pilot: Sequence[Process]) -> float | None:
 
 
 def planned_preheat(pilot: Sequence[Process]) -> int | None:
-    """The planned processes' warm-up steps (module docstring): None where the first block's own
-    are as few, or its step time or warm-up is unknown."""
+    """The warm-up steps of the processes after ``pilot`` (module docstring): None where the side's
+    own (the most any of them warmed up for) are as few, or the step time or warm-up is unknown."""
     step = step_s(pilot)
     own = [p.preheat_steps for p in pilot if p.preheat_steps is not None]
     if step is None or not own:
         return None
     fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / step))
-    return fewer if fewer < min(own) else None
+    return fewer if fewer < max(own) else None
 
 
 def noise_from(pilot: Sequence[Process], history: History | None, preheat: int | None = None) -> Noise:
@@ -217,30 +220,36 @@ def spend(
     until_ci: float | None = None,
     on_plan: Callable[[Plan], None] = lambda chosen: None,
     own_preheat: bool = False,
+    wanted: float | None = None,
 ) -> Spent:
     """Spend ``budget_s`` (module docstring). ``run_one(label, seconds, pilot, preheat)`` runs one
     process of a side (with ``preheat`` warm-up steps; None: the side's own), recording it;
     ``history_of()`` (after the first block) is the store's noise for its configuration; ``alpha``
     the verdict's level (the interval the plan and ``until_ci`` judge); ``on_plan`` hears of the
-    plan once it is made; ``own_preheat``: a side sets its warm-up, so the plan keeps it.
+    plan once it is made; ``own_preheat``: a side sets its warm-up, so the plan keeps it;
+    ``wanted``: the half-width the user asked for (``until_ci``, or the gate's largest allowed
+    slowdown), which a plan with a wider one says the budget of (Plan.wanting).
     BudgetTooSmall when the first block overruns the budget, or what is left after it cannot pay
     for one block (its ``minimum_s``, from the start-up measured); an
     interrupt (Ctrl-C) ends the runs, marked INTERRUPTED."""
     spent = Spent(budget_s)
     try:
         first = pilot_seconds(budget_s)
+        preheat: int | None = None  # the side's own, until the first process has timed a step
         for label in abba_order(4):
             if spent.pilot and clock() - started > budget_s:  # the first block alone overran it
                 startup = statistics.median(p.startup_s for p in spent.pilot)
                 raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
-            spent.pilot.append(run_one(label, first, True, None))
+            spent.pilot.append(run_one(label, first, True, preheat))
+            if len(spent.pilot) == 1 and not own_preheat:
+                preheat = planned_preheat(spent.pilot)
         known = history_of()
-        preheat = None if own_preheat else planned_preheat(spent.pilot)
         noise = noise_from(spent.pilot, known, preheat)
         spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
         left = budget_s - FINISH_S - (clock() - started)
         try:
-            spent.plan = dataclasses.replace(plan(left, noise, alpha), preheat_steps=preheat)
+            chosen = dataclasses.replace(plan(left, noise, alpha), preheat_steps=preheat)
+            spent.plan = chosen.wanting(wanted, budget_s - left, alpha)
         except BudgetTooSmall:
             minimum = clock() - started + minimum_budget(noise.startup_s) + FINISH_S
             raise BudgetTooSmall(budget_s, minimum) from None

@@ -160,6 +160,7 @@ def compare_within_budget(
     on_first_block: Callable[[float], None] = lambda seconds: None,
     on_run: Callable[[LiveRun], None] = lambda run: None,
     on_plan: Callable[[Plan], None] = lambda chosen: None,
+    wanted: float | None = None,
 ) -> LiveComparison:
     """Spend ``budget_s`` seconds, counted from the command's start (flowrate.process_clock), on the
     sides (flowrate.campaigns.compare.budgeted: a first block, a plan, A B B A blocks), record each
@@ -169,7 +170,9 @@ def compare_within_budget(
     under three runs a side, the noise the plan used stands in for their spread), at
     ``alpha`` (a sequential ``until_ci`` rule: at half of it, as interleave says why). A failed
     run raises RunFailed; BudgetTooSmall when the budget leaves no room for two processes a side
-    after the first block; an interrupt comes back as ``interrupted``."""
+    after the first block; an interrupt comes back as ``interrupted``. ``wanted``: the half-width
+    of B/A's interval the user asked for, which the plan says the budget of where its own is wider
+    (flowrate.campaigns.compare.plan.Plan.wanting)."""
     on_first_block(pilot_seconds(budget_s))
     name = f"compare:{secrets.token_hex(4)}"
     labels = (f"{name}:A", f"{name}:B")
@@ -188,6 +191,7 @@ def compare_within_budget(
             until_ci=until_ci,
             on_plan=on_plan,
             own_preheat=any(side.sets("--preheat") for side in sides),
+            wanted=wanted,
         )
     comparison = _compared(
         results, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True

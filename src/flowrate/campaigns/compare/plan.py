@@ -21,10 +21,16 @@ With n processes a side, in A B B A blocks of four, the half-width of the (1 −
 log(B/A) is t(1 − alpha/2, 2n − 2) · cv(s) · √(2/n), and n = ⌊budget / (2 (start-up + s))⌋ rounded
 down to whole blocks (an even n). plan() tries each length of SECONDS and keeps the narrowest; two
 processes a side (one block) is the least a plan runs.
+
+The interval narrows only as fast as the processes a side grow, so a budget may be too short for
+the width a user asks for (--until-ci, or --fail-if-slower: the gate sees a slowdown only where it
+is larger than the interval's half-width). budget_for() finds the least budget whose plan is that
+narrow, so that a plan can say what the width it wanted would cost.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -35,6 +41,7 @@ MIN_SECONDS = 0.5  # measured per process, at least: a few sample intervals
 SECONDS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0, 60.0)  # the lengths a plan tries
 INTERVAL_S = 0.2  # a sample interval's length, as `flowrate run` aims for by default
 MEDIAN_EFFICIENCY = math.pi / 2  # variance of a median of normal values over that of their mean
+MOST_S = 24 * 3600.0  # budget_for looks no further than this
 
 
 class BudgetTooSmall(ValueError):
@@ -91,6 +98,8 @@ class Plan:
     noise: Noise
     half_width: float  # the expected half-width of the interval of B/A, relative (0.01: ±1%)
     preheat_steps: int | None = None  # each process's warm-up steps; None: the side's own
+    wanted: float | None = None  # the half-width asked for, where the plan's is wider
+    wanted_budget_s: float | None = None  # the budget (of what a plan spends) that buys it; None: over MOST_S
 
     @property
     def process_s(self) -> float:
@@ -100,10 +109,28 @@ class Plan:
     @property
     def reason(self) -> str:
         preheat = "" if self.preheat_steps is None else f", {self.preheat_steps} warm-up steps"
-        return (
+        reason = (
             f"{self.processes} processes of {self.seconds:g} s a side{preheat}: between-run CV "
             f"{self.noise.between_cv:.1%}, within-run CV {self.noise.within_cv:.1%}, start-up "
             f"{self.noise.startup_s:.1f} s ({self.noise.source}); expected interval ±{self.half_width:.1%}"
+        )
+        if self.wanted is None:
+            return reason
+        cost = (
+            f"more than {MOST_S / 3600:g} h"
+            if self.wanted_budget_s is None
+            else f"about {math.ceil(self.wanted_budget_s / 10) * 10:.0f} s"
+        )
+        return f"{reason}, wider than the ±{self.wanted:.1%} asked for: that would take a budget of {cost}"
+
+    def wanting(self, half_width: float | None, spent_s: float, alpha: float) -> Plan:
+        """The plan, saying what a budget of ``half_width`` would take where its own interval is
+        wider (``spent_s``: of the budget, spent before the plan and kept after it)."""
+        if half_width is None or self.half_width <= half_width:
+            return self
+        more = budget_for(self.noise, half_width, alpha)
+        return dataclasses.replace(
+            self, wanted=half_width, wanted_budget_s=None if more is None else spent_s + more
         )
 
 
@@ -139,3 +166,25 @@ def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
     if best is None:
         raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
     return best
+
+
+def budget_for(noise: Noise, half_width: float, alpha: float) -> float | None:
+    """The least budget (to the second) whose plan's expected half-width is at most
+    ``half_width``; None where even MOST_S is too short. A plan's width never grows with its budget
+    (each length buys at least as many processes), so the least budget is found by bisection."""
+    if not half_width > 0:
+        raise ValueError(f"half_width must be > 0, got {half_width}")
+
+    def narrow(budget_s: float) -> bool:
+        try:
+            return plan(budget_s, noise, alpha).half_width <= half_width
+        except BudgetTooSmall:
+            return False
+
+    if not narrow(MOST_S):
+        return None
+    low, high = 0.0, MOST_S  # narrow(low) is False, narrow(high) True
+    while high - low > 1.0:
+        middle = (low + high) / 2
+        low, high = (low, middle) if narrow(middle) else (middle, high)
+    return high
