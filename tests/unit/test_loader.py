@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -243,3 +244,23 @@ def test_each_record_is_checked_once_per_process(dataset: Path, monkeypatch: pyt
     )
     assert len(ids_of(stream(dataset, epochs=3).batches(0, 1))) == 3 * SAMPLES
     assert sorted(checked) == list(range(SAMPLES))
+
+
+def test_a_worker_drops_a_broken_hand_over_and_passes_any_other_error_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # what multiprocessing's resource_sharer thread reports when the main process went away
+    # mid-fetch (Ctrl-C, SIGTERM), and what it would report of anything else
+    seen: list[type[BaseException]] = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, value, traceback: seen.append(kind))
+    loader_module.hand_over_quietly(0)
+    for error in (BrokenPipeError(), ConnectionResetError(), EOFError(), KeyError("key"), ValueError()):
+        sys.excepthook(type(error), error, None)
+    assert seen == [KeyError, ValueError]
+
+
+def test_the_loaders_workers_start_with_the_quiet_hand_over(dataset: Path) -> None:
+    loader = Loader(dataset, LoaderSettings(batch_size=8, workers=1), epochs=1)
+    next(iter(loader))
+    assert getattr(loader._iterator, "_worker_init_fn", None) is loader_module.hand_over_quietly
+    loader.close()

@@ -82,7 +82,8 @@ LIVE_OPTIONS = [
         "history of the configuration gives it); the rest goes on the processes a side and the "
         "seconds each measures that make the interval of B/A narrowest, run in A B B A blocks while "
         "the next block ends within the budget. Each run's --duration is the plan's: give none in "
-        "the specs. Not with --runs.",
+        "the specs. Where the plan's interval is wider than --until-ci (else --fail-if-slower) asks, "
+        "it says what budget would do. Not with --runs.",
     ),
     click.option(
         "--max-runs",

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -261,6 +263,26 @@ def _empty(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.Tenso
     return torch.empty(shape, dtype=dtype, pin_memory=pin)
 
 
+def hand_over_quietly(worker_id: int) -> None:
+    """A loader worker's first act: a batch its main process stopped fetching is not worth a
+    traceback.
+
+    A worker hands each batch's shared memory to the main process as a file descriptor, which the
+    main process fetches from the worker's multiprocessing.resource_sharer thread; that thread
+    reports a failed hand-over with sys.excepthook unless the worker is already exiting. A Ctrl-C
+    or SIGTERM that ends the main process mid-fetch breaks the connection (an OSError or EOFError
+    in the worker), which printed the worker's traceback beside the command's one line. In a
+    worker nothing else reaches sys.excepthook (DataLoader sends the worker's own errors to the
+    main process), so the hook drops those two kinds and passes any other on."""
+    passed_on = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, traceback: TracebackType | None) -> None:
+        if not issubclass(kind, (OSError, EOFError)):
+            passed_on(kind, value, traceback)
+
+    sys.excepthook = hook
+
+
 class Loader:
     """Batches of the dataset in ``directory`` for this rank: iterate it for dicts of tensors.
 
@@ -304,6 +326,7 @@ class Loader:
             num_workers=s.workers,
             prefetch_factor=s.prefetch if s.workers else None,
             pin_memory=s.pin_memory and s.workers > 0,
+            worker_init_fn=hand_over_quietly,
         )
         with warnings.catch_warnings():  # the input report says so when workers outnumber cores
             warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
