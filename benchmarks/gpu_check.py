@@ -5,6 +5,12 @@ each step's exit code to one JSON file.
 
     python3 benchmarks/gpu_check.py                 # writes $OUT/gpu_check.json (./gpu-check-out)
     python3 benchmarks/gpu_check.py --steps survey tests
+    python3 benchmarks/gpu_check.py --steps profile-eager profile-compile   # not run by default
+
+The two profile steps are left out of the default run (its 8 minutes are spent): they profile
+GPT-2 124M's bf16 training step at batch 16, eager and compiled, into OUT/profile-*/ (trace,
+operator table, step breakdown), for the question the H200 left open on 2026-11-28: --compile
+gave 219.5 samples/s against eager's 216.8 (MFU 0.19), so what bounds the step?
 
 It runs flowrate from this checkout's src/ (PYTHONPATH), so nothing is installed. flowrate's own
 dependencies (click, rich, scipy, psutil, py-cpuinfo, tensorboard, matplotlib, pillow; nvidia-ml-py
@@ -48,6 +54,11 @@ STEPS: dict[str, tuple[list[str], int]] = {
         110,
     ),
 }
+DEFAULT_STEPS = list(STEPS)
+# GPT-2 124M bf16 training at batch 16, profiled; "{out}" is the output folder
+_GPT2 = [PY, "-m", "flowrate", "run", "-p", "gpt2", "--precision", "bf16", "-b", "16", "--duration", "5"]
+STEPS["profile-eager"] = ([*_GPT2, "--profile", "{out}/profile-eager", "--no-store"], 90)
+STEPS["profile-compile"] = ([*_GPT2, "--compile", "--profile", "{out}/profile-compile", "--no-store"], 180)
 
 
 PROBE = (
@@ -115,7 +126,7 @@ def run_step(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", nargs="*", choices=list(STEPS), default=list(STEPS))
+    parser.add_argument("--steps", nargs="*", choices=list(STEPS), default=DEFAULT_STEPS)
     parser.add_argument(
         "--out", default=os.environ.get("OUT") or "gpu-check-out", help="folder of the JSON and logs"
     )
@@ -135,6 +146,7 @@ def main() -> None:
     steps: dict[str, object] = {}
     for name in args.steps:
         command, seconds = STEPS[name]
+        command = [part.replace("{out}", str(out)) for part in command]
         steps[name] = run_step(name, command, seconds, out, env)
         print(f"{name}: exit {steps[name]['exit_code']} in {steps[name]['seconds']} s", flush=True)  # type: ignore[index]
         report["steps"] = steps
