@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scipy.special import stdtrit
+
 from record import Figure, Target, record  # beside this script
 
 HERE = Path(__file__).resolve().parent
@@ -109,6 +111,12 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, help="--threads of every run [default: PyTorch's]")
     parser.add_argument("--budget", help="each comparison within this budget (60s, 2m) instead of --runs")
+    parser.add_argument(
+        "--wait-factor",
+        type=float,
+        help="B's wait as a share of its previous step's work [default: slowdown / (1 − slowdown)]: "
+        "smaller where the measured B/A comes out below 1 − slowdown (aa_slow_problem.py)",
+    )
     parser.add_argument("--out", type=Path, help="append each comparison as a JSON line to this file")
     args = parser.parse_args()
     threads = f" --threads {args.threads}" if args.threads else ""
@@ -117,12 +125,15 @@ def main() -> None:
     overran = refused = 0
     shape = f"{args.runs} runs a side ({flags})" if args.budget is None else f"budget {args.budget}"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if args.wait_factor is not None:
+        env["FLOWRATE_AA_FACTOR"] = str(args.wait_factor)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         store = str(Path(folder) / "aa.db")
         bases = args.problems.split(",")
         false_positives = detections = 0
         noise: list[float] = []  # each A/B comparison's between-run CV, as its verdict used it
+        planted: list[float] = []  # each A/B comparison's B/A: the slowdown as measured
         for index in range(args.n):  # A/A and A/B alternate, so a stopped run has some of both
             for kind in ("A/A", "A/B"):
                 base = bases[index % len(bases)]
@@ -139,6 +150,8 @@ def main() -> None:
                     line = {"kind": kind, "index": index + 1, "problem": base, **row}
                     with args.out.open("a") as out:
                         out.write(json.dumps(line) + "\n")
+                if kind == "A/B":
+                    planted.append(float(row["ratio"]))  # type: ignore[arg-type]
                 if kind == "A/B" and (found := NOISE.search(str(row["evidence"]))):
                     noise.append(float(found.group(1)) / 100)
                 print(
@@ -164,7 +177,26 @@ def main() -> None:
         f"{args.n} A/B comparisons with a {args.slowdown:.0%} slowdown: {detections} detected "
         f"(target ≥ {DETECTIONS_TARGET * args.n:.1f}); {minutes:.1f} min in all"
     )
-    figures = [
+    figures = []
+    if (
+        len(planted) >= 2
+    ):  # the slowdown B's runs measured, over the A/B comparisons: is it the one asked for?
+        ratio, low, high = measured_ratio(planted)
+        print(
+            f"the planted slowdown as measured: B/A {ratio:.4f} (95% interval {low:.4f}-{high:.4f}, "
+            f"geometric mean of {len(planted)} comparisons), asked for {1 - args.slowdown:.4f}"
+        )
+        figures.append(
+            Figure(
+                "A/B measured B/A",
+                round(ratio, 4),
+                "ratio",
+                None,
+                f"asked for {1 - args.slowdown:.4f}; 95% interval {low:.4f}-{high:.4f} over {len(planted)} "
+                "comparisons: the slowdown the detections were counted at",
+            )
+        )
+    figures += [
         Figure(
             "A/A false positives",
             false_positives,
@@ -200,7 +232,17 @@ def main() -> None:
             Figure("A/B median between-run CV", round(cv, 4), "fraction"),
             Figure("power at that CV", round(chance, 3), "probability", note="normal approximation"),
         ]
-    record("aa", figures, note=f"{shape}; problems {args.problems}")
+    factor = "" if args.wait_factor is None else f"; wait factor {args.wait_factor:g}"
+    record("aa", figures, note=f"{shape}; problems {args.problems}{factor}")
+
+
+def measured_ratio(ratios: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of the A/B comparisons' B/A and its 95% t interval: the slowdown B's
+    runs actually had, which the detections are counted at."""
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    half = float(stdtrit(len(logs) - 1, 0.975)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def _cv_for(target: float, runs: int, slowdown: float) -> float:
