@@ -117,10 +117,13 @@ def test_a_plan_wider_than_asked_says_what_the_width_asked_for_would_take() -> N
     assert wants.wanted == 0.03
     assert wants.wanted_budget_s == pytest.approx(20.0 + (budget_for(noise, 0.03, ALPHA) or math.nan))
     assert wants.reason.startswith(chosen.reason)
-    cost = math.ceil((wants.wanted_budget_s or math.nan) / 10) * 10
-    assert f"wider than the ±3.0% asked for: that would take a budget of about {cost} s" in wants.reason
+    assert wants.wanted_budget_s is not None
+    cost = math.ceil(wants.wanted_budget_s)
+    assert 60 < cost < 3600
+    said = f"about {cost // 60} min {cost % 60:02d} s"
+    assert f"wider than the ±3.0% asked for: that would take a budget of {said}" in wants.reason
     # as narrow as asked, or nothing asked: the plan as it was
     assert chosen.wanting(chosen.half_width, 20.0, ALPHA) is chosen
     assert chosen.wanting(None, 20.0, ALPHA) is chosen
     beyond = plan(100.0, Noise(0.5, 0.5, 10.0, HISTORY), ALPHA).wanting(0.001, 20.0, ALPHA)
-    assert beyond.wanted_budget_s is None and "would take a budget of more than 24 h" in beyond.reason
+    assert beyond.wanted_budget_s is None and "would take a budget of more than 24 h 00 min" in beyond.reason

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from scipy.special import stdtrit
 
+from flowrate.units import duration
+
 MIN_PROCESSES = 2  # a side: one A B B A block
 MIN_SECONDS = 0.5  # measured per process, at least: a few sample intervals
 SECONDS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0, 60.0)  # the lengths a plan tries
@@ -117,9 +119,9 @@ class Plan:
         if self.wanted is None:
             return reason
         cost = (
-            f"more than {MOST_S / 3600:g} h"
+            f"more than {duration(MOST_S)}"
             if self.wanted_budget_s is None
-            else f"about {math.ceil(self.wanted_budget_s / 10) * 10:.0f} s"
+            else f"about {duration(math.ceil(self.wanted_budget_s))}"
         )
         return f"{reason}, wider than the ±{self.wanted:.1%} asked for: that would take a budget of {cost}"
 
