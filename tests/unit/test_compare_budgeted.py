@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from flowrate.campaigns.compare.budgeted import (
     BUDGET_SPENT,
     FINISH_S,
     Process,
+    Spent,
     budget_report,
     noise_from,
     pilot_seconds,
@@ -274,17 +276,21 @@ def test_after_the_first_process_a_slow_step_warms_up_for_fewer_steps_and_the_pl
     assert spent.elapsed_s <= 60.0 and len(machine.calls) > 4
 
 
-def test_a_plan_wider_than_the_width_wanted_says_the_whole_budget_that_would_buy_it() -> None:
-    machine = FakeMachine(startup_s=1.0)
-    spent = spend(
-        30.0,
+def _spend_on(machine: FakeMachine, budget_s: float, **options: Any) -> Spent:
+    """``spend`` on a fake machine with no history, at ALPHA."""
+    return spend(
+        budget_s,
         clock=machine.clock,
         started=0.0,
         run_one=machine.run_one,
         history_of=_none,
         alpha=ALPHA,
-        wanted=0.001,
+        **options,
     )
+
+
+def test_a_plan_wider_than_the_width_wanted_says_the_whole_budget_that_would_buy_it() -> None:
+    spent = _spend_on(FakeMachine(startup_s=1.0), 30.0, wanted=0.001)
     assert spent.plan is not None and spent.plan.wanted == 0.001
     # what went before the plan (the first block, 7.2 s) and the finishing reserve, then the plan's
     more = budget_for(spent.plan.noise, 0.001, ALPHA)
@@ -296,14 +302,5 @@ def test_a_plan_wider_than_the_width_wanted_says_the_whole_budget_that_would_buy
     planned = budget_report(spent, comparison)["plan"]
     assert (planned["wanted_half_width"], planned["wanted_budget_s"]) == (0.001, spent.plan.wanted_budget_s)
     # asked for no narrower than it is: nothing said
-    other = FakeMachine(startup_s=1.0)
-    wide = spend(
-        30.0,
-        clock=other.clock,
-        started=0.0,
-        run_one=other.run_one,
-        history_of=_none,
-        alpha=ALPHA,
-        wanted=0.5,
-    )
+    wide = _spend_on(FakeMachine(startup_s=1.0), 30.0, wanted=0.5)
     assert wide.plan is not None and wide.plan.wanted is None and wide.plan.wanted_budget_s is None
