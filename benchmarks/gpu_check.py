@@ -6,11 +6,13 @@ each step's exit code to one JSON file.
     python3 benchmarks/gpu_check.py                 # writes $OUT/gpu_check.json (./gpu-check-out)
     python3 benchmarks/gpu_check.py --steps survey tests
     python3 benchmarks/gpu_check.py --steps profile-eager profile-compile   # not run by default
+    python3 benchmarks/gpu_check.py --steps compile-padded                  # nor this
 
 The two profile steps are left out of the default run (its 8 minutes are spent): they profile
 GPT-2 124M's bf16 training step at batch 16, eager and compiled, into OUT/profile-*/ (trace,
 operator table, step breakdown), for the question the H200 left open on 2026-11-28: --compile
-gave 219.5 samples/s against eager's 216.8 (MFU 0.19), so what bounds the step?
+gave 219.5 samples/s against eager's 216.8 (MFU 0.19), so what bounds the step? The third,
+compile-padded, runs the compiled step with the vocabulary padded to 50304 as nanoGPT does.
 
 It runs flowrate from this checkout's src/ (PYTHONPATH), so nothing is installed. flowrate's own
 dependencies (click, rich, scipy, psutil, py-cpuinfo, tensorboard, matplotlib, pillow; nvidia-ml-py
@@ -59,6 +61,8 @@ DEFAULT_STEPS = list(STEPS)
 _GPT2 = [PY, "-m", "flowrate", "run", "-p", "gpt2", "--precision", "bf16", "-b", "16", "--duration", "5"]
 STEPS["profile-eager"] = ([*_GPT2, "--profile", "{out}/profile-eager", "--no-store"], 90)
 STEPS["profile-compile"] = ([*_GPT2, "--compile", "--profile", "{out}/profile-compile", "--no-store"], 180)
+# nanoGPT pads GPT-2's vocabulary of 50257 to 50304 (a multiple of 64) for its LM head's matmuls
+STEPS["compile-padded"] = ([*_GPT2, "--compile", "--vocab-size", "50304", "--no-store"], 150)
 
 
 PROBE = (
