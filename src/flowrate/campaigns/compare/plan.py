@@ -101,7 +101,7 @@ class Plan:
     half_width: float  # the expected half-width of the interval of B/A, relative (0.01: ±1%)
     preheat_steps: int | None = None  # each process's warm-up steps; None: the side's own
     wanted: float | None = None  # the half-width asked for, where the plan's is wider
-    wanted_budget_s: float | None = None  # the budget (of what a plan spends) that buys it; None: over MOST_S
+    wanted_budget_s: float | None = None  # the whole budget that would buy it; None: more than MOST_S
 
     @property
     def process_s(self) -> float:
