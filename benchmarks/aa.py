@@ -152,8 +152,8 @@ def main() -> None:
                         out.write(json.dumps(line) + "\n")
                 if kind == "A/B":
                     planted.append(float(row["ratio"]))  # type: ignore[arg-type]
-                if kind == "A/B" and (found := NOISE.search(str(row["evidence"]))):
-                    noise.append(float(found.group(1)) / 100)
+                    if found := NOISE.search(str(row["evidence"])):
+                        noise.append(float(found.group(1)) / 100)
                 print(
                     f"{kind} {index + 1:>3} {base:<17} B/A {row['ratio']:.4f} "
                     f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] p {row['p_value']:.3g}  {row['verdict']}"
@@ -178,9 +178,8 @@ def main() -> None:
         f"(target ≥ {DETECTIONS_TARGET * args.n:.1f}); {minutes:.1f} min in all"
     )
     figures = []
-    if (
-        len(planted) >= 2
-    ):  # the slowdown B's runs measured, over the A/B comparisons: is it the one asked for?
+    # the slowdown B's runs measured, over the A/B comparisons: is it the one asked for?
+    if len(planted) >= 2:
         ratio, low, high = measured_ratio(planted)
         print(
             f"the planted slowdown as measured: B/A {ratio:.4f} (95% interval {low:.4f}-{high:.4f}, "

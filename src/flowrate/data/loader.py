@@ -271,9 +271,9 @@ def hand_over_quietly(worker_id: int) -> None:
     main process fetches from the worker's multiprocessing.resource_sharer thread; that thread
     reports a failed hand-over with sys.excepthook unless the worker is already exiting. A Ctrl-C
     or SIGTERM that ends the main process mid-fetch breaks the connection (an OSError or EOFError
-    in the worker), which printed the worker's traceback beside the command's one line. In a
-    worker nothing else reaches sys.excepthook (DataLoader sends the worker's own errors to the
-    main process), so the hook drops those two kinds and passes any other on."""
+    in the worker), whose traceback would stand beside the command's one line. In a worker nothing
+    else reaches sys.excepthook (DataLoader sends the worker's own errors to the main process), so
+    the hook drops those two kinds and passes any other on."""
     passed_on = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, traceback: TracebackType | None) -> None:
