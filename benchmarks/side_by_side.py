@@ -48,7 +48,7 @@ class SideBySide:
         whole = 2 * (min(len(self.a), len(self.b)) // 2)
         if whole < 2 * MIN_BLOCKS or min(*self.a, *self.b) <= 0:
             return None
-        return block_test(np.array([self.a[:whole]]), np.array([self.b[:whole]]))
+        return block_test(np.array([self.a[:whole]]), np.array([self.b[:whole]]), 1 - self.level)
 
     @property
     def paired(self) -> bool:

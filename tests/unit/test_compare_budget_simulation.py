@@ -46,7 +46,7 @@ def _false_positive_rate(chosen: Plan, drift: float, rng: np.random.Generator) -
         logs += drift * cv * np.cumsum(rng.standard_normal((TRIALS, 2 * n), dtype=np.float32), axis=1)
         logs += drift * cv * np.repeat(rng.standard_normal((TRIALS, n // 2), dtype=np.float32), 4, axis=1)
     values = np.exp(logs, dtype=np.float64)
-    test = block_test(values[:, order == "A"], values[:, order == "B"])
+    test = block_test(values[:, order == "A"], values[:, order == "B"], ALPHA)
     return float((test.p_values() < ALPHA).mean())
 
 
@@ -85,7 +85,7 @@ def test_until_ci_within_a_budget_keeps_the_false_positive_rate_at_alpha_plus_on
         decided = np.zeros(trials, dtype=bool)
         called = np.zeros(trials, dtype=bool)
         for blocks in range(2, most + 1):
-            test = block_test(a[:, : 2 * blocks], b[:, : 2 * blocks])
+            test = block_test(a[:, : 2 * blocks], b[:, : 2 * blocks], level)
             low, high = test.interval(level)
             stop = ~decided & (((high - low) / (high + low) <= target) | (blocks == most))
             called |= stop & (test.p_values() < level)
@@ -121,7 +121,7 @@ def test_the_comparisons_that_are_paired_keep_the_false_positive_rate_at_alpha_p
     }
     for machine, logs in machines.items():
         values = np.exp(cv * logs)
-        test = block_test(values[:, order == "A"], values[:, order == "B"])
+        test = block_test(values[:, order == "A"], values[:, order == "B"], ALPHA)
         called = test.p_values()[test.paired] < ALPHA
         assert test.paired.sum() > 2000, machine  # enough paired comparisons to tell 5% from 6%
         assert called.mean() <= ALPHA + 0.01, f"{machine}: {called.mean():.2%} of {test.paired.sum()}"

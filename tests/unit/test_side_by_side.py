@@ -50,7 +50,7 @@ def test_whole_blocks_on_a_drifting_machine_are_paired_as_compare_pairs_them() -
     a = tuple(100.0 * s * w for s, w in zip(speed, wobble, strict=True))
     b = tuple(90.0 * s / w for s, w in zip(speed, wobble, strict=True))
     compared = side_by_side.SideBySide(a, b)
-    expected = block_test(np.array([a[:8]]), np.array([b[:8]]))
+    expected = block_test(np.array([a[:8]]), np.array([b[:8]]), 1 - side_by_side.LEVEL)
     assert compared.paired and bool(expected.paired[0])
     assert compared.ratio == pytest.approx(float(np.exp(expected.log_ratio[0])))
     low, high = compared.interval

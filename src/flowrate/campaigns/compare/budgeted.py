@@ -100,12 +100,13 @@ class Spent:
     elapsed_s: float = 0.0
 
 
-def analysis_of(values: dict[str, list[float]]) -> str:
-    """PAIRED or UNPAIRED: the test flowrate.results.blocks chose for these runs' throughput."""
+def analysis_of(values: dict[str, list[float]], alpha: float) -> str:
+    """PAIRED or UNPAIRED: the test flowrate.results.blocks chose for these runs' throughput at the
+    verdict's ``alpha``."""
     a, b = values[A], values[B]
     if len(a) != len(b) or len(a) < 2 or len(a) % 2:
         return UNPAIRED
-    return PAIRED if bool(block_test(np.array([a]), np.array([b])).paired[0]) else UNPAIRED
+    return PAIRED if bool(block_test(np.array([a]), np.array([b]), alpha).paired[0]) else UNPAIRED
 
 
 def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
             "noise": asdict(chosen.noise),
         },
         "runs_a_side": min(len(spent.values[A]), len(spent.values[B])),
-        "analysis": analysis_of(spent.values),
+        "analysis": analysis_of(spent.values, comparison.alpha),
         "interval": None
         if throughput is None
         else {
@@ -205,7 +206,7 @@ def narrow_enough(values: dict[str, list[float]], until_ci: float, alpha: float)
     a, b = values[A], values[B]
     if len(a) != len(b) or len(a) < 4 or len(a) % 2:
         return False
-    low, high = block_test(np.array([a]), np.array([b])).interval(alpha)
+    low, high = block_test(np.array([a]), np.array([b]), alpha).interval(alpha)
     return bool((high[0] - low[0]) / (high[0] + low[0]) <= until_ci)
 
 
