@@ -21,7 +21,7 @@ from flowrate.campaigns.compare.budgeted import (
     spend,
 )
 from flowrate.campaigns.compare.interleave import INTERRUPTED, NARROW
-from flowrate.campaigns.compare.plan import BudgetTooSmall, Plan, budget_for
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, budget_for
 from flowrate.results.compare import History, compare
 
 ALPHA = 0.05
@@ -228,6 +228,33 @@ def test_a_slow_step_warms_up_for_a_second_of_steps_and_at_least_two(
     # a first block that already warmed up for fewer after its first process: the side's own is 5
     shorter = [pilot[0], *(dataclasses.replace(p, preheat_steps=preheat) for p in pilot[1:])]
     assert planned_preheat(shorter) == preheat
+
+
+@pytest.mark.parametrize(("step_s", "preheat"), [(0.63, 1), (0.3, 3), (0.009, None)])
+def test_a_counted_step_is_one_of_the_warm_up_steps(step_s: float, preheat: int | None) -> None:
+    counted = [Process(label, 100.0, 6.0, 1.0, 0.04, 1.0, step_s, 5, counted=True) for label in "ABBA"]
+    assert planned_preheat(counted) == preheat
+    if preheat == 1:  # and the plan's reason says it in words
+        noise = Noise(0.05, 0.05, 1.0, "a first block of 4 processes")
+        chosen = Plan(4, 1.0, 30.0, noise, 0.05, preheat_steps=preheat)
+        assert ", 1 warm-up step: between-run CV" in chosen.reason
+    # where one process of the first block did not count a step (it failed), none is taken off
+    some = [dataclasses.replace(counted[0], counted=False), *counted[1:]]
+    assert planned_preheat(some) == (None if preheat is None else preheat + 1)
+
+
+@pytest.mark.parametrize("executed", [2.0e6, None])
+def test_a_recorded_run_that_counted_its_flops_is_a_process_with_a_counted_step(
+    executed: float | None, tmp_path: Any
+) -> None:
+    from flowrate.campaigns.compare.live import _BudgetRuns
+    from flowrate.results.sections import Flops
+
+    result = dataclasses.replace(make_result(500.0), flops=Flops(executed_flops_per_sample=executed))
+    runs = _BudgetRuns(lambda label, seconds, pilot, preheat: result, tmp_path / "store.db")
+    process = runs.run_one("A", 1.0, False, 2)
+    assert process.counted is (executed is not None)
+    assert process.preheat_steps == result.summary.preheat_steps
 
 
 class WarmingMachine(FakeMachine):

@@ -11,8 +11,9 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
    warms up in fewer steps than `flowrate run`'s five: where the first process's steps took longer
    than PREHEAT_S / 5, every later process (the first block's other three included) warms up for
    PREHEAT_S of steps, and at least MIN_PREHEAT_STEPS (the first step allocates the optimizer's
-   state and the allocator's blocks; transformer/mini's steps 2 to 12 with no warm-up at all were
-   within the VM's ±10% of their median, 2026-11-28).
+   state and the allocator's blocks). A run on synthetic data counts its executed FLOPs over one
+   real step before its warm-up (flowrate.harness.run): that step warms up as any other, so it is
+   one of them, and the run is asked for one fewer.
 2. The noise is the store's between-run CV of the configuration where it knows one
    (``history_of``), else the first block's own. flowrate.campaigns.compare.plan chooses the
    processes a side and their length for what is left of the budget; the start-up it counts is
@@ -62,7 +63,8 @@ BUDGET_SPENT = "budget spent"
 class Process:
     """One process as the budget sees it: its value, its wall time, the seconds it measured and
     the seconds it was asked to (its wall time less those is its start-up); the seconds one of its
-    timed steps took, and its warm-up steps (None where unknown)."""
+    timed steps took, its warm-up steps (None where unknown), and whether a counted step ran
+    before them."""
 
     label: str
     value: float
@@ -72,6 +74,7 @@ class Process:
     asked_s: float
     step_s: float | None = None
     preheat_steps: int | None = None
+    counted: bool = False  # a step counted op by op ran before its warm-up steps
 
     @property
     def startup_s(self) -> float:
@@ -168,13 +171,14 @@ def step_s(pilot: Sequence[Process]) -> float | None:
 
 
 def planned_preheat(pilot: Sequence[Process]) -> int | None:
-    """The warm-up steps of the processes after ``pilot`` (module docstring): None where the side's
-    own (the most any of them warmed up for) are as few, or the step time or warm-up is unknown."""
+    """The warm-up steps of the processes after ``pilot`` (module docstring), the counted step
+    aside where every process of ``pilot`` ran one: None where the side's own (the most any of them
+    warmed up for) are as few, or the step time or warm-up is unknown."""
     step = step_s(pilot)
     own = [p.preheat_steps for p in pilot if p.preheat_steps is not None]
     if step is None or not own:
         return None
-    fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / step))
+    fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / step)) - all(p.counted for p in pilot)
     return fewer if fewer < max(own) else None
 
 

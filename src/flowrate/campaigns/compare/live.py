@@ -218,7 +218,8 @@ class _BudgetRuns:
         measured = s.timed_duration_s or seconds
         wall = clock() - before
         step_s = s.timed_duration_s / s.timed_steps if s.timed_steps else None
-        return Process(label, value, wall, measured, s.cv, seconds, step_s, s.preheat_steps)
+        counted = result.flops.executed_flops_per_sample is not None
+        return Process(label, value, wall, measured, s.cv, seconds, step_s, s.preheat_steps, counted)
 
     def history(self) -> History | None:
         side_a, side_b = ([r for r, p in zip(self.pilot, "ABBA", strict=True) if p == s] for s in "AB")

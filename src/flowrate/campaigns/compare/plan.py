@@ -110,7 +110,8 @@ class Plan:
 
     @property
     def reason(self) -> str:
-        preheat = "" if self.preheat_steps is None else f", {self.preheat_steps} warm-up steps"
+        steps = self.preheat_steps
+        preheat = "" if steps is None else f", {steps} warm-up step{'s' if steps != 1 else ''}"
         reason = (
             f"{self.processes} processes of {self.seconds:g} s a side{preheat}: between-run CV "
             f"{self.noise.between_cv:.1%}, within-run CV {self.noise.within_cv:.1%}, start-up "
