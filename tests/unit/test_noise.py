@@ -134,6 +134,35 @@ def test_history_in_store_pools_each_comparison_apart(tmp_path) -> None:
     assert history_in_store(tmp_path / "absent.db", compared[:1], compared[1:]) is None
 
 
+def test_history_in_store_reads_the_newest_runs_of_the_configuration_only(tmp_path, monkeypatch) -> None:
+    from flowrate.results import noise
+
+    monkeypatch.setattr(noise, "HISTORY_RUNS", 4)
+    store = tmp_path / "runs.db"
+
+    def at(value: float, run_id: str, hour: int, batch_size: int = 8) -> Result:
+        code = {"flowrate": {"version": "0.1.0", "commit": "c1", "dirty": False}, "hostname": "testhost"}
+        rates = [value * f for f in (0.95, 1.0, 1.05)]
+        when = f"2026-11-20T{hour:02d}:00:00+00:00"
+        return factories.make_result(
+            interval_rates=rates, run_id=run_id, environment=code, batch_size=batch_size, created_at=when
+        )
+
+    with Store(store) as opened:
+        for i, value in enumerate((1000.0, 1200.0, 800.0, 1100.0)):  # old and noisy: CV 17%
+            opened.add(at(value, f"old{i}", 1 + i), tags=["compare:old:A"])
+        for i, value in enumerate((1000.0, 1010.0, 990.0, 1000.0)):  # newer, CV 0.8%
+            opened.add(at(value, f"new{i}", 10 + i), tags=["compare:new:A"])
+        for i in range(6):  # the newest of all, at another batch size: another configuration
+            opened.add(at(500.0 * (1 + i % 2), f"b16r{i}", 20 + i, batch_size=16), tags=["compare:b16:A"])
+    compared = [at(1000.0, "x1", 23), at(1000.0, "x2", 23)]
+    known = history_in_store(store, compared[:1], compared[1:])
+    assert known == History(cv=pytest.approx((200 / 3 / 1000**2) ** 0.5), runs=4)  # the newer four
+    monkeypatch.setattr(noise, "HISTORY_RUNS", 8)
+    both = history_in_store(store, compared[:1], compared[1:])
+    assert both is not None and both.runs == 7 and both.cv > 0.05  # the old ones count too
+
+
 def test_a_recorded_comparison_is_judged_with_the_stores_noise_only_when_asked(tmp_path) -> None:
     store = tmp_path / "runs.db"
     with Store(store) as opened:

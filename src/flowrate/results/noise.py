@@ -26,7 +26,9 @@ runs at different loads are different configurations. Per group:
   the one-way random-effects estimate, on values relative to the group mean.
 
 compare uses a group's between-run CV when a side has too few runs to show its own
-(flowrate.results.verdict), pooling A's and B's groups and leaving out the compared runs.
+(flowrate.results.verdict), pooling A's and B's groups and leaving out the compared runs; from a
+store it reads the newest HISTORY_RUNS runs that may share the configuration, which speak for the
+machine as it is now and are read in a time that does not grow with the store.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from flowrate.results.store import StoredRun
 
 MIN_HISTORY_RUNS = 3  # fewer earlier runs say too little about the spread to stand in for it
+HISTORY_RUNS = 200  # a store's newest runs of a configuration that history_in_store reads, at most
 
 
 @dataclass(frozen=True)
@@ -230,17 +233,22 @@ def history_for(
 def history_in_store(
     store: str | os.PathLike[str] | None, side_a: Sequence[Result], side_b: Sequence[Result]
 ) -> History | None:
-    """history_for over the runs of ``store`` (None where it does not exist), leaving out the
-    compared runs: their own spread is counted once, by the verdict."""
+    """history_for over the newest HISTORY_RUNS runs of ``store`` (None where it does not exist)
+    that may share the sides' configuration (Store.newest_like), leaving out the compared runs:
+    their own spread is counted once, by the verdict. Only those runs' records are read, so the
+    time it takes does not grow with the store (every record read costs about a millisecond and a
+    half, which a comparison within a budget pays out of its budget)."""
     from flowrate.results.store import Store, store_path
 
     if not store_path(store).exists():
         return None
+    compared = {r.run_id for r in (*side_a, *side_b)}
+    sides = [side_a[0], side_b[0]]
     with Store(store, create=False) as opened:
-        runs = opened.runs()
+        newest = opened.newest_like(sides, HISTORY_RUNS + len(compared))
+        runs = [run for run in newest if run.run_id not in compared][:HISTORY_RUNS]
         recorded = [run.result for run in runs]
-    compared = [r.run_id for r in (*side_a, *side_b)]
-    return history_for(recorded, [side_a[0], side_b[0]], compared, sessions_of(runs))
+    return history_for(recorded, sides, (), sessions_of(runs))
 
 
 def sessions_of(runs: Iterable[StoredRun]) -> dict[str, str]:

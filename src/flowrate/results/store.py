@@ -46,6 +46,8 @@ from flowrate.results.store_schema import (
 )
 from flowrate.results.validate import InvalidResult, check_tags, shown
 
+LIKE_COLUMNS = ("problem", "mode", "precision", "execution", "batch_size")  # newest_like matches these
+
 ENV_VAR = "FLOWRATE_STORE"
 DEFAULT_PATH = "flowrate.db"
 
@@ -246,6 +248,22 @@ class Store:
         sql += " ORDER BY created_at DESC, rowid DESC"
         if where and where.limit is not None:
             sql += f" LIMIT {int(where.limit)}"
+        return self._readable(self._db.execute(sql, params).fetchall())[0]
+
+    @_said_in_one_line
+    def newest_like(self, results: Sequence[Result], limit: int) -> list[StoredRun]:
+        """The newest ``limit`` runs (newest first) whose problem, mode, precision, execution and
+        batch size (indexed columns) are those of one of ``results``: where a configuration's
+        history can come from, found without reading every record."""
+        keys = {tuple(columns(r)[c] for c in LIKE_COLUMNS) for r in results}
+        if not keys or limit < 1:
+            return []
+        one = "(" + " AND ".join(f"{c} IS ?" for c in LIKE_COLUMNS) + ")"
+        sql = (
+            f"SELECT {RUN_FIELDS} FROM runs WHERE {' OR '.join([one] * len(keys))} "
+            f"ORDER BY created_at DESC, rowid DESC LIMIT {int(limit)}"
+        )
+        params = [value for key in sorted(keys, key=str) for value in key]
         return self._readable(self._db.execute(sql, params).fetchall())[0]
 
     @_said_in_one_line
