@@ -318,7 +318,7 @@ def test_to_dict_is_strict_json() -> None:
         "of this configuration on this machine"
     )
     assert data["test"] == "welch" and data["alpha"] == 0.05 and data["min_effect"] == 0.01
-    assert data["history"] == {"cv": 0.02, "runs": 10}
+    assert data["history"] == {"cv": 0.02, "runs": 10, "block_cv": None, "block_df": 0}
     one = compare(runs([500.0], "a"), runs([400.0], "b")).to_dict()
     assert one["metrics"][0]["ci_low"] is None and one["history"] is None
 

@@ -331,3 +331,10 @@ def test_a_plan_wider_than_the_width_wanted_says_the_whole_budget_that_would_buy
     # asked for no narrower than it is: nothing said
     wide = _spend_on(FakeMachine(startup_s=1.0), 30.0, wanted=0.5)
     assert wide.plan is not None and wide.plan.wanted is None and wide.plan.wanted_budget_s is None
+
+
+def test_the_plans_noise_carries_the_blocks_cv_the_store_knows() -> None:
+    pilot = [Process(label, 100.0 + i, 2.5, 1.0, 0.04, 1.0) for i, label in enumerate("ABBA")]
+    known = noise_from(pilot, History(0.10, 41, block_cv=0.04, block_df=30))
+    assert (known.between_cv, known.block_cv) == (0.10, 0.04)
+    assert noise_from(pilot, None).block_cv is None  # one block says nothing of the drift between blocks

@@ -127,3 +127,24 @@ def test_a_plan_wider_than_asked_says_what_the_width_asked_for_would_take() -> N
     assert chosen.wanting(None, 20.0, ALPHA) is chosen
     beyond = plan(100.0, Noise(0.5, 0.5, 10.0, HISTORY), ALPHA).wanting(0.001, 20.0, ALPHA)
     assert beyond.wanted_budget_s is None and "would take a budget of more than 24 h 00 min" in beyond.reason
+
+
+def test_where_earlier_blocks_show_the_drift_a_plan_expects_the_paired_interval() -> None:
+    # between-run CV 10%, of which a side's two runs in one block differ by 4%: q = 0.16, so the
+    # expected drift F is 1 + 4 · 0.84 / 0.16 = 22, above the threshold from 3 blocks on
+    drifting = Noise(0.10, 0.05, 0.3, HISTORY, block_cv=0.04)
+    assert drifting.paired_share == pytest.approx(0.16)
+    width = expected_half_width(drifting, 30, 0.5, ALPHA)
+    cv = drifting.process_cv(0.5)
+    t = float(stdtrit(15 - 1, 1 - ALPHA / 2))  # 15 blocks
+    assert width == pytest.approx(math.expm1(t * 0.4 * cv * math.sqrt(2 / 30)))
+    unpaired = Noise(0.10, 0.05, 0.3, HISTORY)
+    assert width < expected_half_width(unpaired, 30, 0.5, ALPHA) / 2
+    chosen = plan(60.0, drifting, ALPHA)
+    assert chosen.paired and ", paired by block (CV within a block 4.0%)" in chosen.reason
+    assert not plan(60.0, unpaired, ALPHA).paired
+    # where the blocks differ as much as the runs, there is nothing to pair: the unpaired interval
+    steady = Noise(0.10, 0.05, 0.3, HISTORY, block_cv=0.10)
+    assert expected_half_width(steady, 30, 0.5, ALPHA) == expected_half_width(unpaired, 30, 0.5, ALPHA)
+    # and with two blocks a side's runs are never paired, whatever the drift
+    assert expected_half_width(drifting, 4, 0.5, ALPHA) == expected_half_width(unpaired, 4, 0.5, ALPHA)

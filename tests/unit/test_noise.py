@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -11,6 +12,7 @@ from flowrate.analysis.compare_recorded import Judging, compare_recorded
 from flowrate.results.compare import Comparison, History
 from flowrate.results.noise import (
     ProcessPoint,
+    block_cv,
     configuration_key,
     history_for,
     history_in_store,
@@ -182,3 +184,31 @@ def test_a_recorded_comparison_is_judged_with_the_stores_noise_only_when_asked(t
     assert isinstance(alone, Comparison) and alone.history is None
     unjudged = alone.metric("samples_per_sec")
     assert unjudged is not None and unjudged.verdict == "n/a"  # one run a side: no verdict
+
+
+def test_the_blocks_cv_is_the_pure_error_of_each_sessions_a_b_b_a_blocks() -> None:
+    runs = [
+        ("s1", "A", 100.0), ("s1", "B", 90.0), ("s1", "B", 99.0), ("s1", "A", 110.0),
+        ("s2", "A", 50.0), ("s2", "B", 50.0), ("s2", "A", 55.0), ("s2", "B", 60.0),  # not A B B A
+        ("s1", "A", 100.0), ("s1", "B", 100.0), ("s1", "B", 100.0), ("s1", "A", 100.0),
+        ("s1", "pilot", 1.0),
+    ]  # fmt: skip
+    cv, df = block_cv(runs)
+    squares = (math.log(100 / 110) ** 2 + math.log(90 / 99) ** 2) / 2  # the first block; the second adds 0
+    assert df == 4 and cv == pytest.approx(math.sqrt(squares / 4))
+    assert block_cv([]) == (None, 0)
+
+
+def test_history_in_store_gives_the_blocks_cv_of_earlier_comparisons(tmp_path) -> None:
+    store = tmp_path / "runs.db"
+    values = (100.0, 90.0, 99.0, 110.0, 100.0, 100.0, 100.0, 100.0)
+    with Store(store) as opened:
+        for i, value in enumerate(values):
+            when = f"2026-11-20T10:00:{i:02d}+00:00"
+            run = dataclasses.replace(made(value, f"r{i}"), created_at=when)
+            opened.add(run, tags=["compare:s1", f"compare:s1:{'ABBA'[i % 4]}"])
+    compared = [made(1000.0, "new1"), made(1000.0, "new2")]
+    known = history_in_store(store, compared[:1], compared[1:])
+    assert known is not None and known.block_df == 4
+    expected, _ = block_cv([("s", "ABBA"[i % 4], v) for i, v in enumerate(values)])
+    assert known.block_cv == pytest.approx(expected)

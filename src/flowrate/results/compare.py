@@ -50,10 +50,13 @@ NOT_AVAILABLE = "n/a"
 @dataclass(frozen=True)
 class History:
     """What the store knows of this configuration's noise: the between-run CV of samples/s and
-    the runs it comes from (flowrate.results.noise)."""
+    the runs it comes from, and where earlier comparisons ran in A B B A blocks, the CV between a
+    side's two runs in one block and its degrees of freedom (flowrate.results.noise.block_cv)."""
 
     cv: float
     runs: int
+    block_cv: float | None = None
+    block_df: int = 0
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,14 @@ def session_of(tags: Iterable[str]) -> str | None:
     return None
 
 
+def side_of(tags: Iterable[str]) -> str | None:
+    """The side (A or B) a stored run ran as in an interleaved comparison (compare:ID:A), if any."""
+    for tag in tags:
+        if tag.startswith(COMPARE_TAG) and tag.count(":") == 2 and tag[-2:] in (":A", ":B"):
+            return tag[-1]
+    return None
+
+
 def process_points(result: Result, session: str | None = None) -> list[ProcessPoint]:
     """The processes a result stands for: itself, or each repeat of a --repeat result (whose
     repeats are a session of their own unless ``session`` names the one it was made in)."""
@@ -199,11 +207,35 @@ def noise_table(results: Iterable[Result], sessions: Mapping[str, str] | None = 
     return sorted(rows, key=lambda r: -r.runs)
 
 
+def block_cv(runs: Iterable[tuple[str, str, float]]) -> tuple[float | None, int]:
+    """The CV between a side's two runs in one A B B A block, pooled, and its degrees of freedom:
+    the pure error of flowrate.results.blocks, √(Σ (log x₁ − log x₂)² / 2 / df), from ``runs`` in
+    the order they ran as (session, side, value). Each session's runs of sides A and B, taken four
+    at a time in order, are a block where they read A B B A (each gives 2 degrees of freedom);
+    others are skipped. The machine's drift between blocks is not in it: it is the noise a paired
+    test sees."""
+    by_session: dict[str, list[tuple[str, float]]] = {}
+    for session, side, value in runs:
+        if side in ("A", "B") and math.isfinite(value) and value > 0:
+            by_session.setdefault(session, []).append((side, value))
+    squares, df = 0.0, 0
+    for ordered in by_session.values():
+        for start in range(0, len(ordered) - 3, 4):
+            block = ordered[start : start + 4]
+            if "".join(side for side, _ in block) != "ABBA":
+                continue
+            a1, b1, b2, a2 = (math.log(value) for _, value in block)
+            squares += ((a1 - a2) ** 2 + (b1 - b2) ** 2) / 2
+            df += 2
+    return (math.sqrt(squares / df) if df else None), df
+
+
 def history_for(
     results: Iterable[Result],
     sides: Sequence[Result],
     exclude: Iterable[str] = (),
     sessions: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> History | None:
     """The between-run noise the store knows for the configurations of ``sides`` (each side's
     first run), from ``results`` less the runs ``exclude`` names; None under MIN_HISTORY_RUNS.
@@ -211,23 +243,30 @@ def history_for(
     Configurations, commits and sessions (``sessions``: run id → session) are pooled on the
     relative scale (pooled_cv); ``runs`` is the
     pooled degrees of freedom + 1, so the verdict's degrees of freedom (runs − 1) are the pooled
-    ones.
+    ones. ``labels`` (run id → the side it ran as in its session, side_of) give the blocks' CV of
+    the sessions' A B B A blocks (block_cv).
     """
     keys = {configuration_key(r) for r in sides}
     skip = set(exclude)
     groups: dict[str, list[ProcessPoint]] = {}
+    ordered: list[tuple[str, str, str, float]] = []  # (created_at, session, side, value)
     for result in results:
         if result.run_id in skip or (key := configuration_key(result)) not in keys:
             continue
         session = (sessions or {}).get(result.run_id)
-        groups.setdefault(key, []).extend(p for p in process_points(result, session) if p.run_id not in skip)
+        points = [p for p in process_points(result, session) if p.run_id not in skip]
+        groups.setdefault(key, []).extend(points)
+        side = (labels or {}).get(result.run_id)
+        if session is not None and side is not None and len(points) == 1:
+            ordered.append((result.created_at, session, side, points[0].value))
     squares, df = 0.0, 0
     for points in groups.values():
         cv, n = pooled_cv(points)
         squares, df = squares + (cv or 0.0) ** 2 * n, df + n
     if df + 1 < MIN_HISTORY_RUNS:
         return None
-    return History(cv=math.sqrt(squares / df), runs=df + 1)
+    blocks, block_df = block_cv((session, side, value) for _, session, side, value in sorted(ordered))
+    return History(cv=math.sqrt(squares / df), runs=df + 1, block_cv=blocks, block_df=block_df)
 
 
 def history_in_store(
@@ -248,7 +287,8 @@ def history_in_store(
         newest = opened.newest_like(sides, HISTORY_RUNS + len(compared))
         runs = [run for run in newest if run.run_id not in compared][:HISTORY_RUNS]
         recorded = [run.result for run in runs]
-    return history_for(recorded, sides, (), sessions_of(runs))
+    labels = {run.run_id: side for run in runs if (side := side_of(run.tags)) is not None}
+    return history_for(recorded, sides, (), sessions_of(runs), labels)
 
 
 def sessions_of(runs: Iterable[StoredRun]) -> dict[str, str]:

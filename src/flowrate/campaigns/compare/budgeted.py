@@ -133,6 +133,7 @@ def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
             "seconds": chosen.seconds,
             "preheat_steps": chosen.preheat_steps,
             "expected_half_width": chosen.half_width,
+            "expected_paired": chosen.paired,
             "wanted_half_width": chosen.wanted,
             "wanted_budget_s": chosen.wanted_budget_s,
             "reason": chosen.reason,
@@ -192,7 +193,12 @@ def noise_from(pilot: Sequence[Process], history: History | None, preheat: int |
     interval = max(INTERVAL_S, step_s(pilot) or 0.0)
     if history is not None:
         return Noise(
-            history.cv, within, startup, f"the store's {history.runs} earlier runs", interval_s=interval
+            history.cv,
+            within,
+            startup,
+            f"the store's {history.runs} earlier runs",
+            interval_s=interval,
+            block_cv=history.block_cv,
         )
     squares, df = 0.0, 0
     for label in (A, B):

@@ -22,6 +22,13 @@ log(B/A) is t(1 − alpha/2, 2n − 2) · cv(s) · √(2/n), and n = ⌊budget /
 down to whole blocks (an even n). plan() tries each length of SECONDS and keeps the narrowest; two
 processes a side (one block) is the least a plan runs.
 
+Where the store's earlier comparisons ran in blocks, their pure error (``block_cv``: how far a
+side's two runs in one block differ, flowrate.results.noise.block_cv) says how much of cv(s) is
+left once the machine's drift between blocks is cancelled: a share q = min(1, block_cv² / cv²).
+The verdict pairs the blocks where the drift F exceeds flowrate.results.blocks.pairing_threshold;
+a plan expects F = 1 + 4 (1 − q) / q, and where that is above the threshold for its n / 2 blocks it
+expects the paired interval, t(1 − alpha/2, n/2 − 1) · √q · cv(s) · √(2/n), instead.
+
 The interval narrows only as fast as the processes a side grow, so a budget may be too short for
 the width a user asks for (--until-ci, or --fail-if-slower: the gate sees a slowdown only where it
 is larger than the interval's half-width). budget_for() finds the least budget whose plan is that
@@ -36,6 +43,7 @@ from dataclasses import dataclass
 
 from scipy.special import stdtrit
 
+from flowrate.results.blocks import pairing_threshold
 from flowrate.units import duration
 
 MIN_PROCESSES = 2  # a side: one A B B A block
@@ -62,7 +70,8 @@ class Noise:
     ``between_cv``: the CV of one process's value, measured at ``at_seconds`` a process (None:
     unknown); ``within_cv``: the CV of one sample interval; ``startup_s``: a process's seconds
     beyond those it measures; ``source``: where the figures come from ("the store's 40 earlier
-    runs", "a first block of 4 processes").
+    runs", "a first block of 4 processes"); ``block_cv``: the CV between a side's two runs in one
+    block of earlier comparisons (None: unknown), at the same length as ``between_cv``.
     """
 
     between_cv: float
@@ -71,12 +80,23 @@ class Noise:
     source: str
     at_seconds: float | None = None
     interval_s: float = INTERVAL_S  # a sample interval's length: INTERVAL_S, or one step if longer
+    block_cv: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("between_cv", "within_cv", "startup_s"):
+        for name in ("between_cv", "within_cv", "startup_s", "block_cv"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
+            if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be finite and ≥ 0, got {value}")
+
+    @property
+    def paired_share(self) -> float | None:
+        """q: the share of a process's variance left within a block (module docstring); None
+        where the blocks' CV is unknown."""
+        if self.block_cv is None:
+            return None
+        if self.between_cv == 0:
+            return 1.0
+        return min(1.0, (self.block_cv / self.between_cv) ** 2)
 
     def process_cv(self, seconds: float) -> float:
         """The CV of one process's value when it measures ``seconds`` (module docstring)."""
@@ -102,6 +122,7 @@ class Plan:
     preheat_steps: int | None = None  # each process's warm-up steps; None: the side's own
     wanted: float | None = None  # the half-width asked for, where the plan's is wider
     wanted_budget_s: float | None = None  # the whole budget that would buy it; None: more than MOST_S
+    paired: bool = False  # whether half_width is the paired interval's (module docstring)
 
     @property
     def process_s(self) -> float:
@@ -117,6 +138,8 @@ class Plan:
             f"{self.noise.between_cv:.1%}, within-run CV {self.noise.within_cv:.1%}, start-up "
             f"{self.noise.startup_s:.1f} s ({self.noise.source}); expected interval ±{self.half_width:.1%}"
         )
+        if self.paired and self.noise.block_cv is not None:
+            reason += f", paired by block (CV within a block {self.noise.block_cv:.1%})"
         if self.wanted is None:
             return reason
         cost = (
@@ -147,10 +170,23 @@ def processes_within(budget_s: float, process_s: float) -> int:
     return 2 * math.floor(budget_s / (4 * process_s)) if process_s > 0 else 0
 
 
+def expects_pairing(noise: Noise, processes: int, alpha: float) -> bool:
+    """Whether the verdict is expected to pair ``processes`` a side by block (module docstring)."""
+    share = noise.paired_share
+    if share is None or share >= 1:
+        return False
+    drift_f = math.inf if share == 0 else 1 + 4 * (1 - share) / share
+    return drift_f > pairing_threshold(processes // 2, alpha)
+
+
 def expected_half_width(noise: Noise, processes: int, seconds: float, alpha: float) -> float:
     """The expected relative half-width of the (1 − alpha) interval of B/A (module docstring)."""
+    cv = noise.process_cv(seconds)
+    if expects_pairing(noise, processes, alpha):
+        t = float(stdtrit(processes // 2 - 1, 1 - alpha / 2))
+        return math.expm1(t * math.sqrt(noise.paired_share or 0.0) * cv * math.sqrt(2 / processes))
     t = float(stdtrit(2 * processes - 2, 1 - alpha / 2))
-    return math.expm1(t * noise.process_cv(seconds) * math.sqrt(2 / processes))
+    return math.expm1(t * cv * math.sqrt(2 / processes))
 
 
 def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
@@ -165,7 +201,8 @@ def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
             continue
         width = expected_half_width(noise, processes, seconds, alpha)
         if best is None or width < best.half_width:
-            best = Plan(processes, seconds, budget_s, noise, width)
+            paired = expects_pairing(noise, processes, alpha)
+            best = Plan(processes, seconds, budget_s, noise, width, paired=paired)
     if best is None:
         raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
     return best
