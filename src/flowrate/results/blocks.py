@@ -19,7 +19,7 @@ narrower one, F > pairing_threshold(K, alpha) = 4 (t(K − 1) / t(4K − 2))² �
 1 − alpha/2), with MIN_PAIRED_BLOCKS blocks or more: about 11.9 at 3 blocks, 2.4 at 8 and 1.6 at
 15 (alpha 0.05). Where a machine's speed carries over from one process to the next, a fixed
 threshold of 5 left many comparisons unpaired at about twice the paired standard error
-(benchmarks/RESULTS.md, the A/A benchmark).
+(benchmarks/RESULTS.md: process_drift).
 
 The paired test's spread, sd(d), comes from the block × side interaction, a third part of the
 runs' variation: with normal noise it is independent of both mean squares, so choosing the paired
