@@ -212,3 +212,10 @@ def test_history_in_store_gives_the_blocks_cv_of_earlier_comparisons(tmp_path) -
     assert known is not None and known.block_df == 4
     expected, _ = block_cv([("s", "ABBA"[i % 4], v) for i, v in enumerate(values)])
     assert known.block_cv == pytest.approx(expected)
+    # runs recorded within one second (created_at is to the second) are read in the order they ran
+    with Store(tmp_path / "fast.db") as opened:
+        for i, value in enumerate(values):
+            run = dataclasses.replace(made(value, f"f{i}"), created_at="2026-11-20T10:00:00+00:00")
+            opened.add(run, tags=["compare:s2", f"compare:s2:{'ABBA'[i % 4]}"])
+    fast = history_in_store(tmp_path / "fast.db", compared[:1], compared[1:])
+    assert fast is not None and (fast.block_df, fast.block_cv) == (4, pytest.approx(expected))

@@ -71,20 +71,25 @@ class ProcessPoint:
 COMPARE_TAG = "compare:"  # `compare --run` tags its runs compare:ID:A and compare:ID:B
 
 
-def session_of(tags: Iterable[str]) -> str | None:
-    """The interleaved comparison a stored run was made in (compare:ID, from its tags), if any."""
+def _compare_tag(tags: Iterable[str]) -> tuple[str, str] | None:
+    """(compare:ID, side) from a stored run's compare:ID:SIDE tag, if it has one."""
     for tag in tags:
         if tag.startswith(COMPARE_TAG) and tag.count(":") == 2:
-            return tag.rsplit(":", 1)[0]
+            session, _, side = tag.rpartition(":")
+            return session, side
     return None
+
+
+def session_of(tags: Iterable[str]) -> str | None:
+    """The interleaved comparison a stored run was made in (compare:ID, from its tags), if any."""
+    found = _compare_tag(tags)
+    return None if found is None else found[0]
 
 
 def side_of(tags: Iterable[str]) -> str | None:
     """The side (A or B) a stored run ran as in an interleaved comparison (compare:ID:A), if any."""
-    for tag in tags:
-        if tag.startswith(COMPARE_TAG) and tag.count(":") == 2 and tag[-2:] in (":A", ":B"):
-            return tag[-1]
-    return None
+    found = _compare_tag(tags)
+    return found[1] if found is not None and found[1] in ("A", "B") else None
 
 
 def process_points(result: Result, session: str | None = None) -> list[ProcessPoint]:
@@ -244,12 +249,13 @@ def history_for(
     relative scale (pooled_cv); ``runs`` is the
     pooled degrees of freedom + 1, so the verdict's degrees of freedom (runs − 1) are the pooled
     ones. ``labels`` (run id → the side it ran as in its session, side_of) give the blocks' CV of
-    the sessions' A B B A blocks (block_cv).
+    the sessions' A B B A blocks (block_cv), read in the order of ``results``, which is then the
+    order they ran in (a record's created_at is to the second: too coarse to order by).
     """
     keys = {configuration_key(r) for r in sides}
     skip = set(exclude)
     groups: dict[str, list[ProcessPoint]] = {}
-    ordered: list[tuple[str, str, str, float]] = []  # (created_at, session, side, value)
+    ordered: list[tuple[str, str, float]] = []  # (session, side, value), in the order they ran
     for result in results:
         if result.run_id in skip or (key := configuration_key(result)) not in keys:
             continue
@@ -258,14 +264,14 @@ def history_for(
         groups.setdefault(key, []).extend(points)
         side = (labels or {}).get(result.run_id)
         if session is not None and side is not None and len(points) == 1:
-            ordered.append((result.created_at, session, side, points[0].value))
+            ordered.append((session, side, points[0].value))
     squares, df = 0.0, 0
     for points in groups.values():
         cv, n = pooled_cv(points)
         squares, df = squares + (cv or 0.0) ** 2 * n, df + n
     if df + 1 < MIN_HISTORY_RUNS:
         return None
-    blocks, block_df = block_cv((session, side, value) for _, session, side, value in sorted(ordered))
+    blocks, block_df = block_cv(ordered)
     return History(cv=math.sqrt(squares / df), runs=df + 1, block_cv=blocks, block_df=block_df)
 
 
@@ -285,7 +291,7 @@ def history_in_store(
     sides = [side_a[0], side_b[0]]
     with Store(store, create=False) as opened:
         newest = opened.newest_like(sides, HISTORY_RUNS + len(compared))
-        runs = [run for run in newest if run.run_id not in compared][:HISTORY_RUNS]
+        runs = [run for run in newest if run.run_id not in compared][:HISTORY_RUNS][::-1]  # as they ran
         recorded = [run.result for run in runs]
     labels = {run.run_id: side for run in runs if (side := side_of(run.tags)) is not None}
     return history_for(recorded, sides, (), sessions_of(runs), labels)
