@@ -10,7 +10,8 @@ import pytest
 
 from flowrate.results.schema import Result
 from flowrate.results.sections import Distributed
-from flowrate.results.store import RunFilter, Store
+from flowrate.results.store import Store
+from flowrate.results.store_filter import RunFilter
 
 TINY = ("-p", "fc_mnist", "--size", "debug", "--batch-size", "2", "--preheat", "1", "--steps", "4")
 

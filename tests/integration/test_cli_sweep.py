@@ -13,7 +13,8 @@ from pathlib import Path
 
 import psutil
 
-from flowrate.results.store import RunFilter, Store
+from flowrate.results.store import Store
+from flowrate.results.store_filter import RunFilter
 
 TINY = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--preheat", "1", "--steps", "3")
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from flowrate.results.metrics import get_metric
-from flowrate.results.store import RunFilter, Store
+from flowrate.results.store import Store
+from flowrate.results.store_filter import RunFilter
 from flowrate.units import rate
 
 GENERATE = (

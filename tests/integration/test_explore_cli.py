@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flowrate.results.store import RunFilter, Store
+from flowrate.results.store import Store
+from flowrate.results.store_filter import RunFilter
 
 TINY = ("-p", "fc_mnist", "--size", "debug", "--device", "cpu", "--preheat", "1", "--duration", "0.2")
 SPACE = ("--space", "batch_size=2..16:log2", "--space", "precision=fp32,bf16")

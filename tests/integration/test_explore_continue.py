@@ -22,7 +22,8 @@ from flowrate.campaigns.rungs.ladder import Continuation, Fidelity, Measured
 from flowrate.campaigns.rungs.watch import RungWatch, plan_for
 from flowrate.config import RunConfig
 from flowrate.harness.api import run_config
-from flowrate.results.store import RunFilter, Store
+from flowrate.results.store import Store
+from flowrate.results.store_filter import RunFilter
 
 OBJECTIVES = (("samples_per_sec", True), ("peak_memory_bytes", False))
 BASE = RunConfig(problem="fc_mnist", size="debug", batch_size=4, duration_s=0.6, preheat_steps=2, min_steps=2)

@@ -13,7 +13,8 @@ import pytest
 
 from flowrate.campaigns.explore.session import exclusive_session
 from flowrate.errors import EXIT_BAD_INPUT, FlowrateError
-from flowrate.results.store import RunFilter, Store
+from flowrate.results.store import Store
+from flowrate.results.store_filter import RunFilter
 
 _HOLD = """
 import sys, time

@@ -18,7 +18,8 @@ import pytest
 
 from factories import make_result
 from flowrate.errors import ConfigError, FlowrateError
-from flowrate.results.store import RunFilter, SkippedRunWarning, Store, store_path
+from flowrate.results.store import SkippedRunWarning, Store, store_path
+from flowrate.results.store_filter import RunFilter
 from flowrate.results.store_schema import APPLICATION_ID, STORE_VERSION
 from flowrate.results.validate import InvalidResult
 

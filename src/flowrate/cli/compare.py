@@ -166,7 +166,7 @@ def _compare_recorded(refs: tuple[str, str], store: str | None, judging: Judging
     from flowrate.analysis.compare_recorded import SurveyComparison, compare_recorded, is_survey
     from flowrate.cli.compare_survey import show_surveys
     from flowrate.cli.select import select_runs
-    from flowrate.results.store import RunFilter
+    from flowrate.results.store_filter import RunFilter
 
     side_a, side_b = ([run.result for run in select_runs(store, [ref], RunFilter())] for ref in refs)
     if shown.fail_pct is not None and any(map(is_survey, side_a + side_b)):

@@ -148,7 +148,7 @@ def _check(
     """--check: select the runs the references or filters name, check them, show the check."""
     from flowrate.cli.select import select_runs
     from flowrate.estimate.check import check_estimates
-    from flowrate.results.store import RunFilter
+    from flowrate.results.store_filter import RunFilter
 
     stray = [
         name

@@ -14,7 +14,8 @@ import click
 
 from flowrate.cli.options import FILTER_NAMES
 from flowrate.errors import FlowrateError
-from flowrate.results.store import RunFilter, Store, StoredRun, store_path
+from flowrate.results.store import Store, StoredRun, store_path
+from flowrate.results.store_filter import RunFilter
 
 _LISTED = 10  # sweeps or tags named when a --sweep or --tag names none of them
 

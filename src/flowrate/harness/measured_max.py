@@ -61,7 +61,7 @@ def from_store(result: Result, store: Store | None) -> Result:
     """against_survey over the surveys ``store`` holds (none without a store)."""
     if store is None or result.kind is not Kind.RUN or result.flops.measured_peak_flops is not None:
         return result
-    from flowrate.results.store import RunFilter
+    from flowrate.results.store_filter import RunFilter
 
     surveys = (run.result for run in store.runs(RunFilter(problem="survey")))
     return against_survey(result, surveys)

@@ -8,7 +8,8 @@ the wait (store_lock.py); an SQLite failure is one line saying what it means: a 
 damaged file, or another (store_errors.py).
 
 Each run keeps its full Result as JSON (the source of truth) beside a few indexed columns that
-listing and filtering need, derived from the JSON (store_schema.py; opening: store_open.py). Every
+listing and filtering need, derived from the JSON (store_schema.py; opening: store_open.py; which
+runs a query selects: store_filter.py). Every
 run read is checked (validate.py): one flowrate cannot read (written by an older flowrate, or by
 hand) is skipped with a SkippedRunWarning saying why, so every other run still lists, reports and
 plots. Tags are one short line of text each, checked where added.
@@ -25,28 +26,26 @@ import sqlite3
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from flowrate.errors import ConfigError, FlowrateError
+from flowrate.errors import FlowrateError
 from flowrate.results.schema import Result
 from flowrate.results.store_errors import store_failure
+from flowrate.results.store_filter import RunFilter, like_sql
 from flowrate.results.store_lock import patiently
 from flowrate.results.store_open import check_writable as _check_writable
 from flowrate.results.store_open import connect
 from flowrate.results.store_schema import (
     RUN_FIELDS,
     columns,
-    created_at_bound,
     insert_run,
     row_problem,
     tags_of,
     transaction,
 )
 from flowrate.results.validate import InvalidResult, check_tags, shown
-
-LIKE_COLUMNS = ("problem", "mode", "precision", "execution", "batch_size")  # newest_like matches these
 
 ENV_VAR = "FLOWRATE_STORE"
 DEFAULT_PATH = "flowrate.db"
@@ -107,31 +106,6 @@ class StoredRun:
             result_json=result.to_json(indent=None),
             **{k: v for k, v in values.items() if k not in ("run_id", "created_at", "flowrate_version")},
         )
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    """Which runs to list; every field that is set must match. An empty text is refused, never
-    taken for "no filter"."""
-
-    problem: str | None = None  # family name, or family/size
-    device: str | None = None  # a case-insensitive part of the device name or type
-    precision: str | None = None
-    mode: str | None = None
-    execution: str | None = None
-    tag: str | None = None
-    sweep: str | None = None  # a sweep id (or its prefix) or name
-    since: str | None = None  # ISO date or time, or "7d" / "12h" ago
-    until: str | None = None  # ISO date (inclusive) or time
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, str) and not value.strip():
-                raise ConfigError(
-                    f.name, f"must not be empty (got {value!r}); leave the option out for every run"
-                )
 
 
 @dataclass(frozen=True)
@@ -241,7 +215,7 @@ class Store:
     @_said_in_one_line
     def runs(self, where: RunFilter | None = None) -> list[StoredRun]:
         """Matching runs, newest first (those that cannot be read are skipped, with a warning)."""
-        clauses, params = _filter_sql(where or RunFilter())
+        clauses, params = (where or RunFilter()).sql()
         sql = f"SELECT {RUN_FIELDS} FROM runs"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
@@ -255,15 +229,11 @@ class Store:
         """The newest ``limit`` runs (newest first) whose problem, mode, precision, execution and
         batch size (indexed columns) are those of one of ``results``: where a configuration's
         history can come from, found without reading every record."""
-        keys = {tuple(columns(r)[c] for c in LIKE_COLUMNS) for r in results}
-        if not keys or limit < 1:
+        if not results or limit < 1:
             return []
-        one = "(" + " AND ".join(f"{c} IS ?" for c in LIKE_COLUMNS) + ")"
-        sql = (
-            f"SELECT {RUN_FIELDS} FROM runs WHERE {' OR '.join([one] * len(keys))} "
-            f"ORDER BY created_at DESC, rowid DESC LIMIT {int(limit)}"
-        )
-        params = [value for key in sorted(keys, key=str) for value in key]
+        clause, params = like_sql(results)
+        newest = f"ORDER BY created_at DESC, rowid DESC LIMIT {int(limit)}"
+        sql = f"SELECT {RUN_FIELDS} FROM runs WHERE {clause} {newest}"
         return self._readable(self._db.execute(sql, params).fetchall())[0]
 
     @_said_in_one_line
@@ -423,42 +393,3 @@ def point_key(params: dict[str, Any]) -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
-
-
-# --- filters ------------------------------------------------------------------------------------
-
-
-def _filter_sql(where: RunFilter) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if where.problem:
-        family, _, size = where.problem.partition("/")
-        clauses.append("problem = ?")
-        params.append(family)
-        if size:
-            clauses.append("size = ?")
-            params.append(size)
-    if where.device:
-        clauses.append("(lower(device_name) LIKE ? OR device_type = ?)")
-        params += [f"%{where.device.lower()}%", where.device.lower()]
-    for column in ("precision", "mode", "execution"):
-        value = getattr(where, column)
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.tag:
-        clauses.append("run_id IN (SELECT run_id FROM tags WHERE tag = ?)")
-        params.append(where.tag)
-    if where.sweep:
-        clauses.append(
-            "run_id IN (SELECT p.run_id FROM sweep_points p JOIN sweeps s USING (sweep_id) "
-            "WHERE s.sweep_id LIKE ? OR s.name = ?)"
-        )
-        params += [where.sweep + "%", where.sweep]
-    if where.since:
-        clauses.append("created_at >= ?")
-        params.append(created_at_bound(where.since, "since"))
-    if where.until:
-        clauses.append("created_at < ?")
-        params.append(created_at_bound(where.until, "until", end_of_day=True))
-    return clauses, params

@@ -50,7 +50,7 @@ def batch_per_device(result: Result) -> int:
 
 def load_study(store: Store, ref: str) -> Study:
     """The study ``ref`` names in ``store``; ConfigError("scaling") where it names none."""
-    from flowrate.results.store import RunFilter
+    from flowrate.results.store_filter import RunFilter
 
     if Path(ref).is_file():
         return _from_report(store, ref)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from flowrate.campaigns.sweep.name import check_name
 from flowrate.campaigns.sweep.spec import SweepSpec
-from flowrate.results.store import RunFilter, Store, StoredRun, SweepPoint, store_path
+from flowrate.results.store import Store, StoredRun, SweepPoint, store_path
+from flowrate.results.store_filter import RunFilter
 
 
 def recorded_points(spec: SweepSpec, store: str | None) -> dict[str, SweepPoint]:
