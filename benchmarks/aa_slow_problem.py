@@ -5,14 +5,18 @@ read the environment, which the spawned runs inherit:
 
 - FLOWRATE_AA_BASE: the zoo problem, "fc_mnist" or "transformer:mini" (problem:size);
 - FLOWRATE_AA_SLOWDOWN: the slow one's planted slowdown, e.g. 0.05: every step waits
-  slowdown / (1 − slowdown) of the previous step's own work (the time since the previous step
-  began, less that step's wait), so the slow side runs at 95% of what the same process would
-  otherwise do, whatever the load on the machine at the time. (A wait sized once, from a step
-  measured at the start, is a different slowdown whenever the machine's load changes: 5% of a
-  step measured under load is 15% of a quiet one.)
+  slowdown / (1 − slowdown) of the previous step's own work (the process's CPU time since the
+  previous step began, less that step's wait), so the slow side runs at 95% of what the same
+  process would otherwise do, whatever the load on the machine at the time. (A wait sized once,
+  from a step measured at the start, is a different slowdown whenever the machine's load changes:
+  5% of a step measured under load is 15% of a quiet one.)
 
-The wait is a spin on the clock, not time.sleep: a step of fc_mnist takes a few milliseconds here,
-and sleeping a tenth of a millisecond overshoots by about as much again. On a CPU the step is
+The work and the wait are counted on the process's CPU clock (time.process_time), not the wall
+clock: a run that takes turns with another (flowrate.campaigns.process.turns) waits for its turn
+between two steps without using the CPU, and on the wall clock that wait would count as a step's
+work (a wait sized from it planted 10%, not 5%). The wait is a spin, not time.sleep: a step of
+fc_mnist takes a few milliseconds here, and sleeping a tenth of a millisecond overshoots by about
+as much again. On a CPU the step is
 synchronous, so the spin adds its time to the step; but not only its time, it seems: on this VM,
 at a wait of 5/95 of the previous step's work, the A/B comparisons of fc_mnist measured B/A 0.937
 (95% interval 0.930-0.944, 20 comparisons of 16-36 runs a side) and 0.942 (0.936-0.948), not
@@ -42,8 +46,9 @@ def _base() -> flowrate.Problem:
 
 
 def _spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    """Use ``seconds`` of this process's CPU time."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
         pass
 
 
@@ -62,7 +67,7 @@ def make_slow_problem() -> flowrate.Problem:
 
     class Slowed(zoo_class):  # type: ignore[misc, valid-type]
         def loss(self, model: nn.Module, batch: flowrate.Batch) -> torch.Tensor:
-            now = time.perf_counter()
+            now = time.process_time()
             wait = factor * (now - last["began"] - last["waited"]) if last["began"] else 0.0
             _spin(wait)
             last["began"], last["waited"] = now, wait

@@ -2,6 +2,7 @@
 environment is the server's, spawned otherwise; either way it runs with the caller's
 environment as it is when the run starts."""
 
+import itertools
 import multiprocessing
 from dataclasses import replace
 from pathlib import Path
@@ -89,3 +90,56 @@ def test_a_runs_process_takes_ctrl_c_as_python_does(method: str, tmp_path: Path)
     )
     outcome = run_in_fresh_process(replace(TINY, problem=f"{factory}:make", size=None), start_method=method)
     assert outcome.failure is None, outcome.message
+
+
+def _logged_problem(folder: Path) -> str:
+    """A problem file whose fc_mnist writes its process id at each step's loss, to one log."""
+    factory = folder / "logged.py"
+    factory.write_text(
+        "import os\n"
+        "from flowrate import get_problem\n"
+        f"LOG = {str(folder / 'steps.log')!r}\n"
+        "def make():\n"
+        "    problem = get_problem('fc_mnist', size='debug')\n"
+        "    loss = problem.loss\n"
+        "    def logged(model, batch):\n"
+        "        with open(LOG, 'a') as log:\n"
+        "            log.write(f'{os.getpid()}\\n')\n"
+        "        return loss(model, batch)\n"
+        "    problem.loss = logged\n"
+        "    return problem\n"
+    )
+    return f"{factory}:make"
+
+
+def test_two_runs_taking_turns_work_one_at_a_time_interval_by_interval(tmp_path: Path) -> None:
+    config = replace(TINY, problem=_logged_problem(tmp_path), size=None, steps=20, sample_every=5)
+    first, second = child.run_in_turns(config, config, argv=(["a"], ["b"]))
+    assert first.result is not None and second.result is not None, (first.message, second.message)
+    # both lived at once
+    assert first.child_started is not None and second.child_started is not None
+    assert first.child_started < (second.child_finished or 0)
+    assert second.child_started < (first.child_finished or 0)
+    steps = (tmp_path / "steps.log").read_text().split()
+    runs = [len(list(group)) for _, group in itertools.groupby(steps)]
+    # the first turn of each holds its start-up steps and its first interval; then 5 steps a turn,
+    # the partners alternating, until both have timed 20
+    assert runs[0] == runs[1] > 5 and runs[2:] == [5] * 6
+    assert steps[0] != steps[runs[0]]
+    # neither run's clock counted the other's turns, and neither metered the other's energy
+    for outcome in (first, second):
+        assert outcome.result is not None
+        assert outcome.result.summary.timed_steps == 20
+        assert "taking turns" in (outcome.result.energy.reason or "")
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_partner_that_fails_leaves_the_other_to_run_alone(tmp_path: Path, failing: int) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def make():\n    raise ValueError('this problem does not build')\n")
+    configs = [TINY, TINY]
+    configs[failing] = replace(TINY, problem=f"{broken}:make", size=None)
+    outcomes = child.run_in_turns(configs[0], configs[1], argv=(["a"], ["b"]))
+    assert outcomes[failing].failure == ERROR and "does not build" in outcomes[failing].message
+    survivor = outcomes[1 - failing].result
+    assert survivor is not None and survivor.summary.timed_steps == 2

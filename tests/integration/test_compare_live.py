@@ -180,15 +180,22 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the budget is counted on a clock on which every process takes 2 s more than it measures,
-    # whatever this machine's load
-    real = child.run_in_fresh_process
+    # whatever this machine's load (a pair that takes turns: both processes' time)
+    real, real_pair = child.run_in_fresh_process, child.run_in_turns
     launched: list[object] = []
 
     def counted(config: Any, **kwargs: Any) -> child.ChildOutcome:
         launched.append(config)
         return real(config, **kwargs)
 
+    def counted_pair(first: Any, second: Any, **kwargs: Any) -> tuple[child.ChildOutcome, child.ChildOutcome]:
+        launched.extend((first, second))
+        pairs.append(len(launched))
+        return real_pair(first, second, **kwargs)
+
+    pairs: list[int] = []
     monkeypatch.setattr(child, "run_in_fresh_process", counted)
+    monkeypatch.setattr(child, "run_in_turns", counted_pair)
     monkeypatch.setattr(live, "clock", lambda: sum(2.0 + config.duration_s for config in launched))  # type: ignore[attr-defined]
     outcome = run_cli("compare", "--run", BUDGETED, BUDGETED, "--budget", "24s", "--format", "json")
     assert outcome.code == 0, outcome.stderr
@@ -208,7 +215,12 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     # and the instant it took to read the flags
     assert budget["elapsed_s"] == pytest.approx(10.0 + 4 * (2.0 + seconds), abs=1.0)
     assert budget["first_block"]["processes"] == 4
-    assert budget["analysis"] == "unpaired"  # one block: nothing to pair
+    # both sides run this checkout on the CPU: every block is two pairs of processes taking turns
+    assert pairs == [2, 4, 6, 8]
+    assert budget["plan"]["reason"].endswith("in pairs of processes that take turns")
+    assert budget["analysis"] == "turns"
+    throughput = next(m for m in outcome.json()["metrics"] if m["metric"] == "samples_per_sec")
+    assert throughput["method"].startswith("paired t-test of the pairs' log ratios (2 pairs")
     interval = budget["interval"]
     assert interval["level"] == 0.95 and interval["low"] < interval["ratio"] < interval["high"]
     found = re.search(r"tagged (compare:[0-9a-f]{8}):pilot\), 2[02] s of the 24 s budget", outcome.stderr)
@@ -217,6 +229,8 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
         assert len(store.resolve(f"{found[1]}:pilot")) == 4
         side_a = store.resolve(f"{found[1]}:A")
         assert len(side_a) == len(store.resolve(f"{found[1]}:B")) == 2
+    # a run that took turns meters no energy: the counter counted its partner's work too
+    assert "taking turns" in (side_a[0].result.energy.reason or "")
     # each run is recorded with the command that makes it again: the spec and the plan's length
     command = ["flowrate", "run", *BUDGETED.split(), "--duration", f"{seconds:g}"]
     assert side_a[0].result.environment.command_line == command

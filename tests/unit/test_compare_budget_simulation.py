@@ -1,6 +1,6 @@
-"""A/A comparisons simulated for every plan the budget planner can choose, and for --until-ci
-within a budget: the verdict's false-positive rate stays at alpha + 1%, with and without a
-drifting machine."""
+"""A/A comparisons simulated for every plan the budget planner can choose (one process at a time
+or in pairs that take turns), and for --until-ci within a budget: the verdict's false-positive
+rate stays at alpha + 1%, with and without a drifting machine."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from flowrate.campaigns.compare.interleave import SEQUENTIAL_ALPHA_SHARE
 from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, plan
 from flowrate.results.blocks import block_test
+from flowrate.results.turns import turns_test
 
 ALPHA = 0.05
 TRIALS = 6000  # A/A comparisons per plan and drift: the rate's standard error is 0.28%
@@ -125,3 +126,62 @@ def test_the_comparisons_that_are_paired_keep_the_false_positive_rate_at_alpha_p
         called = test.p_values()[test.paired] < ALPHA
         assert test.paired.sum() > 2000, machine  # enough paired comparisons to tell 5% from 6%
         assert called.mean() <= ALPHA + 0.01, f"{machine}: {called.mean():.2%} of {test.paired.sum()}"
+
+
+def _turn_plans() -> dict[int, Plan]:
+    """Every plan the grid leads to for sides that take turns, one per count of processes a side."""
+    plans: dict[int, Plan] = {}
+    for budget, between, within, startup in itertools.product(BUDGETS_S, BETWEEN_CVS, WITHIN_CVS, STARTUPS_S):
+        try:
+            chosen = plan(budget, Noise(between, within, startup, "simulated"), ALPHA, turns=True)
+        except BudgetTooSmall:
+            continue
+        plans.setdefault(chosen.processes, chosen)
+    return plans
+
+
+def _turns_logs(rng: np.random.Generator, trials: int, pairs: int, cv: float, drift: float) -> np.ndarray:
+    """Each side's log values (trials, 2, pairs): a process's own noise, and the machine's drift
+    (a random walk from pair to pair, and a jump per pair, ``drift`` times the CV), which the two
+    processes of a pair share."""
+    logs = cv * rng.standard_normal((trials, 2, pairs))
+    shared = (
+        drift
+        * cv
+        * (np.cumsum(rng.standard_normal((trials, pairs)), axis=1) + rng.standard_normal((trials, pairs)))
+    )
+    return logs + shared[:, None, :]
+
+
+@pytest.mark.parametrize("drift", DRIFTS)
+def test_every_plan_in_turns_keeps_the_false_positive_rate_at_alpha_plus_one_percent(drift: float) -> None:
+    rng = np.random.default_rng(44)
+    plans = _turn_plans()
+    assert min(plans) == 2 and max(plans) > 100
+    rates = {}
+    for n, chosen in plans.items():
+        values = np.exp(_turns_logs(rng, TRIALS, n, chosen.noise.process_cv(chosen.seconds), drift))
+        rates[n] = float((turns_test(values[:, 0], values[:, 1]).p_values() < ALPHA).mean())
+    worst = max(rates, key=lambda n: rates[n])
+    assert rates[worst] <= ALPHA + 0.01, f"{worst} pairs: {rates[worst]:.2%}"
+    assert np.mean(list(rates.values())) <= ALPHA + 0.005
+
+
+@pytest.mark.parametrize("drift", DRIFTS)
+def test_until_ci_in_turns_keeps_the_false_positive_rate_at_alpha_plus_one_percent(drift: float) -> None:
+    """Blocks of two pairs until the pairs' interval is within ±target (narrow_enough: at least
+    two blocks), at alpha × SEQUENTIAL_ALPHA_SHARE, as --until-ci with --budget does in turns."""
+    rng = np.random.default_rng(45)
+    cv, trials, most = 0.02, 4000, 20
+    level = ALPHA * SEQUENTIAL_ALPHA_SHARE
+    for target in (0.25 * cv, 0.5 * cv, cv, 2 * cv):
+        values = np.exp(_turns_logs(rng, trials, 2 * most, cv, drift))
+        decided = np.zeros(trials, dtype=bool)
+        called = np.zeros(trials, dtype=bool)
+        for blocks in range(2, most + 1):
+            test = turns_test(values[:, 0, : 2 * blocks], values[:, 1, : 2 * blocks])
+            low, high = test.interval(level)
+            stop = ~decided & (((high - low) / (high + low) <= target) | (blocks == most))
+            called |= stop & (test.p_values() < level)
+            decided |= stop
+        assert called.mean() <= ALPHA + 0.01, f"target ±{target:.2%}: {called.mean():.2%}"

@@ -247,12 +247,11 @@ def test_a_counted_step_is_one_of_the_warm_up_steps(step_s: float, preheat: int 
 def test_a_recorded_run_that_counted_its_flops_is_a_process_with_a_counted_step(
     executed: float | None, tmp_path: Any
 ) -> None:
-    from flowrate.campaigns.compare.live import _BudgetRuns
+    from flowrate.campaigns.compare.live import _process
     from flowrate.results.sections import Flops
 
     result = dataclasses.replace(make_result(500.0), flops=Flops(executed_flops_per_sample=executed))
-    runs = _BudgetRuns(lambda label, seconds, pilot, preheat: result, tmp_path / "store.db")
-    process = runs.run_one("A", 1.0, False, 2)
+    process = _process("A", result, 1.0, 2.0)
     assert process.counted is (executed is not None)
     assert process.preheat_steps == result.summary.preheat_steps
 

@@ -131,7 +131,8 @@ def command(
     recorded in the store (flowrate.cli.compare_live); with --rev REV_A --rev REV_B too, each
     side runs at its own git revision. With --budget DURATION the whole command takes at most that
     long: flowrate chooses the runs a side and their length from the noise and says why, and
-    pairs the A B B A blocks where the machine drifted (flowrate.cli.compare_budget).
+    pairs the A B B A blocks where the machine drifted, or, on the CPU, runs each block as two
+    pairs of processes that take turns and pairs them (flowrate.cli.compare_budget).
 
     Two surveys (`flowrate survey`) are compared figure by figure: each figure of both, B/A, and
     whether the two agree within their own spread. A survey is never compared with a run.

@@ -81,7 +81,9 @@ LIVE_OPTIONS = [
         "A B B A block of short runs measures a run's start-up and the noise (or the store's "
         "history of the configuration gives it); the rest goes on the processes a side and the "
         "seconds each measures that make the interval of B/A narrowest, run in A B B A blocks while "
-        "the next block ends within the budget. Each run's --duration is the plan's: give none in "
+        "the next block ends within the budget. Where both sides run this checkout on the CPU, each "
+        "block is two pairs of processes that take turns, interval by interval, and B/A is tested "
+        "pair by pair. Each run's --duration is the plan's: give none in "
         "the specs. Where the plan's interval is wider than --until-ci (else --fail-if-slower) asks, "
         "it says what budget would do. Not with --runs.",
     ),

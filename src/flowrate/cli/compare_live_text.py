@@ -43,8 +43,14 @@ def closing_line(live: LiveComparison) -> str:
         how = f"interrupted after {live.recorded} runs ({a} of A, {b} of B); they stay recorded"
     elif live.budget is not None:
         spent = live.budget
+        runs = f"{a} run{'s' if a != 1 else ''} a side"
+        shape = (
+            f"in {a} pair{'s' if a != 1 else ''} that took turns"
+            if spent.plan is not None and spent.plan.turns
+            else f"in {a // 2} A B B A blocks"
+        )
         how = (
-            f"{spent.stopped}: {a} run{'s' if a != 1 else ''} a side in {a // 2} A B B A blocks after "
+            f"{spent.stopped}: {runs} {shape} after "
             f"a first block of {len(spent.pilot)} (tagged {labels[0][:-2]}:pilot), "
             f"{spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
         )

@@ -64,21 +64,25 @@ def run_config(
     data: str = "synthetic",
     tensorboard: str | Path | None = None,
     observer: RunObserver | None = None,
+    unmetered: str | None = None,
 ) -> Result:
     """Run the benchmark that ``config`` describes.
 
-    ``on_interval`` receives each interval's record at its sample point (live progress);
-    ``tensorboard`` names a folder for TensorBoard event files written at every sample point.
-    ``data="learnable"`` feeds a fresh batch of the problem's learnable task to every step (made
-    inside the timed loop), for `flowrate check`; the default cycles synthetic batches made before
-    the clock starts. ``observer`` is asked at every sample point and may stop the run there (not in a
-    data-parallel run).
+        ``on_interval`` receives each interval's record at its sample point (live progress);
+        ``tensorboard`` names a folder for TensorBoard event files written at every sample point.
+        ``data="learnable"`` feeds a fresh batch of the problem's learnable task to every step (made
+        inside the timed loop), for `flowrate check`; the default cycles synthetic batches made before
+        the clock starts. ``observer`` is asked at every sample point and may stop the run there (not in a
+        data-parallel run). ``unmetered``: why the run meters no energy (another process's work falls in
+    its window: flowrate.campaigns.process.turns).
 
-    Launched by torchrun, the run is data-parallel (flowrate.execution.distributed): every rank
-    returns the merged Result, whose throughput is the sum over ranks, and TensorBoard gets the
-    merged intervals from rank 0 when the run ends.
+        Launched by torchrun, the run is data-parallel (flowrate.execution.distributed): every rank
+        returns the merged Result, whose throughput is the sum over ranks, and TensorBoard gets the
+        merged intervals from rank 0 when the run ends.
     """
-    hooks = Hooks(on_interval, clock, argv, data, gemm_peak=measured_gemm_peak, observer=observer)
+    hooks = Hooks(
+        on_interval, clock, argv, data, gemm_peak=measured_gemm_peak, observer=observer, unmetered=unmetered
+    )
     prices = read_prices(config.prices) if config.prices is not None else None  # refused before the run
     with data_parallel(config) as dp:
         if dp is None:

@@ -31,7 +31,7 @@ from flowrate.harness.recorder import IntervalRecorder
 from flowrate.measure import freed_memory, machine_load
 from flowrate.measure.device import is_out_of_memory, on_device, synchronizer, torch_threads
 from flowrate.measure.energy import open_energy_meter
-from flowrate.measure.energy.meter import EnergyReading
+from flowrate.measure.energy.meter import EnergyMeter, EnergyReading, UnavailableMeter
 from flowrate.measure.env import collect_environment, device_name
 from flowrate.measure.flops import count_step
 from flowrate.measure.inputs import input_report
@@ -76,6 +76,7 @@ class Hooks:
     # returns FLOP/s, or why a run in this precision has no measured peak
     gemm_peak: Callable[[RunConfig, torch.device], float | str] | None = None
     observer: RunObserver | None = None  # may stop the run at a sample point
+    unmetered: str | None = None  # why the run meters no energy (another process works in its window)
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,11 @@ def _measure(
         with oom_says_what_to_lower(batch_size, device):
             operators, count_warning = _count_executed_flops(prepared, device)
     peak = peak_for(device_name(device), config.precision)
-    meter = stack.enter_context(contextlib.closing(open_energy_meter(device, clock=hooks.clock)))
+    if hooks.unmetered is not None:
+        meter: EnergyMeter = UnavailableMeter(hooks.unmetered, hooks.clock)
+    else:
+        meter = open_energy_meter(device, clock=hooks.clock)
+    stack.enter_context(contextlib.closing(meter))
     flops_per_sample = run.problem.flops_per_sample(config.settled_mode)
     recorder = IntervalRecorder(flops_per_sample, peak.flops, device, meter, listeners, prepared.feed)
 

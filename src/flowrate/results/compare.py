@@ -37,6 +37,7 @@ from flowrate.results.identity import kind_of, workload
 from flowrate.results.metrics import METRICS, SERVING_METRICS, Metric
 from flowrate.results.per_process import side_values
 from flowrate.results.schema import Result
+from flowrate.results.turns import turns_verdict
 from flowrate.results.verdict import DEFAULT_MIN_EFFECT, FASTER, TESTS, Verdict, run_level_verdict
 from flowrate.units import p_value
 
@@ -180,6 +181,7 @@ def compare(
     labels: tuple[str, str] = ("A", "B"),
     history: History | None = None,
     blocks: bool = False,
+    turns: bool = False,
 ) -> Comparison:
     """Compare the runs of B against the runs of A (the baseline), metric by metric.
 
@@ -188,7 +190,8 @@ def compare(
     called (0.01 = 1%); ``history`` the store's between-run noise for this configuration, used
     when a side has too few runs to show its own; ``blocks``: the runs were made in A B B A blocks,
     each side in run order, so the throughput figures are paired by block where the machine
-    drifted (flowrate.results.blocks).
+    drifted (flowrate.results.blocks); ``turns``: run i of each side ran together, the two taking
+    turns, so those figures are paired by pair (flowrate.results.turns).
     """
     if not a or not b:
         raise ValueError("each side needs at least one run")
@@ -202,7 +205,7 @@ def compare(
     metrics = [
         m
         for metric in [*METRICS.values(), *(SERVING_METRICS.values() if serving else ())]
-        if (m := compare_metric(metric, a, b, test, alpha, min_effect, history, blocks))
+        if (m := compare_metric(metric, a, b, test, alpha, min_effect, history, blocks, turns))
     ]
     mismatch = _differences(problem_identity(a[0]), problem_identity(b[0]))
     notes = _within_sides(labels, (a, b), mismatch)
@@ -259,10 +262,12 @@ def compare_metric(
     min_effect: float = DEFAULT_MIN_EFFECT,
     history: History | None = None,
     blocks: bool = False,
+    turns: bool = False,
 ) -> MetricComparison | None:
     """One metric of B against A over one value per process; None when neither side records it.
     ``history`` (samples/s and the figures proportional to it): the store's between-run noise;
-    ``blocks``: those figures are tested over A B B A blocks (flowrate.results.blocks)."""
+    ``blocks``: those figures are tested over A B B A blocks (flowrate.results.blocks);
+    ``turns``: over pairs that took turns (flowrate.results.turns)."""
     xs, ys = side_values(metric, a), side_values(metric, b)
     if not xs and not ys:
         return None
@@ -274,8 +279,8 @@ def compare_metric(
         return MetricComparison(**figures, verdict=NOT_AVAILABLE, reason="a value is zero or negative")
     # the throughput figures are proportional to samples/s: they share its between-run CV
     known = history if metric.name in THROUGHPUT_METRICS and history is not None else None
-    if blocks and metric.name in THROUGHPUT_METRICS:
-        v = block_verdict(
+    if (blocks or turns) and metric.name in THROUGHPUT_METRICS:
+        v = (turns_verdict if turns else block_verdict)(
             xs,
             ys,
             alpha=alpha,

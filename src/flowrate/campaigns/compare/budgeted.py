@@ -24,6 +24,12 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
    which may have started the fork server), or, with ``until_ci``, until the interval of B/A is
    that narrow (flowrate.results.blocks, at the verdict's level). When not even one block fits
    (start-up varied more than its median said), the budget is too small: BudgetTooSmall.
+
+Where the sides can take turns (``run_pair``: flowrate.campaigns.process.turns), every block, the
+first included, is two pairs, A with B and then B with A (who takes the first turn alternates),
+each pair two processes at once; a pair's wall time counts half to each of its processes, so a
+block costs what four processes one after another would. The verdict then pairs run i of A with
+run i of B (flowrate.results.turns), and the plan expects that (flowrate.campaigns.compare.plan).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from flowrate.campaigns.compare.plan import (
 )
 from flowrate.results.blocks import PAIRED, UNPAIRED, block_test
 from flowrate.results.compare import Comparison, History
+from flowrate.results.turns import MIN_PAIRS, turns_test
 
 PILOT_SECONDS = 1.0  # measured by each process of the first block, at most
 PILOT_SHARE = 0.25  # of the budget, the most the first block is planned to take
@@ -57,6 +64,14 @@ FINISH_S = 1.5  # of the budget, kept for comparing, recording and printing afte
 PREHEAT_S = 1.0  # of steps, the warm-up a planned process needs at least (module docstring)
 MIN_PREHEAT_STEPS = 2
 BUDGET_SPENT = "budget spent"
+TURNS = "turns"  # the analysis: paired by the pairs that took turns (flowrate.results.turns)
+# a block's processes: one at a time in A B B A order, or as two pairs that take turns
+ONE_AT_A_TIME = tuple((label,) for label in abba_order(4))
+IN_TURNS = ((A, B), (B, A))
+
+# run_pair(first, second, seconds, pilot, preheat): two processes taking turns, ``first``
+# holding the first turn, each recorded; their Processes in that order
+RunPair = Callable[[str, str, float, bool, "int | None"], "tuple[Process, Process]"]
 
 
 @dataclass(frozen=True)
@@ -103,10 +118,12 @@ class Spent:
     elapsed_s: float = 0.0
 
 
-def analysis_of(values: dict[str, list[float]], alpha: float) -> str:
+def analysis_of(values: dict[str, list[float]], alpha: float, turns: bool = False) -> str:
     """PAIRED or UNPAIRED: the test flowrate.results.blocks chose for these runs' throughput at the
-    verdict's ``alpha``."""
+    verdict's ``alpha``; TURNS where the runs were pairs that took turns (and are paired)."""
     a, b = values[A], values[B]
+    if turns:
+        return TURNS if len(a) == len(b) >= MIN_PAIRS else UNPAIRED
     if len(a) != len(b) or len(a) < 2 or len(a) % 2:
         return UNPAIRED
     return PAIRED if bool(block_test(np.array([a]), np.array([b]), alpha).paired[0]) else UNPAIRED
@@ -140,7 +157,7 @@ def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
             "noise": asdict(chosen.noise),
         },
         "runs_a_side": min(len(spent.values[A]), len(spent.values[B])),
-        "analysis": analysis_of(spent.values, comparison.alpha),
+        "analysis": analysis_of(spent.values, comparison.alpha, chosen is not None and chosen.turns),
         "interval": None
         if throughput is None
         else {
@@ -211,9 +228,15 @@ def noise_from(pilot: Sequence[Process], history: History | None, preheat: int |
     return Noise(math.sqrt(squares / df), within, startup, source, at, interval)
 
 
-def narrow_enough(values: dict[str, list[float]], until_ci: float, alpha: float) -> bool:
-    """Whether the interval of B/A over whole blocks (two or more) is within ±``until_ci``."""
+def narrow_enough(values: dict[str, list[float]], until_ci: float, alpha: float, turns: bool = False) -> bool:
+    """Whether the interval of B/A over whole blocks (two or more) is within ±``until_ci``; with
+    ``turns``, that over the pairs (flowrate.results.turns)."""
     a, b = values[A], values[B]
+    if turns:
+        if len(a) != len(b) or len(a) < 2 * MIN_PAIRS:
+            return False
+        low, high = turns_test(np.array([a]), np.array([b])).interval(alpha)
+        return bool((high[0] - low[0]) / (high[0] + low[0]) <= until_ci)
     if len(a) != len(b) or len(a) < 4 or len(a) % 2:
         return False
     low, high = block_test(np.array([a]), np.array([b]), alpha).interval(alpha)
@@ -232,6 +255,7 @@ def spend(
     on_plan: Callable[[Plan], None] = lambda chosen: None,
     own_preheat: bool = False,
     wanted: float | None = None,
+    run_pair: RunPair | None = None,
 ) -> Spent:
     """Spend ``budget_s`` (module docstring). ``run_one(label, seconds, pilot, preheat)`` runs one
     process of a side (with ``preheat`` warm-up steps; None: the side's own), recording it;
@@ -239,46 +263,55 @@ def spend(
     the verdict's level (the interval the plan and ``until_ci`` judge); ``on_plan`` hears of the
     plan once it is made; ``own_preheat``: a side sets its warm-up, so the plan keeps it;
     ``wanted``: the half-width the user asked for (``until_ci``, or the gate's largest allowed
-    slowdown), which a plan with a wider one says the budget of (Plan.wanting).
+    slowdown), which a plan with a wider one says the budget of (Plan.wanting); ``run_pair``: the
+    sides take turns, every block as two pairs (module docstring).
     BudgetTooSmall when the first block overruns the budget, or what is left after it cannot pay
     for one block (its ``minimum_s``, from the start-up measured); an
     interrupt (Ctrl-C) ends the runs, marked INTERRUPTED."""
     spent = Spent(budget_s)
+    turns = run_pair is not None
+    units = IN_TURNS if turns else ONE_AT_A_TIME
+
+    def run_unit(unit: tuple[str, ...], seconds: float, pilot: bool, preheat: int | None) -> list[Process]:
+        if run_pair is not None:
+            return list(run_pair(unit[0], unit[1], seconds, pilot, preheat))
+        return [run_one(unit[0], seconds, pilot, preheat)]
+
     try:
         first = pilot_seconds(budget_s)
-        preheat: int | None = None  # the side's own, until the first process has timed a step
-        for label in abba_order(4):
+        preheat: int | None = None  # the side's own, until the first processes have timed a step
+        for unit in units:
             if spent.pilot and clock() - started > budget_s:  # the first block alone overran it
                 startup = statistics.median(p.startup_s for p in spent.pilot)
                 raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
-            spent.pilot.append(run_one(label, first, True, preheat))
-            if len(spent.pilot) == 1 and not own_preheat:
+            spent.pilot.extend(run_unit(unit, first, True, preheat))
+            if len(spent.pilot) == len(unit) and not own_preheat:
                 preheat = planned_preheat(spent.pilot)
         known = history_of()
         noise = noise_from(spent.pilot, known, preheat)
         spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
         left = budget_s - FINISH_S - (clock() - started)
         try:
-            chosen = dataclasses.replace(plan(left, noise, alpha), preheat_steps=preheat)
+            chosen = dataclasses.replace(plan(left, noise, alpha, turns), preheat_steps=preheat)
             spent.plan = chosen.wanting(wanted, budget_s - left, alpha)
         except BudgetTooSmall:
             minimum = clock() - started + minimum_budget(noise.startup_s) + FINISH_S
             raise BudgetTooSmall(budget_s, minimum) from None
         on_plan(spent.plan)
-        slowest = max(
-            spent.plan.process_s, *(p.startup_with(preheat) + spent.plan.seconds for p in spent.pilot[1:])
-        )
+        # the first processes may have started the fork server: they do not say how slow one is
+        later = spent.pilot[len(units[0]) :]
+        slowest = max(spent.plan.process_s, *(p.startup_with(preheat) + spent.plan.seconds for p in later))
         while spent.stopped is None:
             if clock() - started + 4 * slowest + FINISH_S > budget_s:
                 if not spent.values[A]:  # not one planned block fits
                     raise BudgetTooSmall(budget_s, clock() - started + 4 * slowest + FINISH_S)
                 spent.stopped = BUDGET_SPENT
                 break
-            for label in abba_order(4):
-                process = run_one(label, spent.plan.seconds, False, spent.plan.preheat_steps)
-                spent.values[label].append(process.value)
-                slowest = max(slowest, process.wall_s)
-            if until_ci is not None and narrow_enough(spent.values, until_ci, alpha):
+            for unit in units:
+                for process in run_unit(unit, spent.plan.seconds, False, spent.plan.preheat_steps):
+                    spent.values[process.label].append(process.value)
+                    slowest = max(slowest, process.wall_s)
+            if until_ci is not None and narrow_enough(spent.values, until_ci, alpha, turns):
                 spent.stopped = NARROW
     except KeyboardInterrupt:
         spent.stopped = INTERRUPTED

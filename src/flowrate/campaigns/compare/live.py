@@ -7,7 +7,9 @@ compare:ID:A or compare:ID:B, so an interrupted comparison loses nothing and `fl
 compare:ID:A compare:ID:B` compares it again. The comparison is the one `flowrate compare` makes
 over recorded runs (flowrate.results.compare). Within a time budget (compare_within_budget) the
 runs' count and length come from a plan (flowrate.campaigns.compare.budgeted), and throughput is
-tested over the A B B A blocks (flowrate.results.blocks).
+tested over the A B B A blocks (flowrate.results.blocks); where both sides run this checkout on the
+CPU (takes_turns), each block is two pairs of processes that take turns interval by interval
+(flowrate.campaigns.process.turns), tested pair by pair (flowrate.results.turns).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from flowrate.campaigns.compare.plan import Plan
 from flowrate.campaigns.compare.revisions import Revision, run_at
 from flowrate.campaigns.process import child
 from flowrate.config import RunConfig
+from flowrate.config.values import AUTO
 from flowrate.errors import RunFailed
 from flowrate.process_clock import command_start
 from flowrate.results.compare import Comparison, History, compare
@@ -172,15 +175,17 @@ def compare_within_budget(
     run raises RunFailed; BudgetTooSmall when the budget leaves no room for two processes a side
     after the first block; an interrupt comes back as ``interrupted``. ``wanted``: the half-width
     of B/A's interval the user asked for, which the plan says the budget of where its own is wider
-    (flowrate.campaigns.compare.plan.Plan.wanting)."""
+    (flowrate.campaigns.compare.plan.Plan.wanting). Where the sides can take turns (takes_turns),
+    they do, and the throughput is paired by pair."""
     on_first_block(pilot_seconds(budget_s))
     name = f"compare:{secrets.token_hex(4)}"
     labels = (f"{name}:A", f"{name}:B")
     results: dict[str, list[Result]] = {"A": [], "B": []}
     level = alpha if until_ci is None else alpha * SEQUENTIAL_ALPHA_SHARE
     started = clock() - (time.monotonic() - command_start())
+    turns = takes_turns(sides)
     with Store(store) as opened:
-        runs = _BudgetRuns(_recorder(sides, opened, name, results, on_run), opened.path)
+        runs = _BudgetRuns(_Recorder(sides, opened, name, results, on_run), opened.path)
         spent = spend(
             budget_s,
             clock=clock,
@@ -192,38 +197,70 @@ def compare_within_budget(
             on_plan=on_plan,
             own_preheat=any(side.sets("--preheat") for side in sides),
             wanted=wanted,
+            run_pair=runs.run_pair if turns else None,
         )
     comparison = _compared(
-        results, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True
+        results, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True, turns=turns
     )
     done = Interleaved(spent.values, spent.stopped)
     recorded = len(runs.pilot) + len(results["A"]) + len(results["B"])
     return LiveComparison(done, comparison, recorded, labels, runs.where, spent)
 
 
+def takes_turns(sides: Sequence[Side]) -> bool:
+    """Whether the sides' processes can take turns (flowrate.campaigns.process.turns): both run
+    this checkout (a revision's own code may not know how), on the CPU (two processes on one GPU
+    would hold two models in its memory), without a data loader (its workers would go on working
+    while their process waits for its turn)."""
+    import torch
+
+    for side in sides:
+        config = side.config
+        if side.revision is not None or config is None or config.data_dir is not None:
+            return False
+        if config.device.startswith("cuda") or (config.device == AUTO and torch.cuda.is_available()):
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class _BudgetRuns:
-    """A budget's processes as flowrate.campaigns.compare.budgeted.spend runs them: each recorded
-    (the first block's in ``pilot``), and the store's noise for the first block's configuration."""
+    """A budget's processes as flowrate.campaigns.compare.budgeted.spend runs them, one at a time
+    or in pairs that take turns: each recorded (the first block's in ``pilot``), and the store's
+    noise for the first block's configuration."""
 
-    record: Callable[[str, float | None, list[Result] | None, int | None], Result]
+    record: _Recorder
     where: Path
     pilot: list[Result] = dataclasses.field(default_factory=list)
 
     def run_one(self, label: str, seconds: float, first: bool, preheat: int | None) -> Process:
         before = clock()
-        result = self.record(label, seconds, self.pilot if first else None, preheat)
-        value = process_values(METRICS["samples_per_sec"], result)[0]
-        s = result.summary
-        measured = s.timed_duration_s or seconds
-        wall = clock() - before
-        step_s = s.timed_duration_s / s.timed_steps if s.timed_steps else None
-        counted = result.flops.executed_flops_per_sample is not None
-        return Process(label, value, wall, measured, s.cv, seconds, step_s, s.preheat_steps, counted)
+        result = self.record.one(label, seconds, self.pilot if first else None, preheat)
+        return _process(label, result, seconds, clock() - before)
+
+    def run_pair(
+        self, first: str, second: str, seconds: float, pilot: bool, preheat: int | None
+    ) -> tuple[Process, Process]:
+        """Two processes that take turns, ``first`` holding the first turn: each is given half the
+        pair's wall time (the budget pays for both at once)."""
+        before = clock()
+        x, y = self.record.pair(first, second, seconds, self.pilot if pilot else None, preheat)
+        wall = (clock() - before) / 2
+        return _process(first, x, seconds, wall), _process(second, y, seconds, wall)
 
     def history(self) -> History | None:
         side_a, side_b = ([r for r, p in zip(self.pilot, "ABBA", strict=True) if p == s] for s in "AB")
         return history_in_store(self.where, side_a, side_b)
+
+
+def _process(label: str, result: Result, seconds: float, wall: float) -> Process:
+    """A recorded run as the budget sees it, given the wall time it took of the budget."""
+    value = process_values(METRICS["samples_per_sec"], result)[0]
+    s = result.summary
+    measured = s.timed_duration_s or seconds
+    step_s = s.timed_duration_s / s.timed_steps if s.timed_steps else None
+    counted = result.flops.executed_flops_per_sample is not None
+    return Process(label, value, wall, measured, s.cv, seconds, step_s, s.preheat_steps, counted)
 
 
 def _compared(
@@ -235,6 +272,7 @@ def _compared(
     history: History | None,
     test: str = "welch",
     blocks: bool = False,
+    turns: bool = False,
 ) -> Comparison | None:
     """B's recorded runs against A's (flowrate.results.compare); None unless both sides have one."""
     if not results["A"] or not results["B"]:
@@ -248,6 +286,7 @@ def _compared(
         labels=labels,
         history=history,
         blocks=blocks,
+        turns=turns,
     )
 
 
@@ -260,42 +299,69 @@ def _interleave(
     on_run: Callable[[LiveRun], None],
 ) -> Interleaved:
     """The runs, each recorded as it ends; a failed run ends the comparison (what was recorded stays)."""
-    record = _recorder(sides, store, name, results, on_run)
+    record = _Recorder(sides, store, name, results, on_run)
     throughput = METRICS["samples_per_sec"]
-    return interleave(rule, lambda label: process_values(throughput, record(label, None, None, None))[0])
+    return interleave(rule, lambda label: process_values(throughput, record.one(label, None, None, None))[0])
 
 
-def _recorder(
-    sides: list[Side],
-    store: Store,
-    name: str,
-    results: dict[str, list[Result]],
-    on_run: Callable[[LiveRun], None],
-) -> Callable[[str, float | None, list[Result] | None, int | None], Result]:
-    """``record(label, seconds, pilot, preheat)``: one run of a side (measuring ``seconds`` with
-    ``preheat`` warm-up steps where given: Side.measuring) in a
-    fresh process, recorded in the store and appended to ``results`` (or, given a ``pilot`` list,
-    to it, tagged NAME:pilot); a failed run raises RunFailed (what was recorded stays)."""
-    by_label = {side.label: side for side in sides}
-    throughput = METRICS["samples_per_sec"]
+@dataclass(frozen=True)
+class _Recorder:
+    """Runs a side's processes, one at a time or a pair taking turns, in fresh processes: each
+    recorded in the store as it ends and appended to ``results`` (or, given a ``pilot`` list, to
+    it, tagged NAME:pilot), ``on_run`` told. A side's process measures ``seconds`` with ``preheat``
+    warm-up steps where given (Side.measuring). A failed run raises RunFailed once the runs that
+    did not fail are recorded."""
 
-    def record(label: str, seconds: float | None, pilot: list[Result] | None, preheat: int | None) -> Result:
-        side = by_label[label] if seconds is None else by_label[label].measuring(seconds, preheat)
-        number = len(results["A"]) + len(results["B"]) + len(pilot or []) + 1
+    sides: Sequence[Side]
+    store: Store
+    name: str
+    results: dict[str, list[Result]]
+    on_run: Callable[[LiveRun], None]
+
+    def one(
+        self, label: str, seconds: float | None, pilot: list[Result] | None, preheat: int | None
+    ) -> Result:
+        side = self._side(label, seconds, preheat)
         if side.revision is not None:
             outcome = run_at(side.revision, side.tokens)
         else:
             assert side.config is not None
             outcome = child.run_in_fresh_process(side.config, argv=side.argv)
-        if outcome.result is None:
-            raise RunFailed(
-                f"run {number} (side {label}: flowrate run {side.spec}) failed: {outcome.message}; "
-                f"the {number - 1} runs before it are recorded, tagged {name}"
-            )
-        store.add(outcome.result, [name, f"{name}:pilot" if pilot is not None else f"{name}:{label}"])
-        (pilot if pilot is not None else results[label]).append(outcome.result)
-        value = process_values(throughput, outcome.result)[0]
-        on_run(LiveRun(number, label, value, outcome.result.run_id))
-        return outcome.result
+        return self._keep([(side, outcome)], pilot)[0]
 
-    return record
+    def pair(
+        self, first: str, second: str, seconds: float, pilot: list[Result] | None, preheat: int | None
+    ) -> tuple[Result, Result]:
+        x, y = self._side(first, seconds, preheat), self._side(second, seconds, preheat)
+        assert x.config is not None and y.config is not None
+        outcomes = child.run_in_turns(x.config, y.config, argv=(x.argv, y.argv))
+        kept = self._keep([(x, outcomes[0]), (y, outcomes[1])], pilot)
+        return kept[0], kept[1]
+
+    def _side(self, label: str, seconds: float | None, preheat: int | None) -> Side:
+        side = next(side for side in self.sides if side.label == label)
+        return side if seconds is None else side.measuring(seconds, preheat)
+
+    def _keep(self, runs: list[tuple[Side, child.ChildOutcome]], pilot: list[Result] | None) -> list[Result]:
+        """Record each run that succeeded, in order; then RunFailed for the first that did not."""
+        throughput = METRICS["samples_per_sec"]
+        kept: list[Result] = []
+        failed: str | None = None
+        for side, outcome in runs:
+            number = len(self.results["A"]) + len(self.results["B"]) + len(pilot or []) + 1
+            if outcome.result is None:
+                failed = (
+                    failed
+                    or f"run {number} (side {side.label}: flowrate run {side.spec}) failed: {outcome.message}"
+                )
+                continue
+            tag = f"{self.name}:pilot" if pilot is not None else f"{self.name}:{side.label}"
+            self.store.add(outcome.result, [self.name, tag])
+            (pilot if pilot is not None else self.results[side.label]).append(outcome.result)
+            value = process_values(throughput, outcome.result)[0]
+            self.on_run(LiveRun(number, side.label, value, outcome.result.run_id))
+            kept.append(outcome.result)
+        if failed is not None:
+            recorded = len(self.results["A"]) + len(self.results["B"]) + len(pilot or [])
+            raise RunFailed(f"{failed}; the {recorded} runs before it are recorded, tagged {self.name}")
+        return kept

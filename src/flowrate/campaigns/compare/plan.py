@@ -29,6 +29,13 @@ The verdict pairs the blocks where the drift F exceeds flowrate.results.blocks.p
 a plan expects F = 1 + 4 (1 − q) / q, and where that is above the threshold for its n / 2 blocks it
 expects the paired interval, t(1 − alpha/2, n/2 − 1) · √q · cv(s) · √(2/n), instead.
 
+Where the sides take turns (flowrate.campaigns.process.turns: process i of each side runs at the
+same time as the other's, interval by interval), the verdict is the paired t-test over the pairs,
+t(1 − alpha/2, n − 1) · σ_d / √n, with σ_d the CV of one pair's ratio. Taking turns cancels the
+drift between processes that blocks cancel, and more (the drift within a block too), so σ_d is at
+most √2 · √q · cv(s) (q from ``block_cv`` where the store knows it, else 1): a plan expects that
+bound, never a narrower interval than the pairs give.
+
 The interval narrows only as fast as the processes a side grow, so a budget may be too short for
 the width a user asks for (--until-ci, or --fail-if-slower: the gate sees a slowdown only where it
 is larger than the interval's half-width). budget_for() finds the least budget whose plan is that
@@ -123,6 +130,7 @@ class Plan:
     wanted: float | None = None  # the half-width asked for, where the plan's is wider
     wanted_budget_s: float | None = None  # the whole budget that would buy it; None: more than MOST_S
     paired: bool = False  # whether half_width is the paired interval's (module docstring)
+    turns: bool = False  # whether the sides take turns, in pairs (module docstring)
 
     @property
     def process_s(self) -> float:
@@ -133,12 +141,16 @@ class Plan:
     def reason(self) -> str:
         steps = self.preheat_steps
         preheat = "" if steps is None else f", {steps} warm-up step{'s' if steps != 1 else ''}"
+        bound = "at most " if self.turns else ""
         reason = (
             f"{self.processes} processes of {self.seconds:g} s a side{preheat}: between-run CV "
             f"{self.noise.between_cv:.1%}, within-run CV {self.noise.within_cv:.1%}, start-up "
-            f"{self.noise.startup_s:.1f} s ({self.noise.source}); expected interval ±{self.half_width:.1%}"
+            f"{self.noise.startup_s:.1f} s ({self.noise.source}); expected interval "
+            f"{bound}±{self.half_width:.1%}"
         )
-        if self.paired and self.noise.block_cv is not None:
+        if self.turns:
+            reason += ", in pairs of processes that take turns"
+        elif self.paired and self.noise.block_cv is not None:
             reason += f", paired by block (CV within a block {self.noise.block_cv:.1%})"
         if self.wanted is None:
             return reason
@@ -154,7 +166,7 @@ class Plan:
         wider (``spent_s``: of the budget, spent before the plan and kept after it)."""
         if half_width is None or self.half_width <= half_width:
             return self
-        more = budget_for(self.noise, half_width, alpha)
+        more = budget_for(self.noise, half_width, alpha, self.turns)
         return dataclasses.replace(
             self, wanted=half_width, wanted_budget_s=None if more is None else spent_s + more
         )
@@ -179,9 +191,16 @@ def expects_pairing(noise: Noise, processes: int, alpha: float) -> bool:
     return drift_f > pairing_threshold(processes // 2, alpha)
 
 
-def expected_half_width(noise: Noise, processes: int, seconds: float, alpha: float) -> float:
-    """The expected relative half-width of the (1 − alpha) interval of B/A (module docstring)."""
+def expected_half_width(
+    noise: Noise, processes: int, seconds: float, alpha: float, turns: bool = False
+) -> float:
+    """The expected relative half-width of the (1 − alpha) interval of B/A (module docstring);
+    with ``turns``, its bound for pairs that take turns."""
     cv = noise.process_cv(seconds)
+    if turns:
+        share = 1.0 if noise.paired_share is None else noise.paired_share
+        t = float(stdtrit(processes - 1, 1 - alpha / 2))
+        return math.expm1(t * math.sqrt(share) * cv * math.sqrt(2 / processes))
     if expects_pairing(noise, processes, alpha):
         t = float(stdtrit(processes // 2 - 1, 1 - alpha / 2))
         return math.expm1(t * math.sqrt(noise.paired_share or 0.0) * cv * math.sqrt(2 / processes))
@@ -189,9 +208,10 @@ def expected_half_width(noise: Noise, processes: int, seconds: float, alpha: flo
     return math.expm1(t * cv * math.sqrt(2 / processes))
 
 
-def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
-    """The narrowest interval ``budget_s`` buys (module docstring); BudgetTooSmall when it cannot
-    pay for two processes a side. Ties go to the shorter length (more processes)."""
+def plan(budget_s: float, noise: Noise, alpha: float, turns: bool = False) -> Plan:
+    """The narrowest interval ``budget_s`` buys (module docstring; ``turns``: for sides that take
+    turns); BudgetTooSmall when it cannot pay for two processes a side. Ties go to the shorter
+    length (more processes)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
     best: Plan | None = None
@@ -199,16 +219,16 @@ def plan(budget_s: float, noise: Noise, alpha: float) -> Plan:
         processes = processes_within(budget_s, noise.startup_s + seconds)
         if processes < MIN_PROCESSES:
             continue
-        width = expected_half_width(noise, processes, seconds, alpha)
+        width = expected_half_width(noise, processes, seconds, alpha, turns)
         if best is None or width < best.half_width:
-            paired = expects_pairing(noise, processes, alpha)
-            best = Plan(processes, seconds, budget_s, noise, width, paired=paired)
+            paired = turns or expects_pairing(noise, processes, alpha)
+            best = Plan(processes, seconds, budget_s, noise, width, paired=paired, turns=turns)
     if best is None:
         raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
     return best
 
 
-def budget_for(noise: Noise, half_width: float, alpha: float) -> float | None:
+def budget_for(noise: Noise, half_width: float, alpha: float, turns: bool = False) -> float | None:
     """The least budget (to the second) whose plan's expected half-width is at most
     ``half_width``; None where even MOST_S is too short. A plan's width never grows with its budget
     (each length buys at least as many processes), so the least budget is found by bisection."""
@@ -217,7 +237,7 @@ def budget_for(noise: Noise, half_width: float, alpha: float) -> float | None:
 
     def narrow(budget_s: float) -> bool:
         try:
-            return plan(budget_s, noise, alpha).half_width <= half_width
+            return plan(budget_s, noise, alpha, turns).half_width <= half_width
         except BudgetTooSmall:
             return False
 

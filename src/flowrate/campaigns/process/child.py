@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from flowrate.campaigns.process.job import Job, PointConfig, SameConfig, run_job, with_problem
+from flowrate.campaigns.process.turns import Turns
 from flowrate.errors import FlowrateError, OutOfMemory
 from flowrate.problems.registry import is_user_problem
 from flowrate.results.schema import Result
@@ -140,40 +141,93 @@ def run_in_fresh_process(
     left to flush, and this process still waits for it to be gone before going on. An interrupt
     here ends the child too, and a child whose caller is gone ends itself (_leave_with_parent).
     """
-    job = point if isinstance(point, Job) else Job(point)
-    job = dataclasses.replace(job, config=portable(job.config))
     context = process_context(start_method)
+    with _launched(context, _job(point), argv, tensorboard) as child:
+        return child.outcome()
+
+
+def run_in_turns(
+    first: PointConfig, second: PointConfig, *, argv: tuple[list[str], list[str]]
+) -> tuple[ChildOutcome, ChildOutcome]:
+    """Run two configs (plain runs) in two new processes at once that take turns interval by
+    interval, ``first`` holding the first turn (flowrate.campaigns.process.turns), and wait for
+    both: their outcomes, as run_in_fresh_process gives one. ``argv``: each run's command line.
+    Failures are as there; an interrupt ends both."""
+    context = process_context()
+    mine, theirs = context.Pipe(duplex=True)
+    with contextlib.ExitStack() as stack:
+        sides = ((first, argv[0], mine, True), (second, argv[1], theirs, False))
+        children = [
+            stack.enter_context(_launched(context, _job(point), command, None, turns=(peer, holds_first)))
+            for point, command, peer, holds_first in sides
+        ]
+        mine.close()  # the children hold the only ends now: one's end reads as end of file in the other
+        theirs.close()
+        done = children[0].outcome(), children[1].outcome()
+    return done
+
+
+def _job(point: Job | PointConfig) -> Job:
+    job = point if isinstance(point, Job) else Job(point)
+    return dataclasses.replace(job, config=portable(job.config))
+
+
+@dataclass
+class _Child:
+    """A run's process once started, and the end of the pipe its answer comes on."""
+
+    process: Any
+    receiver: Connection
+
+    def outcome(self) -> ChildOutcome:
+        """Wait for the child's answer (run_in_fresh_process says what it may be)."""
+        try:
+            kind, text, started, finished, lower = self.receiver.recv()
+        except EOFError:
+            self.process.join()
+            return ChildOutcome(
+                None,
+                CRASHED,
+                f"its process died before reporting (exit code {self.process.exitcode}: killed, out of "
+                "host memory, or a crash)",
+            )
+        self.process.join()
+        if kind == "ok":
+            below = tuple(Result.from_json(t) for t in lower)
+            return ChildOutcome(Result.from_json(text), None, "", started, finished, below)
+        if kind == BUG:
+            raise ChildCrash(f"the run's process failed:\n{text}")
+        return ChildOutcome(None, kind, text, started, finished)
+
+
+@contextlib.contextmanager
+def _launched(
+    context: Any,
+    job: Job,
+    argv: list[str] | None,
+    tensorboard: str | None,
+    turns: tuple[Connection, bool] | None = None,
+) -> Iterator[_Child]:
+    """The job's process, started; on leaving, the pipe closed and the process killed if it is still
+    alive (interrupted while waiting: no orphan keeps running). ``turns``: this child's end of the
+    connection it takes turns over, and whether it holds the first turn."""
     receiver, sender = context.Pipe(duplex=False)
     environment = dict(os.environ)
     process = context.Process(
-        target=_child_main, args=(sender, job.to_dict(), argv, tensorboard, environment), name="flowrate-run"
+        target=_child_main,
+        args=(sender, job.to_dict(), argv, tensorboard, environment, turns),
+        name="flowrate-run",
     )
     try:
         _start(process, context)
         sender.close()  # the child holds the only writer now: its death reads as end of file here
-        try:
-            kind, text, started, finished, lower = receiver.recv()
-        except EOFError:
-            process.join()
-            return ChildOutcome(
-                None,
-                CRASHED,
-                f"its process died before reporting (exit code {process.exitcode}: killed, out of "
-                "host memory, or a crash)",
-            )
-        process.join()
+        yield _Child(process, receiver)
     finally:
         sender.close()
         receiver.close()
-        if process.is_alive():  # interrupted while waiting: no orphan keeps running
+        if process.is_alive():
             process.kill()
             process.join()
-    if kind == "ok":
-        below = tuple(Result.from_json(t) for t in lower)
-        return ChildOutcome(Result.from_json(text), None, "", started, finished, below)
-    if kind == BUG:
-        raise ChildCrash(f"the run's process failed:\n{text}")
-    return ChildOutcome(None, kind, text, started, finished)
 
 
 def _child_main(
@@ -182,9 +236,10 @@ def _child_main(
     argv: list[str] | None,
     logdir: str | None,
     environment: dict[str, str],
+    turns: tuple[Connection, bool] | None = None,
 ) -> None:
-    """The child's whole life: take the caller's environment, run, send the answer, leave at once
-    (see run_in_fresh_process)."""
+    """The child's whole life: take the caller's environment, run (taking turns over ``turns``'
+    connection where given), send the answer, leave at once (see run_in_fresh_process)."""
     code = 1
     try:
         _leave_with_parent()
@@ -193,7 +248,7 @@ def _child_main(
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the fork server ignores Ctrl-C
         if hasattr(signal, "pthread_sigmask"):  # and holds it from its start (_start): take it now
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        sender.send(run_and_report(job, argv, logdir))
+        sender.send(run_and_report(job, argv, logdir, Turns(*turns) if turns else None))
         code = 0
     finally:  # an interrupt leaves too, quietly: the parent says what happened
         sender.close()
@@ -256,13 +311,16 @@ def _leave_with_parent() -> None:
 Report = tuple[str, str, float, float, list[str]]
 
 
-def run_and_report(job: dict[str, Any], argv: list[str] | None, logdir: str | None = None) -> Report:
-    """Run a job (flowrate.campaigns.process.job) here: ("ok", its Result as JSON), or the kind of
-    failure and its message; with this process's wall-clock times at start and end, and the
-    Results (JSON) at the lower rungs a job that goes on through rungs measured."""
+def run_and_report(
+    job: dict[str, Any], argv: list[str] | None, logdir: str | None = None, turns: Turns | None = None
+) -> Report:
+    """Run a job (flowrate.campaigns.process.job) here, taking ``turns`` with another process where
+    given: ("ok", its Result as JSON), or the kind of failure and its message; with this process's
+    wall-clock times at start and end, and the Results (JSON) at the lower rungs a job that goes on
+    through rungs measured."""
     started = time.time()
     try:
-        result, lower = run_job(job, argv, logdir)
+        result, lower = run_job(job, argv, logdir, turns)
         return "ok", result.to_json(), started, time.time(), [r.to_json() for r in lower]
     except OutOfMemory as error:  # crosses the process boundary as text: always picklable
         return OOM, str(error), started, time.time(), []

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+from flowrate.campaigns.process.turns import UNMETERED, Turns
 from flowrate.config import GenerateConfig, RunConfig
 from flowrate.errors import ConfigError
 
@@ -84,13 +85,35 @@ def check_command(command: str, source: str) -> None:
 
 
 def run_job(
-    data: Mapping[str, Any], argv: list[str] | None, tensorboard: str | None = None
+    data: Mapping[str, Any],
+    argv: list[str] | None,
+    tensorboard: str | None = None,
+    turns: Turns | None = None,
 ) -> tuple[Any, list[Any]]:
     """Run one job, given as plain data (Job.to_dict), in this process (raises what the run
     raises): its Result, and the Results at the lower rungs a continuing run measured on its way
-    (flowrate.campaigns.rungs.watch)."""
+    (flowrate.campaigns.rungs.watch). A plain run may take ``turns`` with another process
+    (flowrate.campaigns.process.turns): it waits for its first, and hands the last over however it ends."""
     job = Job.from_dict(data)
     config = job.config
+    if turns is not None:
+        if job.kind != JobKind.RUN or not isinstance(config, RunConfig):
+            raise ValueError("only a plain run takes turns with another process")
+        from flowrate.harness.api import run_config
+
+        turns.begin()
+        try:
+            run = run_config(
+                config,
+                argv=argv,
+                tensorboard=tensorboard,
+                clock=turns.clock,
+                observer=turns,
+                unmetered=UNMETERED,
+            )
+        finally:
+            turns.end()
+        return run, []
     if not isinstance(config, RunConfig):  # a generation
         from flowrate.harness.generate import run_generation
         from flowrate.problems.registry import get_problem
