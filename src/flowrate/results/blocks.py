@@ -43,35 +43,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import stdtr, stdtrit
+from scipy.special import stdtrit
 
-from flowrate.results.verdict import FASTER, MIN_OWN_RUNS, SAME, SLOWER, Verdict, run_level_verdict
+from flowrate.results.verdict import (
+    FASTER,
+    MIN_OWN_RUNS,
+    SAME,
+    SLOWER,
+    LogRatioTest,
+    Verdict,
+    run_level_verdict,
+)
 
 MIN_PAIRED_BLOCKS = 3  # two blocks leave the paired test one degree of freedom
 PAIRED, UNPAIRED = "paired", "unpaired"
 
 
 @dataclass(frozen=True)
-class BlockTest:
-    """Arrays over comparisons: log(B/A), its standard error and degrees of freedom, whether the
-    blocks were paired, the drift's F (NaN with fewer than two blocks), and the F above which they
-    are paired (pairing_threshold; inf with fewer than MIN_PAIRED_BLOCKS)."""
+class BlockTest(LogRatioTest):
+    """Arrays over comparisons: log(B/A), its standard error and degrees of freedom (LogRatioTest),
+    whether the blocks were paired, the drift's F (NaN with fewer than two blocks), and the F above
+    which they are paired (pairing_threshold; inf with fewer than MIN_PAIRED_BLOCKS)."""
 
-    log_ratio: np.ndarray
-    se: np.ndarray
-    df: np.ndarray
     paired: np.ndarray
     drift_f: np.ndarray
     threshold: float
-
-    def p_values(self) -> np.ndarray:
-        t = np.abs(self.log_ratio) / np.where(self.se > 0, self.se, np.inf)
-        p = 2 * stdtr(self.df, -t)
-        return np.where(self.se > 0, p, np.where(self.log_ratio == 0, 1.0, 0.0))
-
-    def interval(self, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-        half = stdtrit(self.df, 1 - alpha / 2) * self.se
-        return np.exp(self.log_ratio - half), np.exp(self.log_ratio + half)
 
 
 def pairing_threshold(blocks: int, alpha: float) -> float:

@@ -16,38 +16,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
-from scipy.special import stdtr, stdtrit
 
-from flowrate.results.verdict import FASTER, SAME, SLOWER, Verdict, run_level_verdict
+from flowrate.results.verdict import FASTER, SAME, SLOWER, LogRatioTest, Verdict, run_level_verdict
 
 MIN_PAIRS = 2  # one pair leaves the paired test no degree of freedom
 
 
-@dataclass(frozen=True)
-class TurnsTest:
-    """Arrays over comparisons: log(B/A) (the mean of the pairs' log ratios), its standard error,
-    and the degrees of freedom (pairs − 1)."""
-
-    log_ratio: np.ndarray
-    se: np.ndarray
-    df: float
-
-    def p_values(self) -> np.ndarray:
-        t = np.abs(self.log_ratio) / np.where(self.se > 0, self.se, np.inf)
-        p = 2 * stdtr(self.df, -t)
-        return np.where(self.se > 0, p, np.where(self.log_ratio == 0, 1.0, 0.0))
-
-    def interval(self, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-        half = stdtrit(self.df, 1 - alpha / 2) * self.se
-        return np.exp(self.log_ratio - half), np.exp(self.log_ratio + half)
-
-
-def turns_test(a: np.ndarray, b: np.ndarray) -> TurnsTest:
+def turns_test(a: np.ndarray, b: np.ndarray) -> LogRatioTest:
     """The paired test over pairs: ``a`` and ``b`` (…, n) hold each side's per-run values, pair i
-    at index i, positive, n ≥ MIN_PAIRS."""
+    at index i, positive, n ≥ MIN_PAIRS; its degrees of freedom are n − 1."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.shape[-1] < MIN_PAIRS:
         raise ValueError(
@@ -55,7 +35,7 @@ def turns_test(a: np.ndarray, b: np.ndarray) -> TurnsTest:
         )
     n = a.shape[-1]
     d = np.log(b) - np.log(a)
-    return TurnsTest(d.mean(-1), d.std(-1, ddof=1) / math.sqrt(n), float(n - 1))
+    return LogRatioTest(d.mean(-1), d.std(-1, ddof=1) / math.sqrt(n), float(n - 1))
 
 
 def turns_verdict(

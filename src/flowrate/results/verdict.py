@@ -31,6 +31,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy.special import fdtri, ndtr, ndtri, stdtr, stdtrit
 
 from flowrate.measure.stats import DEFAULT_ALPHA, mann_whitney
@@ -59,6 +60,27 @@ class Verdict:
     runs_a: int
     runs_b: int
     noise_source: str | None  # "runs" (their own spread), "history" (the store's), "runs+history"
+
+
+@dataclass(frozen=True)
+class LogRatioTest:
+    """A t-test of log(B/A) over arrays of comparisons at once (a simulation runs the same code):
+    each comparison's log ratio, its standard error and degrees of freedom."""
+
+    log_ratio: np.ndarray
+    se: np.ndarray
+    df: np.ndarray | float
+
+    def p_values(self) -> np.ndarray:
+        """Two-sided; 1 where the standard error is 0 and the ratio 1, else 0 where it is 0."""
+        t = np.abs(self.log_ratio) / np.where(self.se > 0, self.se, np.inf)
+        p = 2 * stdtr(self.df, -t)
+        return np.where(self.se > 0, p, np.where(self.log_ratio == 0, 1.0, 0.0))
+
+    def interval(self, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        """The (1 − alpha) interval of B/A."""
+        half = stdtrit(self.df, 1 - alpha / 2) * self.se
+        return np.exp(self.log_ratio - half), np.exp(self.log_ratio + half)
 
 
 @dataclass(frozen=True)
