@@ -143,3 +143,23 @@ def test_a_partner_that_fails_leaves_the_other_to_run_alone(tmp_path: Path, fail
     assert outcomes[failing].failure == ERROR and "does not build" in outcomes[failing].message
     survivor = outcomes[1 - failing].result
     assert survivor is not None and survivor.summary.timed_steps == 2
+
+
+def test_a_partner_that_dies_holding_its_turn_leaves_the_other_to_run_alone(tmp_path: Path) -> None:
+    dying = tmp_path / "dying.py"
+    dying.write_text(
+        "import os\n"
+        "from flowrate import get_problem\n"
+        "def make():\n"
+        "    problem = get_problem('fc_mnist', size='debug')\n"
+        "    loss = problem.loss\n"
+        "    def dies(model, batch):\n"
+        "        os._exit(3)  # killed mid-step, its turn never handed over\n"
+        "    problem.loss = dies\n"
+        "    return problem\n"
+    )
+    first, second = child.run_in_turns(
+        replace(TINY, problem=f"{dying}:make", size=None), TINY, argv=(["a"], ["b"])
+    )
+    assert first.failure == child.CRASHED
+    assert second.result is not None and second.result.summary.timed_steps == 2

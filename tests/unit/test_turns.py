@@ -83,6 +83,15 @@ def test_a_partner_that_ended_leaves_the_other_working_alone_never_waiting() -> 
     turns.end()
 
 
+def test_a_partner_that_dies_without_handing_over_leaves_the_other_alone() -> None:
+    mine, theirs = multiprocessing.Pipe()
+    turns = Turns(mine, first=False, clock=Clock())
+    theirs.close()  # killed while holding the first turn: end of file, not a token
+    turns.begin()
+    assert turns.alone and turns.turns == 0
+    assert turns.at_sample_point(None, None) is False
+
+
 def test_pairs_are_tested_by_their_log_ratios_exactly() -> None:
     # a machine that drifts from 90 to 110 samples/s; B is 3% slower in every pair, give or take
     a = [90.0, 100.0, 110.0, 95.0, 105.0]
