@@ -46,10 +46,7 @@ import numpy as np
 from scipy.special import stdtrit
 
 from flowrate.results.verdict import (
-    FASTER,
     MIN_OWN_RUNS,
-    SAME,
-    SLOWER,
     LogRatioTest,
     Verdict,
     run_level_verdict,
@@ -165,11 +162,6 @@ def block_verdict(
             method=f"{verdict.method}; {why}",
             evidence=f"{verdict.evidence}, {blocks} A B B A blocks ({why})",
         )
-    ratio = math.exp(float(test.log_ratio[0]))
-    low, high = (float(x[0]) for x in test.interval(alpha))
-    p = float(test.p_values()[0])
-    significant = p < alpha and abs(ratio - 1) >= min_effect and ratio != 1
-    direction = (FASTER if ratio > 1 else SLOWER) if significant else SAME
     method = (
         f"paired t-test of the blocks' log ratios ({blocks} A B B A blocks, {blocks - 1} degrees of "
         f"freedom; one value per process); paired: block drift F {drift:.2f} > {test.threshold:.2f}"
@@ -179,4 +171,4 @@ def block_verdict(
         f"{len(a)} runs a side in {blocks} A B B A blocks, block-ratio CV {block_cv:.1%} "
         "(paired: the machine drifted between blocks)"
     )
-    return Verdict(ratio, low, high, p, significant, direction, method, evidence, len(a), len(b), "runs")
+    return test.verdict(alpha, min_effect, method, evidence, len(a))

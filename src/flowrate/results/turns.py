@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from flowrate.results.verdict import FASTER, SAME, SLOWER, LogRatioTest, Verdict, run_level_verdict
+from flowrate.results.verdict import LogRatioTest, Verdict, run_level_verdict
 
 MIN_PAIRS = 2  # one pair leaves the paired test no degree of freedom
 
@@ -61,15 +61,10 @@ def turns_verdict(
         raise ValueError("per-run values must be finite and positive")
     test = turns_test(np.array([a]), np.array([b]))
     pairs = len(a)
-    ratio = math.exp(float(test.log_ratio[0]))
-    low, high = (float(x[0]) for x in test.interval(alpha))
-    p = float(test.p_values()[0])
-    significant = p < alpha and abs(ratio - 1) >= min_effect and ratio != 1
-    direction = (FASTER if ratio > 1 else SLOWER) if significant else SAME
     method = (
         f"paired t-test of the pairs' log ratios ({pairs} pairs of processes that took turns, "
         f"{pairs - 1} degrees of freedom)"
     )
     pair_cv = float(test.se[0]) * math.sqrt(pairs)
     evidence = f"{pairs} runs a side in pairs that took turns, pair-ratio CV {pair_cv:.1%}"
-    return Verdict(ratio, low, high, p, significant, direction, method, evidence, pairs, pairs, "runs")
+    return test.verdict(alpha, min_effect, method, evidence, pairs)

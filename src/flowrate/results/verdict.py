@@ -82,6 +82,16 @@ class LogRatioTest:
         half = stdtrit(self.df, 1 - alpha / 2) * self.se
         return np.exp(self.log_ratio - half), np.exp(self.log_ratio + half)
 
+    def verdict(self, alpha: float, min_effect: float, method: str, evidence: str, runs: int) -> Verdict:
+        """The first comparison's Verdict (``runs`` a side): called where p < alpha and B/A differs
+        from 1 by ``min_effect`` or more."""
+        ratio = math.exp(float(self.log_ratio[0]))
+        low, high = (float(x[0]) for x in self.interval(alpha))
+        p = float(self.p_values()[0])
+        significant = p < alpha and abs(ratio - 1) >= min_effect and ratio != 1
+        direction = (FASTER if ratio > 1 else SLOWER) if significant else SAME
+        return Verdict(ratio, low, high, p, significant, direction, method, evidence, runs, runs, "runs")
+
 
 @dataclass(frozen=True)
 class _LogRatio:
