@@ -209,7 +209,8 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     seconds = budget["plan"]["seconds"]
     assert [config.duration_s for config in launched] == [0.5] * 4 + [seconds] * 4  # type: ignore[attr-defined]
     assert {config.min_steps for config in launched} == {1}  # type: ignore[attr-defined]  # the seconds set the length
-    assert (budget["budget_s"], budget["stopped"], budget["runs_a_side"]) == (24.0, "budget spent", 2)
+    # the first block's two pairs are compared with the planned two
+    assert (budget["budget_s"], budget["stopped"], budget["runs_a_side"]) == (24.0, "budget spent", 4)
     assert budget["plan"]["noise"]["startup_s"] == pytest.approx(2.0)
     assert seconds in (0.5, 1.0)
     # and the instant it took to read the flags
@@ -220,20 +221,25 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     assert budget["plan"]["reason"].endswith("in pairs of processes that take turns")
     assert budget["analysis"] == "turns"
     throughput = next(m for m in outcome.json()["metrics"] if m["metric"] == "samples_per_sec")
-    assert throughput["method"].startswith("paired t-test of the pairs' log ratios (2 pairs")
+    assert throughput["method"].startswith("paired t-test of the pairs' log ratios (4 pairs")
     interval = budget["interval"]
     assert interval["level"] == 0.95 and interval["low"] < interval["ratio"] < interval["high"]
-    found = re.search(r"tagged (compare:[0-9a-f]{8}):pilot\), 2[02] s of the 24 s budget", outcome.stderr)
+    found = re.search(
+        r"in 4 pairs that took turns, the first block's 2 \(tagged (compare:[0-9a-f]{8}):pilot\) among them, "
+        r"2[02] s of the 24 s budget",
+        outcome.stderr,
+    )
     assert found, outcome.stderr
     with Store(results_store) as store:
         assert len(store.resolve(f"{found[1]}:pilot")) == 4
         side_a = store.resolve(f"{found[1]}:A")
-        assert len(side_a) == len(store.resolve(f"{found[1]}:B")) == 2
+        assert len(side_a) == len(store.resolve(f"{found[1]}:B")) == 4  # the first block's among them
     # a run that took turns meters no energy: the counter counted its partner's work too
     assert "taking turns" in (side_a[0].result.energy.reason or "")
     # each run is recorded with the command that makes it again: the spec and the plan's length
     command = ["flowrate", "run", *BUDGETED.split(), "--duration", f"{seconds:g}"]
-    assert side_a[0].result.environment.command_line == command
+    planned = next(run for run in side_a if run.result.config.duration_s == seconds)
+    assert planned.result.environment.command_line == command
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,13 @@ class FakeMachine:
         rate = (100.0 if label == "A" else self.b_rate) * wobble
         return Process(label, rate, wall, seconds, 0.05, seconds)
 
+    def run_pair(
+        self, first: str, second: str, seconds: float, pilot: bool, preheat: int | None = None
+    ) -> tuple[Process, Process]:
+        """Two processes that take turns: the pair's wall time is what the two would take one after
+        the other, half to each, as flowrate.campaigns.compare.live splits it."""
+        return self.run_one(first, seconds, pilot, preheat), self.run_one(second, seconds, pilot, preheat)
+
 
 def test_a_first_block_measures_then_blocks_run_while_the_next_fits() -> None:
     machine = FakeMachine(startup_s=1.0)
@@ -337,3 +344,99 @@ def test_the_plans_noise_carries_the_blocks_cv_the_store_knows() -> None:
     known = noise_from(pilot, History(0.10, 41, block_cv=0.04, block_df=30))
     assert (known.between_cv, known.block_cv) == (0.10, 0.04)
     assert noise_from(pilot, None).block_cv is None  # one block says nothing of the drift between blocks
+
+
+@pytest.mark.parametrize(("coin", "order"), [(0, ["A", "B"]), (1, ["B", "A"])])
+def test_in_turns_one_last_pair_runs_where_a_block_no_longer_fits_its_first_turn_by_a_coin(
+    coin: int, order: list[str]
+) -> None:
+    machine = FakeMachine(startup_s=2.0)
+    spent = spend(
+        60.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=lambda: History(cv=0.036, runs=40),
+        alpha=ALPHA,
+        run_pair=machine.run_pair,
+        first_mover=lambda: coin,
+    )
+    assert spent.plan is not None and (spent.plan.seconds, spent.plan.processes) == (0.5, 8)
+    # a first block of 4 × 3 s, four blocks of 4 × 2.5 s end at 52 s: 6.5 s are left of the 58.5 s
+    # before FINISH_S, too few for a block (10 s) but enough for a pair (5 s), which ends at 57 s;
+    # the first block's two pairs are compared with the planned nine
+    assert (len(spent.values["A"]), len(spent.values["B"]), spent.elapsed_s) == (11, 11, 57.0)
+    assert spent.values["A"][:2] == [p.value for p in spent.pilot if p.label == "A"]
+    assert spent.lone_pair and spent.stopped == BUDGET_SPENT
+    assert [label for label, _, _ in machine.calls[-2:]] == order
+    # the pairs before it gave each side the first turn equally often
+    firsts = [machine.calls[i][0] for i in range(4, len(machine.calls) - 2, 2)]
+    assert firsts.count("A") == firsts.count("B") == 4
+
+
+def test_no_lone_pair_runs_where_not_even_a_pair_fits_nor_one_at_a_time() -> None:
+    machine = FakeMachine(startup_s=2.0)
+    spent = spend(
+        56.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=lambda: History(cv=0.036, runs=40),
+        alpha=ALPHA,
+        run_pair=machine.run_pair,
+    )
+    # 2.5 s are left at 52 s: less than a pair's 5 s
+    assert (len(spent.values["A"]), spent.elapsed_s, spent.lone_pair) == (2 + 8, 52.0, False)
+    machine = FakeMachine(startup_s=2.0)
+    alone = spend(
+        60.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=lambda: History(cv=0.036, runs=40),
+        alpha=ALPHA,
+    )
+    # one at a time (a plan of 1.5 s), the blocks of four A B B A are the unit: three end at 54 s
+    assert (len(alone.values["A"]), alone.elapsed_s, alone.lone_pair) == (6, 54.0, False)
+
+
+@pytest.mark.parametrize(
+    ("step_s", "counted", "in_turns", "one_at_a_time"),
+    [
+        (0.63, True, 0, 1),  # transformer/mini: in turns the counted step is all the warm-up
+        (0.63, False, 1, 2),
+        (0.1, True, 2, 9),  # a quarter of a second of steps is 3, the counted one among them
+        (0.009, True, 27, None),  # a second of steps is more than the side's own 50
+    ],
+)
+def test_processes_that_take_turns_warm_up_for_a_quarter_second_of_steps_and_at_least_one(
+    step_s: float, counted: bool, in_turns: int, one_at_a_time: int | None
+) -> None:
+    pilot = [Process(label, 100.0, 6.0, 1.0, 0.04, 1.0, step_s, 50, counted=counted) for label in "ABBA"]
+    assert planned_preheat(pilot, turns=True) == in_turns
+    assert planned_preheat(pilot) == one_at_a_time
+
+
+@pytest.mark.parametrize(("own", "first"), [(False, 1), (True, None)])
+def test_in_turns_the_first_pair_warms_up_for_one_step_unless_a_side_sets_its_own(
+    own: bool, first: int | None
+) -> None:
+    machine = FakeMachine(startup_s=1.0)
+    asked: list[int | None] = []
+
+    def run_pair(a: str, b: str, seconds: float, pilot: bool, preheat: int | None) -> tuple[Process, Process]:
+        asked.append(preheat)
+        return machine.run_pair(a, b, seconds, pilot, preheat)
+
+    spend(
+        30.0,
+        clock=machine.clock,
+        started=0.0,
+        run_one=machine.run_one,
+        history_of=_none,
+        alpha=ALPHA,
+        run_pair=run_pair,
+        own_preheat=own,
+    )
+    # the fake's processes time no step: after the first pair, the side's own warm-up (None)
+    assert asked[0] == first and set(asked[1:]) == {None}

@@ -44,16 +44,13 @@ def closing_line(live: LiveComparison) -> str:
     elif live.budget is not None:
         spent = live.budget
         runs = f"{a} run{'s' if a != 1 else ''} a side"
-        shape = (
-            f"in {a} pair{'s' if a != 1 else ''} that took turns"
-            if spent.plan is not None and spent.plan.turns
-            else f"in {a // 2} A B B A blocks"
-        )
-        how = (
-            f"{spent.stopped}: {runs} {shape} after "
-            f"a first block of {len(spent.pilot)} (tagged {labels[0][:-2]}:pilot), "
-            f"{spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
-        )
+        tag = f"tagged {labels[0][:-2]}:pilot"
+        if spent.plan is not None and spent.plan.turns:
+            first = f"the first block's {len(spent.pilot) // 2} ({tag})"
+            shape = f"in {a} pair{'s' if a != 1 else ''} that took turns, {first} among them"
+        else:
+            shape = f"in {a // 2} A B B A blocks after a first block of {len(spent.pilot)} ({tag})"
+        how = f"{spent.stopped}: {runs} {shape}, {spent.elapsed_s:.0f} s of the {spent.budget_s:g} s budget"
     else:
         how = f"{live.done.stopped}: {a} run{'s' if a != 1 else ''} a side"
     return (

@@ -7,7 +7,8 @@ The budget bounds the whole comparison's wall-clock time, counted from ``started
    the median of the four, as the first may start the fork server) and how steady its intervals
    are, and
    names the configuration whose history the store may hold. Its runs are recorded (tagged
-   …:pilot) but not compared: they measured for a different length than the rest. A slow step
+   …:pilot) but, one at a time, not compared: they measured for a different length than the rest
+   (in turns they are: below). A slow step
    warms up in fewer steps than `flowrate run`'s five: where the first process's steps took longer
    than PREHEAT_S / 5, every later process (the first block's other three included) warms up for
    PREHEAT_S of steps, and at least MIN_PREHEAT_STEPS (the first step allocates the optimizer's
@@ -30,12 +31,31 @@ first included, is two pairs, A with B and then B with A (who takes the first tu
 each pair two processes at once; a pair's wall time counts half to each of its processes, so a
 block costs what four processes one after another would. The verdict then pairs run i of A with
 run i of B (flowrate.results.turns), and the plan expects that (flowrate.campaigns.compare.plan).
+Three things change with it:
+
+- The warm-up. At every hand-over the two processes of a pair are at the same point of their
+  lives (interval i of one follows interval i of the other), so a transient common to both, the
+  allocator and caches settling, cancels in the pair's ratio. The warm-up need only take the
+  first step's one-time costs (the optimizer's state, first calls) out of the timed window:
+  TURNS_PREHEAT_S of steps and at least TURNS_MIN_PREHEAT_STEPS, the counted step included; the
+  first pair, before a step has been timed, warms up for TURNS_MIN_PREHEAT_STEPS after its counted
+  step (a slow step's five would take most of a small budget).
+- The first block is compared. Each pair is compared within itself, so that the first block's
+  two pairs measured another length than the plan's changes how much they weigh in the verdict,
+  not what they measure; their values go into the verdict with the planned pairs' (and the runs
+  are tagged with their side as well as …:pilot).
+- The end. Where a block no longer fits but one pair does, that pair runs alone, instead of
+  leaving up to a block's time of the budget unused. Which side takes its first turn is a coin's
+  toss (``first_mover``): the blocks before it give each side the first turn equally often, and
+  a lone pair that always gave it to A would carry whatever holding the first turn does to a
+  ratio into every verdict in the same direction.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -63,6 +83,8 @@ ASSUMED_STARTUP_S = 1.0  # a process's start-up before the first block has measu
 FINISH_S = 1.5  # of the budget, kept for comparing, recording and printing after the last block
 PREHEAT_S = 1.0  # of steps, the warm-up a planned process needs at least (module docstring)
 MIN_PREHEAT_STEPS = 2
+TURNS_PREHEAT_S = 0.25  # the same, for processes that take turns (module docstring)
+TURNS_MIN_PREHEAT_STEPS = 1
 BUDGET_SPENT = "budget spent"
 TURNS = "turns"  # the analysis: paired by the pairs that took turns (flowrate.results.turns)
 # a block's processes: one at a time in A B B A order, or as two pairs that take turns
@@ -116,6 +138,7 @@ class Spent:
     # or the first block's (2 degrees of freedom)
     history: History | None = None
     elapsed_s: float = 0.0
+    lone_pair: bool = False  # the last pair ran without its block's other (module docstring)
 
 
 def analysis_of(values: dict[str, list[float]], alpha: float, turns: bool = False) -> str:
@@ -156,6 +179,7 @@ def budget_report(spent: Spent, comparison: Comparison) -> dict[str, Any]:
             "reason": chosen.reason,
             "noise": asdict(chosen.noise),
         },
+        "lone_pair": spent.lone_pair,
         "runs_a_side": min(len(spent.values[A]), len(spent.values[B])),
         "analysis": analysis_of(spent.values, comparison.alpha, chosen is not None and chosen.turns),
         "interval": None
@@ -188,15 +212,17 @@ def step_s(pilot: Sequence[Process]) -> float | None:
     return statistics.median(steps) if steps else None
 
 
-def planned_preheat(pilot: Sequence[Process]) -> int | None:
-    """The warm-up steps of the processes after ``pilot`` (module docstring), the counted step
-    aside where every process of ``pilot`` ran one: None where the side's own (the most any of them
-    warmed up for) are as few, or the step time or warm-up is unknown."""
+def planned_preheat(pilot: Sequence[Process], turns: bool = False) -> int | None:
+    """The warm-up steps of the processes after ``pilot`` (module docstring; ``turns``: processes
+    that take turns), the counted step aside where every process of ``pilot`` ran one: None where
+    the side's own (the most any of them warmed up for) are as few, or the step time or warm-up is
+    unknown."""
     step = step_s(pilot)
     own = [p.preheat_steps for p in pilot if p.preheat_steps is not None]
     if step is None or not own:
         return None
-    fewer = max(MIN_PREHEAT_STEPS, math.ceil(PREHEAT_S / step)) - all(p.counted for p in pilot)
+    least, seconds = (TURNS_MIN_PREHEAT_STEPS, TURNS_PREHEAT_S) if turns else (MIN_PREHEAT_STEPS, PREHEAT_S)
+    fewer = max(least, math.ceil(seconds / step)) - all(p.counted for p in pilot)
     return fewer if fewer < max(own) else None
 
 
@@ -256,6 +282,7 @@ def spend(
     own_preheat: bool = False,
     wanted: float | None = None,
     run_pair: RunPair | None = None,
+    first_mover: Callable[[], int] = lambda: random.randrange(2),
 ) -> Spent:
     """Spend ``budget_s`` (module docstring). ``run_one(label, seconds, pilot, preheat)`` runs one
     process of a side (with ``preheat`` warm-up steps; None: the side's own), recording it;
@@ -264,13 +291,14 @@ def spend(
     plan once it is made; ``own_preheat``: a side sets its warm-up, so the plan keeps it;
     ``wanted``: the half-width the user asked for (``until_ci``, or the gate's largest allowed
     slowdown), which a plan with a wider one says the budget of (Plan.wanting); ``run_pair``: the
-    sides take turns, every block as two pairs (module docstring).
+    sides take turns, every block as two pairs (module docstring), and ``first_mover()`` tosses
+    the coin for a lone last pair: 0 gives A the first turn, 1 gives it to B.
     BudgetTooSmall when the first block overruns the budget, or what is left after it cannot pay
     for one block (its ``minimum_s``, from the start-up measured); an
     interrupt (Ctrl-C) ends the runs, marked INTERRUPTED."""
     spent = Spent(budget_s)
     turns = run_pair is not None
-    units = IN_TURNS if turns else ONE_AT_A_TIME
+    units: tuple[tuple[str, ...], ...] = IN_TURNS if turns else ONE_AT_A_TIME
 
     def run_unit(unit: tuple[str, ...], seconds: float, pilot: bool, preheat: int | None) -> list[Process]:
         if run_pair is not None:
@@ -279,17 +307,21 @@ def spend(
 
     try:
         first = pilot_seconds(budget_s)
-        preheat: int | None = None  # the side's own, until the first processes have timed a step
+        # until the first processes have timed a step: the side's own warm-up, or in turns the least
+        preheat = TURNS_MIN_PREHEAT_STEPS if turns and not own_preheat else None
         for unit in units:
             if spent.pilot and clock() - started > budget_s:  # the first block alone overran it
                 startup = statistics.median(p.startup_s for p in spent.pilot)
                 raise BudgetTooSmall(budget_s, minimum_budget_s(startup))
             spent.pilot.extend(run_unit(unit, first, True, preheat))
             if len(spent.pilot) == len(unit) and not own_preheat:
-                preheat = planned_preheat(spent.pilot)
+                preheat = planned_preheat(spent.pilot, turns)
         known = history_of()
         noise = noise_from(spent.pilot, known, preheat)
         spent.history = known or History(noise.between_cv, len(spent.pilot) - 1)
+        if turns:  # the first block's pairs are compared too (module docstring)
+            for process in spent.pilot:
+                spent.values[process.label].append(process.value)
         left = budget_s - FINISH_S - (clock() - started)
         try:
             chosen = dataclasses.replace(plan(left, noise, alpha, turns), preheat_steps=preheat)
@@ -301,18 +333,25 @@ def spend(
         # the first processes may have started the fork server: they do not say how slow one is
         later = spent.pilot[len(units[0]) :]
         slowest = max(spent.plan.process_s, *(p.startup_with(preheat) + spent.plan.seconds for p in later))
+        planned = False
         while spent.stopped is None:
-            if clock() - started + 4 * slowest + FINISH_S > budget_s:
-                if not spent.values[A]:  # not one planned block fits
-                    raise BudgetTooSmall(budget_s, clock() - started + 4 * slowest + FINISH_S)
-                spent.stopped = BUDGET_SPENT
-                break
-            for unit in units:
+            left = budget_s - FINISH_S - (clock() - started)
+            block = units
+            if 4 * slowest > left:
+                if not planned:  # not one planned block fits
+                    raise BudgetTooSmall(budget_s, budget_s - left + 4 * slowest)
+                if not turns or 2 * slowest > left:
+                    spent.stopped = BUDGET_SPENT
+                    break
+                block = (units[first_mover()],)  # one last pair (module docstring)
+                spent.lone_pair, spent.stopped = True, BUDGET_SPENT  # once it has run
+            for unit in block:
                 for process in run_unit(unit, spent.plan.seconds, False, spent.plan.preheat_steps):
                     spent.values[process.label].append(process.value)
                     slowest = max(slowest, process.wall_s)
-            if until_ci is not None and narrow_enough(spent.values, until_ci, alpha, turns):
-                spent.stopped = NARROW
+            planned = True
+            if spent.stopped is None and until_ci is not None:
+                spent.stopped = NARROW if narrow_enough(spent.values, until_ci, alpha, turns) else None
     except KeyboardInterrupt:
         spent.stopped = INTERRUPTED
     spent.elapsed_s = clock() - started

@@ -176,7 +176,7 @@ def compare_within_budget(
     after the first block; an interrupt comes back as ``interrupted``. ``wanted``: the half-width
     of B/A's interval the user asked for, which the plan says the budget of where its own is wider
     (flowrate.campaigns.compare.plan.Plan.wanting). Where the sides can take turns (takes_turns),
-    they do, and the throughput is paired by pair."""
+    they do, and the throughput is paired by pair, the first block's pairs among them."""
     on_first_block(pilot_seconds(budget_s))
     name = f"compare:{secrets.token_hex(4)}"
     labels = (f"{name}:A", f"{name}:B")
@@ -199,8 +199,12 @@ def compare_within_budget(
             wanted=wanted,
             run_pair=runs.run_pair if turns else None,
         )
+    compared = results
+    if turns and spent.plan is not None:  # the first block's pairs are compared too (budgeted)
+        first = {s: [r for r, p in zip(runs.pilot, "ABBA", strict=False) if p == s] for s in "AB"}
+        compared = {s: first[s] + results[s] for s in "AB"}
     comparison = _compared(
-        results, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True, turns=turns
+        compared, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True, turns=turns
     )
     done = Interleaved(spent.values, spent.stopped)
     recorded = len(runs.pilot) + len(results["A"]) + len(results["B"])
@@ -335,15 +339,19 @@ class _Recorder:
         x, y = self._side(first, seconds, preheat), self._side(second, seconds, preheat)
         assert x.config is not None and y.config is not None
         outcomes = child.run_in_turns(x.config, y.config, argv=(x.argv, y.argv))
-        kept = self._keep([(x, outcomes[0]), (y, outcomes[1])], pilot)
+        kept = self._keep([(x, outcomes[0]), (y, outcomes[1])], pilot, compared=True)
         return kept[0], kept[1]
 
     def _side(self, label: str, seconds: float | None, preheat: int | None) -> Side:
         side = next(side for side in self.sides if side.label == label)
         return side if seconds is None else side.measuring(seconds, preheat)
 
-    def _keep(self, runs: list[tuple[Side, child.ChildOutcome]], pilot: list[Result] | None) -> list[Result]:
-        """Record each run that succeeded, in order; then RunFailed for the first that did not."""
+    def _keep(
+        self, runs: list[tuple[Side, child.ChildOutcome]], pilot: list[Result] | None, compared: bool = False
+    ) -> list[Result]:
+        """Record each run that succeeded, in order; then RunFailed for the first that did not.
+        A first block's run is tagged NAME:pilot, and with its side's tag too where it is
+        ``compared`` (a pair's: flowrate.campaigns.compare.budgeted)."""
         throughput = METRICS["samples_per_sec"]
         kept: list[Result] = []
         failed: str | None = None
@@ -355,8 +363,8 @@ class _Recorder:
                     or f"run {number} (side {side.label}: flowrate run {side.spec}) failed: {outcome.message}"
                 )
                 continue
-            tag = f"{self.name}:pilot" if pilot is not None else f"{self.name}:{side.label}"
-            self.store.add(outcome.result, [self.name, tag])
+            tags = [self.name, f"{self.name}:{side.label}"] if pilot is None or compared else [self.name]
+            self.store.add(outcome.result, tags + ([f"{self.name}:pilot"] if pilot is not None else []))
             (pilot if pilot is not None else self.results[side.label]).append(outcome.result)
             value = process_values(throughput, outcome.result)[0]
             self.on_run(LiveRun(number, side.label, value, outcome.result.run_id))
