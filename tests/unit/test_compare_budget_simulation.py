@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from flowrate.campaigns.compare.budgeted import PILOT_SECONDS
 from flowrate.campaigns.compare.interleave import SEQUENTIAL_ALPHA_SHARE
 from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, plan
 from flowrate.results.blocks import block_test
@@ -164,6 +165,26 @@ def test_every_plan_in_turns_keeps_the_false_positive_rate_at_alpha_plus_one_per
         rates[n] = float((turns_test(values[:, 0], values[:, 1]).p_values() < ALPHA).mean())
     worst = max(rates, key=lambda n: rates[n])
     assert rates[worst] <= ALPHA + 0.01, f"{worst} pairs: {rates[worst]:.2%}"
+    assert np.mean(list(rates.values())) <= ALPHA + 0.005
+
+
+@pytest.mark.parametrize("drift", DRIFTS)
+def test_in_turns_the_first_blocks_pairs_and_a_lone_last_pair_keep_the_false_positive_rate(
+    drift: float,
+) -> None:
+    """The verdict in turns also takes the first block's two pairs, whose processes measured
+    PILOT_SECONDS (another CV than the plan's length gives), and may end on a lone pair (an odd
+    count): for every plan, with and without it, the rate stays at alpha + 1%."""
+    rng = np.random.default_rng(46)
+    rates = {}
+    for n, chosen in _turn_plans().items():
+        for lone in (0, 1):
+            first = _turns_logs(rng, TRIALS, 2, chosen.noise.process_cv(PILOT_SECONDS), drift)
+            planned = _turns_logs(rng, TRIALS, n + lone, chosen.noise.process_cv(chosen.seconds), drift)
+            values = np.exp(np.concatenate([first, planned], axis=2))
+            rates[n, lone] = float((turns_test(values[:, 0], values[:, 1]).p_values() < ALPHA).mean())
+    worst = max(rates, key=lambda key: rates[key])
+    assert rates[worst] <= ALPHA + 0.01, f"{worst}: {rates[worst]:.2%}"
     assert np.mean(list(rates.values())) <= ALPHA + 0.005
 
 
