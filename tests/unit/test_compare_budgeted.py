@@ -55,6 +55,12 @@ class FakeMachine:
         rate = (100.0 if label == "A" else self.b_rate) * wobble
         return Process(label, rate, wall, seconds, 0.05, seconds)
 
+    def spend(self, budget_s: float, **options: Any) -> Spent:
+        """spend() on this machine from 0 s, at ALPHA, with the store's 40 runs at a CV of 3.6%
+        unless ``options`` (spend's own) say otherwise."""
+        options.setdefault("history_of", lambda: History(cv=0.036, runs=40))
+        return spend(budget_s, clock=self.clock, started=0.0, run_one=self.run_one, alpha=ALPHA, **options)
+
     def run_pair(
         self, first: str, second: str, seconds: float, pilot: bool, preheat: int | None = None
     ) -> tuple[Process, Process]:
@@ -351,16 +357,7 @@ def test_in_turns_one_last_pair_runs_where_a_block_no_longer_fits_its_first_turn
     coin: int, order: list[str]
 ) -> None:
     machine = FakeMachine(startup_s=2.0)
-    spent = spend(
-        60.0,
-        clock=machine.clock,
-        started=0.0,
-        run_one=machine.run_one,
-        history_of=lambda: History(cv=0.036, runs=40),
-        alpha=ALPHA,
-        run_pair=machine.run_pair,
-        first_mover=lambda: coin,
-    )
+    spent = machine.spend(60.0, run_pair=machine.run_pair, first_mover=lambda: coin)
     assert spent.plan is not None and (spent.plan.seconds, spent.plan.processes) == (0.5, 8)
     # a first block of 4 × 3 s, four blocks of 4 × 2.5 s end at 52 s: 6.5 s are left of the 58.5 s
     # before FINISH_S, too few for a block (10 s) but enough for a pair (5 s), which ends at 57 s;
@@ -376,26 +373,11 @@ def test_in_turns_one_last_pair_runs_where_a_block_no_longer_fits_its_first_turn
 
 def test_no_lone_pair_runs_where_not_even_a_pair_fits_nor_one_at_a_time() -> None:
     machine = FakeMachine(startup_s=2.0)
-    spent = spend(
-        56.0,
-        clock=machine.clock,
-        started=0.0,
-        run_one=machine.run_one,
-        history_of=lambda: History(cv=0.036, runs=40),
-        alpha=ALPHA,
-        run_pair=machine.run_pair,
-    )
+    spent = machine.spend(56.0, run_pair=machine.run_pair)
     # 2.5 s are left at 52 s: less than a pair's 5 s
     assert (len(spent.values["A"]), spent.elapsed_s, spent.lone_pair) == (2 + 8, 52.0, False)
     machine = FakeMachine(startup_s=2.0)
-    alone = spend(
-        60.0,
-        clock=machine.clock,
-        started=0.0,
-        run_one=machine.run_one,
-        history_of=lambda: History(cv=0.036, runs=40),
-        alpha=ALPHA,
-    )
+    alone = machine.spend(60.0)
     # one at a time (a plan of 1.5 s), the blocks of four A B B A are the unit: three end at 54 s
     assert (len(alone.values["A"]), alone.elapsed_s, alone.lone_pair) == (6, 54.0, False)
 
@@ -428,15 +410,6 @@ def test_in_turns_the_first_pair_warms_up_for_one_step_unless_a_side_sets_its_ow
         asked.append(preheat)
         return machine.run_pair(a, b, seconds, pilot, preheat)
 
-    spend(
-        30.0,
-        clock=machine.clock,
-        started=0.0,
-        run_one=machine.run_one,
-        history_of=_none,
-        alpha=ALPHA,
-        run_pair=run_pair,
-        own_preheat=own,
-    )
+    machine.spend(30.0, history_of=_none, run_pair=run_pair, own_preheat=own)
     # the fake's processes time no step: after the first pair, the side's own warm-up (None)
     assert asked[0] == first and set(asked[1:]) == {None}
