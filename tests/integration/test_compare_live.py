@@ -240,6 +240,14 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     command = ["flowrate", "run", *BUDGETED.split(), "--duration", f"{seconds:g}"]
     planned = next(run for run in side_a if run.result.config.duration_s == seconds)
     assert planned.result.environment.command_line == command
+    # compared again from the store, the sides are paired by pair as they were (run_design)
+    again = run_cli("compare", f"{found[1]}:A", f"{found[1]}:B", "--format", "json")
+    assert again.code == 0, again.stderr
+    stored = next(m for m in again.json()["metrics"] if m["metric"] == "samples_per_sec")
+    assert stored["method"] == throughput["method"]
+    assert [stored[k] for k in ("ratio", "ci_low", "ci_high")] == pytest.approx(
+        [throughput[k] for k in ("ratio", "ci_low", "ci_high")]
+    )
 
 
 @pytest.mark.parametrize(

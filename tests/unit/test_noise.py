@@ -23,7 +23,7 @@ from flowrate.results.noise import (
 )
 from flowrate.results.schema import Result
 from flowrate.results.sections import Repeat, RepeatRun
-from flowrate.results.store import Store
+from flowrate.results.store import Store, StoredRun
 
 
 def made(
@@ -171,7 +171,7 @@ def test_a_recorded_comparison_is_judged_with_the_stores_noise_only_when_asked(t
         for name, values in {"s1": (1000.0, 1010.0, 990.0), "s2": (1100.0, 1111.0, 1089.0)}.items():
             for i, value in enumerate(values):
                 opened.add(made(value, f"{name}r{i}"), tags=[f"compare:{name}:{'AB'[i % 2]}"])
-    a, b = [made(1000.0, "new1")], [made(1060.0, "new2")]
+    a, b = [StoredRun.from_result(made(1000.0, "new1"))], [StoredRun.from_result(made(1060.0, "new2"))]
     judged = compare_recorded(store, a, b, ("A", "B"), Judging())
     assert isinstance(judged, Comparison)
     assert judged.history == History(cv=pytest.approx(0.01), runs=5)

@@ -55,7 +55,7 @@ from flowrate.results.configs import config_from
 from flowrate.results.environment import CpuInfo, Environment, environment_from
 from flowrate.results.schema import Result
 from flowrate.results.sections import Energy, Flops, Generation, Kind, Survey
-from flowrate.results.store import Store
+from flowrate.results.store import Store, StoredRun
 
 
 def test_a_figure_with_a_datasheet_is_held_to_its_fraction() -> None:
@@ -503,7 +503,8 @@ def test_a_survey_is_compared_with_a_survey_only() -> None:
 def test_two_recorded_surveys_are_paired_figure_by_figure(tmp_path: Path) -> None:
     a = _survey_record(make_result(1.0).environment)
     b = dataclasses.replace(a, run_id="5urvey000002")
-    compared = compare_recorded(tmp_path / "absent.db", [a], [b], ("A", "B"), Judging())
+    tagged = [StoredRun.from_result(a)], [StoredRun.from_result(b)]
+    compared = compare_recorded(tmp_path / "absent.db", *tagged, ("A", "B"), Judging())
     assert isinstance(compared, SurveyComparison)
     assert compared.run_ids == ("5urvey000001", "5urvey000002")
     assert compared.pairs == paired(SURVEY, SURVEY)

@@ -4,7 +4,9 @@ Runs are compared by flowrate.results.compare, with the store's between-run nois
 configuration on their machine (flowrate.results.noise) standing in for a side with too few runs
 of its own, where asked. A survey is one measurement of each figure, so two surveys are paired
 figure by figure (flowrate.analysis.survey_values) with no test and no verdict; a survey is
-compared with a survey only, one a side.
+compared with a survey only, one a side. The two sides of one comparison within a budget are
+judged as it judged them, paired by block or by pair, where every run carries its design's tag
+(flowrate.results.run_design).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from flowrate.errors import ConfigError
 from flowrate.measure.stats import DEFAULT_ALPHA
 from flowrate.results.compare import Comparison, compare
 from flowrate.results.noise import history_in_store
+from flowrate.results.run_design import RunDesign, TaggedRun, in_run_order, recorded_design
 from flowrate.results.schema import Result
 from flowrate.results.sections import Kind, Survey
 from flowrate.results.verdict import DEFAULT_MIN_EFFECT
@@ -50,16 +53,22 @@ def is_survey(result: Result) -> bool:
 
 def compare_recorded(
     store: str | os.PathLike[str] | None,
-    side_a: Sequence[Result],
-    side_b: Sequence[Result],
+    tagged_a: Sequence[TaggedRun],
+    tagged_b: Sequence[TaggedRun],
     labels: tuple[str, str],
     judging: Judging,
 ) -> Comparison | SurveyComparison:
-    """B's runs against the baseline A's, judged as ``judging`` says (with ``judging.history``, the
-    noise ``store`` records for their configuration), or, where a side holds a survey, the two
-    surveys paired (compare_surveys)."""
+    """B's runs against the baseline A's (each side newest first, as the store lists runs), judged
+    as ``judging`` says (with ``judging.history``, the noise ``store`` records for their
+    configuration) and, where they are one comparison's sides, paired as it paired them
+    (flowrate.results.run_design); or, where a side holds a survey, the two surveys paired
+    (compare_surveys)."""
+    side_a, side_b = [r.result for r in tagged_a], [r.result for r in tagged_b]
     if any(map(is_survey, (*side_a, *side_b))):
         return compare_surveys(side_a, side_b, labels)
+    design = recorded_design(tagged_a, tagged_b)
+    if design is not None:
+        side_a, side_b = in_run_order(tagged_a), in_run_order(tagged_b)
     known = history_in_store(store, side_a, side_b) if judging.history else None
     return compare(
         side_a,
@@ -69,6 +78,8 @@ def compare_recorded(
         min_effect=judging.min_effect,
         labels=labels,
         history=known,
+        blocks=design is not None,
+        turns=design is RunDesign.TURNS,
     )
 
 

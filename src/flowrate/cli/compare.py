@@ -169,8 +169,8 @@ def _compare_recorded(refs: tuple[str, str], store: str | None, judging: Judging
     from flowrate.cli.select import select_runs
     from flowrate.results.store_filter import RunFilter
 
-    side_a, side_b = ([run.result for run in select_runs(store, [ref], RunFilter())] for ref in refs)
-    if shown.fail_pct is not None and any(map(is_survey, side_a + side_b)):
+    side_a, side_b = (select_runs(store, [ref], RunFilter()) for ref in refs)
+    if shown.fail_pct is not None and any(is_survey(run.result) for run in side_a + side_b):
         raise click.UsageError("--fail-if-slower applies to runs; surveys are compared figure by figure")
     compared = compare_recorded(store, side_a, side_b, refs, judging)
     if isinstance(compared, SurveyComparison):

@@ -9,7 +9,9 @@ over recorded runs (flowrate.results.compare). Within a time budget (compare_wit
 runs' count and length come from a plan (flowrate.campaigns.compare.budgeted), and throughput is
 tested over the A B B A blocks (flowrate.results.blocks); where both sides run this checkout on the
 CPU (takes_turns), each block is two pairs of processes that take turns interval by interval
-(flowrate.campaigns.process.turns), tested pair by pair (flowrate.results.turns).
+(flowrate.campaigns.process.turns), tested pair by pair (flowrate.results.turns). A budget's
+compared runs are tagged with how they ran (flowrate.results.run_design), so that comparing
+them again pairs them as the budget did.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from flowrate.results.compare import Comparison, History, compare
 from flowrate.results.metrics import METRICS
 from flowrate.results.noise import history_in_store
 from flowrate.results.per_process import process_values
+from flowrate.results.run_design import RunDesign, design_tag
 from flowrate.results.schema import Result
 from flowrate.results.store import Store
 
@@ -185,7 +188,8 @@ def compare_within_budget(
     started = clock() - (time.monotonic() - command_start())
     turns = takes_turns(sides)
     with Store(store) as opened:
-        runs = _BudgetRuns(_Recorder(sides, opened, name, results, on_run), opened.path)
+        design = RunDesign.TURNS if turns else RunDesign.BLOCKS
+        runs = _BudgetRuns(_Recorder(sides, opened, name, results, on_run, design), opened.path)
         spent = spend(
             budget_s,
             clock=clock,
@@ -321,6 +325,7 @@ class _Recorder:
     name: str
     results: dict[str, list[Result]]
     on_run: Callable[[LiveRun], None]
+    design: RunDesign | None = None  # how a budget's compared runs ran, tagged on each (run_design)
 
     def one(
         self, label: str, seconds: float | None, pilot: list[Result] | None, preheat: int | None
@@ -350,8 +355,9 @@ class _Recorder:
         self, runs: list[tuple[Side, child.ChildOutcome]], pilot: list[Result] | None, compared: bool = False
     ) -> list[Result]:
         """Record each run that succeeded, in order; then RunFailed for the first that did not.
-        A first block's run is tagged NAME:pilot, and with its side's tag too where it is
-        ``compared`` (a pair's: flowrate.campaigns.compare.budgeted)."""
+        A compared run is tagged NAME, NAME:A or NAME:B, and with a budget NAME:blocks or
+        NAME:turns (flowrate.results.run_design). A first block's run is tagged NAME:pilot, and is
+        compared where it is ``compared`` (a pair's: flowrate.campaigns.compare.budgeted)."""
         throughput = METRICS["samples_per_sec"]
         kept: list[Result] = []
         failed: str | None = None
@@ -363,7 +369,10 @@ class _Recorder:
                     or f"run {number} (side {side.label}: flowrate run {side.spec}) failed: {outcome.message}"
                 )
                 continue
-            tags = [self.name, f"{self.name}:{side.label}"] if pilot is None or compared else [self.name]
+            tags = [self.name]
+            if pilot is None or compared:
+                tags.append(f"{self.name}:{side.label}")
+                tags += [] if self.design is None else [design_tag(self.name, self.design)]
             self.store.add(outcome.result, tags + ([f"{self.name}:pilot"] if pilot is not None else []))
             (pilot if pilot is not None else self.results[side.label]).append(outcome.result)
             value = process_values(throughput, outcome.result)[0]
