@@ -218,7 +218,8 @@ def test_a_budget_runs_a_first_block_then_the_planned_blocks_and_reports_them(  
     assert budget["first_block"]["processes"] == 4
     # both sides run this checkout on the CPU: every block is two pairs of processes taking turns
     assert pairs == [2, 4, 6, 8]
-    assert budget["plan"]["reason"].endswith("in pairs of processes that take turns")
+    reason = budget["plan"]["reason"]
+    assert reason.endswith("in pairs of processes that take turns (the first block's 2 pairs counted)")
     assert budget["analysis"] == "turns"
     throughput = next(m for m in outcome.json()["metrics"] if m["metric"] == "samples_per_sec")
     assert throughput["method"].startswith("paired t-test of the pairs' log ratios (4 pairs")

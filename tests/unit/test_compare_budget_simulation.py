@@ -130,11 +130,13 @@ def test_the_comparisons_that_are_paired_keep_the_false_positive_rate_at_alpha_p
 
 
 def _turn_plans() -> dict[int, Plan]:
-    """Every plan the grid leads to for sides that take turns, one per count of processes a side."""
+    """Every plan the grid leads to for sides that take turns, one per count of processes a side
+    (as the budget plans: with the first block's two pairs counted)."""
     plans: dict[int, Plan] = {}
     for budget, between, within, startup in itertools.product(BUDGETS_S, BETWEEN_CVS, WITHIN_CVS, STARTUPS_S):
         try:
-            chosen = plan(budget, Noise(between, within, startup, "simulated"), ALPHA, turns=True)
+            noise = Noise(between, within, startup, "simulated")
+            chosen = plan(budget, noise, ALPHA, turns=True, earlier=2, earlier_s=PILOT_SECONDS)
         except BudgetTooSmall:
             continue
         plans.setdefault(chosen.processes, chosen)

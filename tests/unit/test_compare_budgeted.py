@@ -357,12 +357,12 @@ def test_in_turns_one_last_pair_runs_where_a_block_no_longer_fits_its_first_turn
     coin: int, order: list[str]
 ) -> None:
     machine = FakeMachine(startup_s=2.0)
-    spent = machine.spend(60.0, run_pair=machine.run_pair, first_mover=lambda: coin)
-    assert spent.plan is not None and (spent.plan.seconds, spent.plan.processes) == (0.5, 8)
-    # a first block of 4 × 3 s, four blocks of 4 × 2.5 s end at 52 s: 6.5 s are left of the 58.5 s
-    # before FINISH_S, too few for a block (10 s) but enough for a pair (5 s), which ends at 57 s;
+    spent = machine.spend(68.0, run_pair=machine.run_pair, first_mover=lambda: coin)
+    assert spent.plan is not None and (spent.plan.seconds, spent.plan.processes) == (1.0, 8)
+    # a first block of 4 × 3 s, four blocks of 4 × 3 s end at 60 s: 6.5 s are left of the 66.5 s
+    # before FINISH_S, too few for a block (12 s) but enough for a pair (6 s), which ends at 66 s;
     # the first block's two pairs are compared with the planned nine
-    assert (len(spent.values["A"]), len(spent.values["B"]), spent.elapsed_s) == (11, 11, 57.0)
+    assert (len(spent.values["A"]), len(spent.values["B"]), spent.elapsed_s) == (11, 11, 66.0)
     assert spent.values["A"][:2] == [p.value for p in spent.pilot if p.label == "A"]
     assert spent.lone_pair and spent.stopped == BUDGET_SPENT
     assert [label for label, _, _ in machine.calls[-2:]] == order
@@ -373,9 +373,9 @@ def test_in_turns_one_last_pair_runs_where_a_block_no_longer_fits_its_first_turn
 
 def test_no_lone_pair_runs_where_not_even_a_pair_fits_nor_one_at_a_time() -> None:
     machine = FakeMachine(startup_s=2.0)
-    spent = machine.spend(56.0, run_pair=machine.run_pair)
-    # 2.5 s are left at 52 s: less than a pair's 5 s
-    assert (len(spent.values["A"]), spent.elapsed_s, spent.lone_pair) == (2 + 8, 52.0, False)
+    spent = machine.spend(66.0, run_pair=machine.run_pair)
+    # 4.5 s are left at 60 s (a plan of 8 processes of 1 s): less than a pair's 6 s
+    assert (len(spent.values["A"]), spent.elapsed_s, spent.lone_pair) == (2 + 8, 60.0, False)
     machine = FakeMachine(startup_s=2.0)
     alone = machine.spend(60.0)
     # one at a time (a plan of 1.5 s), the blocks of four A B B A are the unit: three end at 54 s

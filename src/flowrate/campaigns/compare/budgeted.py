@@ -43,7 +43,8 @@ Three things change with it:
 - The first block is compared. Each pair is compared within itself, so that the first block's
   two pairs measured another length than the plan's changes how much they weigh in the verdict,
   not what they measure; their values go into the verdict with the planned pairs' (and the runs
-  are tagged with their side as well as …:pilot).
+  are tagged with their side as well as …:pilot), and the plan counts them in the interval it
+  expects.
 - The end. Where a block no longer fits but one pair does, that pair runs alone, instead of
   leaving up to a block's time of the budget unused. Which side takes its first turn is a coin's
   toss (``first_mover``): the blocks before it give each side the first turn equally often, and
@@ -324,7 +325,9 @@ def spend(
                 spent.values[process.label].append(process.value)
         left = budget_s - FINISH_S - (clock() - started)
         try:
-            chosen = dataclasses.replace(plan(left, noise, alpha, turns), preheat_steps=preheat)
+            earlier = len(spent.pilot) // 2 if turns else 0  # the first block's pairs, compared
+            chosen = plan(left, noise, alpha, turns, earlier, first)
+            chosen = dataclasses.replace(chosen, preheat_steps=preheat)
             spent.plan = chosen.wanting(wanted, budget_s - left, alpha)
         except BudgetTooSmall:
             minimum = clock() - started + minimum_budget(noise.startup_s) + FINISH_S

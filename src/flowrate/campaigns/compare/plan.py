@@ -34,7 +34,10 @@ same time as the other's, interval by interval), the verdict is the paired t-tes
 t(1 − alpha/2, n − 1) · σ_d / √n, with σ_d the CV of one pair's ratio. Taking turns cancels the
 drift between processes that blocks cancel, and more (the drift within a block too), so σ_d is at
 most √2 · √q · cv(s) (q from ``block_cv`` where the store knows it, else 1): a plan expects that
-bound, never a narrower interval than the pairs give.
+bound, never a narrower interval than the pairs give. The first block's ``earlier`` pairs, measured
+at ``earlier_s`` a process before the plan, are compared with the plan's n (the verdict weighs
+every pair alike): over all m = n + earlier pairs the mean log ratio's variance is
+(n · σ_d(s)² + earlier · σ_d(earlier_s)²) / m², at m − 1 degrees of freedom.
 
 The interval narrows only as fast as the processes a side grow, so a budget may be too short for
 the width a user asks for (--until-ci, or --fail-if-slower: the gate sees a slowdown only where it
@@ -131,6 +134,8 @@ class Plan:
     wanted_budget_s: float | None = None  # the whole budget that would buy it; None: more than MOST_S
     paired: bool = False  # whether half_width is the paired interval's (module docstring)
     turns: bool = False  # whether the sides take turns, in pairs (module docstring)
+    earlier: int = 0  # pairs measured before the plan and compared with its own (turns)
+    earlier_s: float = 0.0  # the seconds each of their processes measured
 
     @property
     def process_s(self) -> float:
@@ -150,6 +155,8 @@ class Plan:
         )
         if self.turns:
             reason += ", in pairs of processes that take turns"
+            if self.earlier:
+                reason += f" (the first block's {self.earlier} pairs counted)"
         elif self.paired and self.noise.block_cv is not None:
             reason += f", paired by block (CV within a block {self.noise.block_cv:.1%})"
         if self.wanted is None:
@@ -166,7 +173,7 @@ class Plan:
         wider (``spent_s``: of the budget, spent before the plan and kept after it)."""
         if half_width is None or self.half_width <= half_width:
             return self
-        more = budget_for(self.noise, half_width, alpha, self.turns)
+        more = budget_for(self.noise, half_width, alpha, self.turns, self.earlier, self.earlier_s)
         return dataclasses.replace(
             self, wanted=half_width, wanted_budget_s=None if more is None else spent_s + more
         )
@@ -192,15 +199,24 @@ def expects_pairing(noise: Noise, processes: int, alpha: float) -> bool:
 
 
 def expected_half_width(
-    noise: Noise, processes: int, seconds: float, alpha: float, turns: bool = False
+    noise: Noise,
+    processes: int,
+    seconds: float,
+    alpha: float,
+    turns: bool = False,
+    earlier: int = 0,
+    earlier_s: float = 0.0,
 ) -> float:
     """The expected relative half-width of the (1 − alpha) interval of B/A (module docstring);
-    with ``turns``, its bound for pairs that take turns."""
+    with ``turns``, its bound for pairs that take turns, ``earlier`` pairs of ``earlier_s`` among
+    them."""
     cv = noise.process_cv(seconds)
     if turns:
         share = 1.0 if noise.paired_share is None else noise.paired_share
-        t = float(stdtrit(processes - 1, 1 - alpha / 2))
-        return math.expm1(t * math.sqrt(share) * cv * math.sqrt(2 / processes))
+        pairs = processes + earlier
+        squares = processes * cv**2 + (earlier * noise.process_cv(earlier_s) ** 2 if earlier else 0.0)
+        t = float(stdtrit(pairs - 1, 1 - alpha / 2))
+        return math.expm1(t * math.sqrt(share * 2 * squares) / pairs)
     if expects_pairing(noise, processes, alpha):
         t = float(stdtrit(processes // 2 - 1, 1 - alpha / 2))
         return math.expm1(t * math.sqrt(noise.paired_share or 0.0) * cv * math.sqrt(2 / processes))
@@ -208,9 +224,12 @@ def expected_half_width(
     return math.expm1(t * cv * math.sqrt(2 / processes))
 
 
-def plan(budget_s: float, noise: Noise, alpha: float, turns: bool = False) -> Plan:
+def plan(
+    budget_s: float, noise: Noise, alpha: float, turns: bool = False, earlier: int = 0, earlier_s: float = 0.0
+) -> Plan:
     """The narrowest interval ``budget_s`` buys (module docstring; ``turns``: for sides that take
-    turns); BudgetTooSmall when it cannot pay for two processes a side. Ties go to the shorter
+    turns, ``earlier`` pairs of ``earlier_s`` a process measured before it and compared with its
+    own); BudgetTooSmall when it cannot pay for two processes a side. Ties go to the shorter
     length (more processes)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
@@ -219,25 +238,35 @@ def plan(budget_s: float, noise: Noise, alpha: float, turns: bool = False) -> Pl
         processes = processes_within(budget_s, noise.startup_s + seconds)
         if processes < MIN_PROCESSES:
             continue
-        width = expected_half_width(noise, processes, seconds, alpha, turns)
+        width = expected_half_width(noise, processes, seconds, alpha, turns, earlier, earlier_s)
         if best is None or width < best.half_width:
             paired = turns or expects_pairing(noise, processes, alpha)
             best = Plan(processes, seconds, budget_s, noise, width, paired=paired, turns=turns)
+            if turns:
+                best = dataclasses.replace(best, earlier=earlier, earlier_s=earlier_s)
     if best is None:
         raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
     return best
 
 
-def budget_for(noise: Noise, half_width: float, alpha: float, turns: bool = False) -> float | None:
+def budget_for(
+    noise: Noise,
+    half_width: float,
+    alpha: float,
+    turns: bool = False,
+    earlier: int = 0,
+    earlier_s: float = 0.0,
+) -> float | None:
     """The least budget (to the second) whose plan's expected half-width is at most
-    ``half_width``; None where even MOST_S is too short. A plan's width never grows with its budget
-    (each length buys at least as many processes), so the least budget is found by bisection."""
+    ``half_width`` (``earlier`` pairs counted as plan() counts them); None where even MOST_S is
+    too short. A plan's width never grows with its budget (each length buys at least as many
+    processes), so the least budget is found by bisection."""
     if not half_width > 0:
         raise ValueError(f"half_width must be > 0, got {half_width}")
 
     def narrow(budget_s: float) -> bool:
         try:
-            return plan(budget_s, noise, alpha, turns).half_width <= half_width
+            return plan(budget_s, noise, alpha, turns, earlier, earlier_s).half_width <= half_width
         except BudgetTooSmall:
             return False
 
