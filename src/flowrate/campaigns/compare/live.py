@@ -151,7 +151,7 @@ def compare_now(
     comparison = _compared(
         results, labels, test=test, alpha=rule.verdict_alpha, min_effect=min_effect, history=known
     )
-    recorded = len(results["A"]) + len(results["B"])
+    recorded = _count(results)
     return LiveComparison(done, comparison, recorded, labels, where)
 
 
@@ -205,13 +205,12 @@ def compare_within_budget(
         )
     compared = results
     if turns and spent.plan is not None:  # the first block's pairs are compared too (budgeted)
-        first = {s: [r for r, p in zip(runs.pilot, "ABBA", strict=False) if p == s] for s in "AB"}
-        compared = {s: first[s] + results[s] for s in "AB"}
+        compared = {s: runs.pilot[s] + results[s] for s in "AB"}
     comparison = _compared(
         compared, labels, alpha=level, min_effect=min_effect, history=spent.history, blocks=True, turns=turns
     )
     done = Interleaved(spent.values, spent.stopped)
-    recorded = len(runs.pilot) + len(results["A"]) + len(results["B"])
+    recorded = _count(runs.pilot) + _count(results)
     return LiveComparison(done, comparison, recorded, labels, runs.where, spent)
 
 
@@ -239,7 +238,7 @@ class _BudgetRuns:
 
     record: _Recorder
     where: Path
-    pilot: list[Result] = dataclasses.field(default_factory=list)
+    pilot: dict[str, list[Result]] = dataclasses.field(default_factory=lambda: {"A": [], "B": []})
 
     def run_one(self, label: str, seconds: float, first: bool, preheat: int | None) -> Process:
         before = clock()
@@ -257,8 +256,7 @@ class _BudgetRuns:
         return _process(first, x, seconds, wall), _process(second, y, seconds, wall)
 
     def history(self) -> History | None:
-        side_a, side_b = ([r for r, p in zip(self.pilot, "ABBA", strict=True) if p == s] for s in "AB")
-        return history_in_store(self.where, side_a, side_b)
+        return history_in_store(self.where, self.pilot["A"], self.pilot["B"])
 
 
 def _process(label: str, result: Result, seconds: float, wall: float) -> Process:
@@ -315,10 +313,10 @@ def _interleave(
 @dataclass(frozen=True)
 class _Recorder:
     """Runs a side's processes, one at a time or a pair taking turns, in fresh processes: each
-    recorded in the store as it ends and appended to ``results`` (or, given a ``pilot`` list, to
-    it, tagged NAME:pilot), ``on_run`` told. A side's process measures ``seconds`` with ``preheat``
-    warm-up steps where given (Side.measuring). A failed run raises RunFailed once the runs that
-    did not fail are recorded."""
+    recorded in the store as it ends and appended to its side's list in ``results`` (or, given
+    ``pilot``, in it, tagged NAME:pilot), ``on_run`` told. A side's process measures ``seconds``
+    with ``preheat`` warm-up steps where given (Side.measuring). A failed run raises RunFailed once
+    the runs that did not fail are recorded."""
 
     sides: Sequence[Side]
     store: Store
@@ -328,7 +326,7 @@ class _Recorder:
     design: RunDesign | None = None  # how a budget's compared runs ran, tagged on each (run_design)
 
     def one(
-        self, label: str, seconds: float | None, pilot: list[Result] | None, preheat: int | None
+        self, label: str, seconds: float | None, pilot: dict[str, list[Result]] | None, preheat: int | None
     ) -> Result:
         side = self._side(label, seconds, preheat)
         if side.revision is not None:
@@ -339,7 +337,12 @@ class _Recorder:
         return self._keep([(side, outcome)], pilot)[0]
 
     def pair(
-        self, first: str, second: str, seconds: float, pilot: list[Result] | None, preheat: int | None
+        self,
+        first: str,
+        second: str,
+        seconds: float,
+        pilot: dict[str, list[Result]] | None,
+        preheat: int | None,
     ) -> tuple[Result, Result]:
         x, y = self._side(first, seconds, preheat), self._side(second, seconds, preheat)
         assert x.config is not None and y.config is not None
@@ -352,7 +355,10 @@ class _Recorder:
         return side if seconds is None else side.measuring(seconds, preheat)
 
     def _keep(
-        self, runs: list[tuple[Side, child.ChildOutcome]], pilot: list[Result] | None, compared: bool = False
+        self,
+        runs: list[tuple[Side, child.ChildOutcome]],
+        pilot: dict[str, list[Result]] | None,
+        compared: bool = False,
     ) -> list[Result]:
         """Record each run that succeeded, in order; then RunFailed for the first that did not.
         A compared run is tagged NAME, NAME:A or NAME:B, and with a budget NAME:blocks or
@@ -362,7 +368,7 @@ class _Recorder:
         kept: list[Result] = []
         failed: str | None = None
         for side, outcome in runs:
-            number = len(self.results["A"]) + len(self.results["B"]) + len(pilot or []) + 1
+            number = _count(self.results) + _count(pilot or {}) + 1
             if outcome.result is None:
                 failed = (
                     failed
@@ -374,11 +380,16 @@ class _Recorder:
                 tags.append(f"{self.name}:{side.label}")
                 tags += [] if self.design is None else [design_tag(self.name, self.design)]
             self.store.add(outcome.result, tags + ([f"{self.name}:pilot"] if pilot is not None else []))
-            (pilot if pilot is not None else self.results[side.label]).append(outcome.result)
+            (pilot if pilot is not None else self.results)[side.label].append(outcome.result)
             value = process_values(throughput, outcome.result)[0]
             self.on_run(LiveRun(number, side.label, value, outcome.result.run_id))
             kept.append(outcome.result)
         if failed is not None:
-            recorded = len(self.results["A"]) + len(self.results["B"]) + len(pilot or [])
+            recorded = _count(self.results) + _count(pilot or {})
             raise RunFailed(f"{failed}; the {recorded} runs before it are recorded, tagged {self.name}")
         return kept
+
+
+def _count(sides: dict[str, list[Result]]) -> int:
+    """The runs of both sides."""
+    return sum(len(runs) for runs in sides.values())
