@@ -12,7 +12,7 @@ import pytest
 
 from flowrate.campaigns.compare.budgeted import PILOT_SECONDS
 from flowrate.campaigns.compare.interleave import SEQUENTIAL_ALPHA_SHARE
-from flowrate.campaigns.compare.plan import BudgetTooSmall, Noise, Plan, plan
+from flowrate.campaigns.compare.plan import BudgetTooSmall, Earlier, Noise, Plan, plan
 from flowrate.results.blocks import block_test
 from flowrate.results.turns import turns_test
 
@@ -136,7 +136,7 @@ def _turn_plans() -> dict[int, Plan]:
     for budget, between, within, startup in itertools.product(BUDGETS_S, BETWEEN_CVS, WITHIN_CVS, STARTUPS_S):
         try:
             noise = Noise(between, within, startup, "simulated")
-            chosen = plan(budget, noise, ALPHA, turns=True, earlier=2, earlier_s=PILOT_SECONDS)
+            chosen = plan(budget, noise, ALPHA, turns=True, earlier=Earlier(2, PILOT_SECONDS))
         except BudgetTooSmall:
             continue
         plans.setdefault(chosen.processes, chosen)

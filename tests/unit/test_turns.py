@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import stdtr, stdtrit
 
-from flowrate.campaigns.compare.plan import Noise, budget_for, expected_half_width, plan
+from flowrate.campaigns.compare.plan import Earlier, Noise, budget_for, expected_half_width, plan
 from flowrate.campaigns.process.turns import Turns
 from flowrate.results.turns import turns_test, turns_verdict
 from flowrate.results.verdict import run_level_verdict
@@ -164,18 +164,18 @@ def test_a_plan_for_pairs_expects_the_paired_interval_at_most() -> None:
 def test_a_plan_for_pairs_counts_the_first_blocks_pairs_in_its_interval() -> None:
     noise = Noise(0.05, 0.02, 0.3, "a first block of 4 processes", at_seconds=1.0)
     alone = plan(50.0, noise, ALPHA, turns=True)
-    chosen = plan(50.0, noise, ALPHA, turns=True, earlier=2, earlier_s=1.0)
+    chosen = plan(50.0, noise, ALPHA, turns=True, earlier=Earlier(2, 1.0))
     n, cv, cv_first = chosen.processes, noise.process_cv(chosen.seconds), noise.process_cv(1.0)
     t = float(stdtrit(n + 2 - 1, 1 - ALPHA / 2))
     expected = math.expm1(t * math.sqrt(2 * (n * cv**2 + 2 * cv_first**2)) / (n + 2))
     assert chosen.half_width == pytest.approx(expected, rel=1e-12)
     assert chosen.half_width < alone.half_width  # two more pairs narrow it
-    assert (chosen.earlier, chosen.earlier_s) == (2, 1.0)
+    assert chosen.earlier == Earlier(2, 1.0)
     assert chosen.reason.endswith("in pairs of processes that take turns (the first block's 2 pairs counted)")
     # and what a narrower interval would cost counts them too
     wanted = chosen.wanting(chosen.half_width / 2, 10.0, ALPHA)
     assert wanted.wanted_budget_s == pytest.approx(
-        10.0 + budget_for(noise, chosen.half_width / 2, ALPHA, True, 2, 1.0)  # type: ignore[operator]
+        10.0 + budget_for(noise, chosen.half_width / 2, ALPHA, True, Earlier(2, 1.0))  # type: ignore[operator]
     )
     # one at a time the first block is not compared: nothing is counted
-    assert plan(50.0, noise, ALPHA, earlier=2, earlier_s=1.0).earlier == 0
+    assert plan(50.0, noise, ALPHA, earlier=Earlier(2, 1.0)).earlier == Earlier()

@@ -69,6 +69,7 @@ from flowrate.campaigns.compare.plan import (
     INTERVAL_S,
     MIN_SECONDS,
     BudgetTooSmall,
+    Earlier,
     Noise,
     Plan,
     minimum_budget,
@@ -325,8 +326,8 @@ def spend(
                 spent.values[process.label].append(process.value)
         left = budget_s - FINISH_S - (clock() - started)
         try:
-            earlier = len(spent.pilot) // 2 if turns else 0  # the first block's pairs, compared
-            chosen = plan(left, noise, alpha, turns, earlier, first)
+            earlier = Earlier(len(spent.pilot) // 2, first) if turns else Earlier()  # compared (above)
+            chosen = plan(left, noise, alpha, turns, earlier)
             chosen = dataclasses.replace(chosen, preheat_steps=preheat)
             spent.plan = chosen.wanting(wanted, budget_s - left, alpha)
         except BudgetTooSmall:

@@ -34,10 +34,10 @@ same time as the other's, interval by interval), the verdict is the paired t-tes
 t(1 − alpha/2, n − 1) · σ_d / √n, with σ_d the CV of one pair's ratio. Taking turns cancels the
 drift between processes that blocks cancel, and more (the drift within a block too), so σ_d is at
 most √2 · √q · cv(s) (q from ``block_cv`` where the store knows it, else 1): a plan expects that
-bound, never a narrower interval than the pairs give. The first block's ``earlier`` pairs, measured
-at ``earlier_s`` a process before the plan, are compared with the plan's n (the verdict weighs
-every pair alike): over all m = n + earlier pairs the mean log ratio's variance is
-(n · σ_d(s)² + earlier · σ_d(earlier_s)²) / m², at m − 1 degrees of freedom.
+bound, never a narrower interval than the pairs give. The first block's pairs (Earlier: k pairs,
+measured at s_e a process before the plan) are compared with the plan's n (the verdict weighs
+every pair alike): over all m = n + k pairs the mean log ratio's variance is
+(n · σ_d(s)² + k · σ_d(s_e)²) / m², at m − 1 degrees of freedom.
 
 The interval narrows only as fast as the processes a side grow, so a budget may be too short for
 the width a user asks for (--until-ci, or --fail-if-slower: the gate sees a slowdown only where it
@@ -121,6 +121,15 @@ class Noise:
 
 
 @dataclass(frozen=True)
+class Earlier:
+    """Pairs that took turns before a plan and are compared with its own: how many, and the
+    seconds each of their processes measured (module docstring). The default: none."""
+
+    pairs: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class Plan:
     """Processes a side, and the seconds each measures, for a budget; and why."""
 
@@ -134,8 +143,7 @@ class Plan:
     wanted_budget_s: float | None = None  # the whole budget that would buy it; None: more than MOST_S
     paired: bool = False  # whether half_width is the paired interval's (module docstring)
     turns: bool = False  # whether the sides take turns, in pairs (module docstring)
-    earlier: int = 0  # pairs measured before the plan and compared with its own (turns)
-    earlier_s: float = 0.0  # the seconds each of their processes measured
+    earlier: Earlier = Earlier()  # pairs measured before the plan and compared with its own (turns)
 
     @property
     def process_s(self) -> float:
@@ -155,8 +163,8 @@ class Plan:
         )
         if self.turns:
             reason += ", in pairs of processes that take turns"
-            if self.earlier:
-                reason += f" (the first block's {self.earlier} pairs counted)"
+            if self.earlier.pairs:
+                reason += f" (the first block's {self.earlier.pairs} pairs counted)"
         elif self.paired and self.noise.block_cv is not None:
             reason += f", paired by block (CV within a block {self.noise.block_cv:.1%})"
         if self.wanted is None:
@@ -173,7 +181,7 @@ class Plan:
         wider (``spent_s``: of the budget, spent before the plan and kept after it)."""
         if half_width is None or self.half_width <= half_width:
             return self
-        more = budget_for(self.noise, half_width, alpha, self.turns, self.earlier, self.earlier_s)
+        more = budget_for(self.noise, half_width, alpha, self.turns, self.earlier)
         return dataclasses.replace(
             self, wanted=half_width, wanted_budget_s=None if more is None else spent_s + more
         )
@@ -204,17 +212,16 @@ def expected_half_width(
     seconds: float,
     alpha: float,
     turns: bool = False,
-    earlier: int = 0,
-    earlier_s: float = 0.0,
+    earlier: Earlier = Earlier(),
 ) -> float:
     """The expected relative half-width of the (1 − alpha) interval of B/A (module docstring);
-    with ``turns``, its bound for pairs that take turns, ``earlier`` pairs of ``earlier_s`` among
-    them."""
+    with ``turns``, its bound for pairs that take turns, the ``earlier`` pairs among them."""
     cv = noise.process_cv(seconds)
     if turns:
         share = 1.0 if noise.paired_share is None else noise.paired_share
-        pairs = processes + earlier
-        squares = processes * cv**2 + (earlier * noise.process_cv(earlier_s) ** 2 if earlier else 0.0)
+        pairs = processes + earlier.pairs
+        first = earlier.pairs * noise.process_cv(earlier.seconds) ** 2 if earlier.pairs else 0.0
+        squares = processes * cv**2 + first
         t = float(stdtrit(pairs - 1, 1 - alpha / 2))
         return math.expm1(t * math.sqrt(share * 2 * squares) / pairs)
     if expects_pairing(noise, processes, alpha):
@@ -225,12 +232,12 @@ def expected_half_width(
 
 
 def plan(
-    budget_s: float, noise: Noise, alpha: float, turns: bool = False, earlier: int = 0, earlier_s: float = 0.0
+    budget_s: float, noise: Noise, alpha: float, turns: bool = False, earlier: Earlier = Earlier()
 ) -> Plan:
     """The narrowest interval ``budget_s`` buys (module docstring; ``turns``: for sides that take
-    turns, ``earlier`` pairs of ``earlier_s`` a process measured before it and compared with its
-    own); BudgetTooSmall when it cannot pay for two processes a side. Ties go to the shorter
-    length (more processes)."""
+    turns, with the ``earlier`` pairs measured before it and compared with its own);
+    BudgetTooSmall when it cannot pay for two processes a side. Ties go to the shorter length
+    (more processes)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie between 0 and 1, got {alpha}")
     best: Plan | None = None
@@ -238,12 +245,12 @@ def plan(
         processes = processes_within(budget_s, noise.startup_s + seconds)
         if processes < MIN_PROCESSES:
             continue
-        width = expected_half_width(noise, processes, seconds, alpha, turns, earlier, earlier_s)
+        width = expected_half_width(noise, processes, seconds, alpha, turns, earlier)
         if best is None or width < best.half_width:
             paired = turns or expects_pairing(noise, processes, alpha)
             best = Plan(processes, seconds, budget_s, noise, width, paired=paired, turns=turns)
             if turns:
-                best = dataclasses.replace(best, earlier=earlier, earlier_s=earlier_s)
+                best = dataclasses.replace(best, earlier=earlier)
     if best is None:
         raise BudgetTooSmall(budget_s, minimum_budget(noise.startup_s))
     return best
@@ -254,8 +261,7 @@ def budget_for(
     half_width: float,
     alpha: float,
     turns: bool = False,
-    earlier: int = 0,
-    earlier_s: float = 0.0,
+    earlier: Earlier = Earlier(),
 ) -> float | None:
     """The least budget (to the second) whose plan's expected half-width is at most
     ``half_width`` (``earlier`` pairs counted as plan() counts them); None where even MOST_S is
@@ -266,7 +272,7 @@ def budget_for(
 
     def narrow(budget_s: float) -> bool:
         try:
-            return plan(budget_s, noise, alpha, turns, earlier, earlier_s).half_width <= half_width
+            return plan(budget_s, noise, alpha, turns, earlier).half_width <= half_width
         except BudgetTooSmall:
             return False
 
